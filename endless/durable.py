@@ -1,0 +1,146 @@
+"""Writes that survive a crash, and reads that never see half a line.
+
+Every line that matters goes out in one ``write`` and is fsynced before the
+caller is told it is stored; small files are replaced through a sibling file
+and a rename.  Readers stop at the last newline, so a line another process is
+still writing is simply not there yet.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def log(part: str, message: str) -> None:
+    """Diagnostics go to stderr with a prefix naming the part that speaks."""
+    print(f"[endless.{part}] {message}", file=sys.stderr, flush=True)
+
+
+def make_dir(path: Path) -> Path:
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    return path
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def open_append(path: Path) -> int:
+    """An O_APPEND descriptor, so lines from several processes never interleave."""
+    existed = path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    if not existed:
+        fsync_dir(path.parent)
+    return fd
+
+
+def write_all(fd: int, data: bytes, sync: bool = True) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    if sync:
+        os.fsync(fd)
+
+
+def append_lines(path: Path, records: list[bytes], sync: bool = True) -> int:
+    """Append already-encoded lines in one write; returns the offset of the first."""
+    fd = open_append(path)
+    try:
+        offset = os.lseek(fd, 0, os.SEEK_END)
+        write_all(fd, b"".join(records), sync)
+        return offset
+    finally:
+        os.close(fd)
+
+
+def dumps_line(record: object) -> bytes:
+    return orjson.dumps(record) + b"\n"
+
+
+def replace_file(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write ``data`` to a sibling, fsync it, rename it over ``path``, fsync the folder."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        write_all(fd, data, sync)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def write_json(path: Path, value: object, sync: bool = True) -> None:
+    replace_file(path, orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n", sync)
+
+
+def read_json(path: Path) -> object:
+    return orjson.loads(path.read_bytes())
+
+
+@dataclass
+class Tail:
+    """What a scan of a JSONL file found after its last complete line."""
+
+    complete_end: int  # offset just past the last newline
+    size: int  # file size when read
+    partial: bytes  # bytes after the last newline (a line still being written, or torn)
+
+
+def read_complete(path: Path, start: int) -> tuple[bytes, Tail]:
+    """Bytes from ``start`` up to the last newline, and what follows it."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            data = handle.read()
+    except FileNotFoundError:
+        return b"", Tail(start, start, b"")
+    cut = data.rfind(b"\n") + 1
+    return data[:cut], Tail(start + cut, start + len(data), data[cut:])
+
+
+def iter_lines(data: bytes, base: int):
+    """(offset, line bytes without newline) for each complete line in ``data``."""
+    pos = 0
+    end = len(data)
+    while pos < end:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return
+        yield base + pos, data[pos:nl]
+        pos = nl + 1
+
+
+def repair_tail(path: Path, start: int, quarantine: Path, complete: Callable[[bytes], bool]) -> str | None:
+    """Under the lock: make ``path`` end with a newline; says what it did, or None.
+
+    A last line that is whole but lacks its newline gets one.  A torn one is
+    copied to ``quarantine`` (durably) before it is cut off, so nothing is lost
+    and the next append does not glue onto it.
+    """
+    _, tail = read_complete(path, start)
+    if not tail.partial:
+        return None
+    if complete(tail.partial):
+        append_lines(path, [b"\n"])
+        return f"added the missing final newline to {path.name}"
+    append_lines(quarantine, [dumps_line({"file": path.name, "offset": tail.complete_end,
+                                          "bytes": tail.partial.decode("utf-8", "replace")})])
+    with open(path, "r+b") as handle:
+        handle.truncate(tail.complete_end)
+        os.fsync(handle.fileno())
+    return f"moved a torn last line ({len(tail.partial)} bytes) of {path.name} to {quarantine.name}"

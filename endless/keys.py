@@ -1,0 +1,67 @@
+"""Which memory a chat belongs to (DESIGN §2.1).
+
+A memory is named by the first 16 hex digits of sha256(agent + "\\n" + project).
+CLI chats use the real path of their workspace, so a symlink and its target
+share one memory; gateway chats use ``platform:conversation-id``, so two
+people's chats never meet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+MEMORY_ID = re.compile(r"^[0-9a-f]{16}$")
+DEFAULT_PROFILE_AGENT = "endless"
+
+
+class KeyError_(ValueError):
+    """A key or memory id that cannot name a memory."""
+
+
+@dataclass(frozen=True)
+class Key:
+    agent: str
+    project: str
+
+    @property
+    def memory_id(self) -> str:
+        return memory_id(self.agent, self.project)
+
+
+def memory_id(agent: str, project: str) -> str:
+    if not agent or not project:
+        raise KeyError_("a memory key needs a non-empty agent and project")
+    return hashlib.sha256(f"{agent}\n{project}".encode("utf-8")).hexdigest()[:16]
+
+
+def check_memory_id(value: object) -> str:
+    """Accept only 16 lowercase hex digits, never a path."""
+    if not isinstance(value, str) or not MEMORY_ID.match(value):
+        raise KeyError_(f"{value!r} is not a memory id (16 hex digits, lowercase)")
+    return value
+
+
+def agent_for_profile(profile: str | None) -> str:
+    """Hermes's default profile maps to ``endless``; a named profile keeps its name."""
+    if not profile or profile == "default":
+        return DEFAULT_PROFILE_AGENT
+    return profile
+
+
+def workspace_key(profile: str | None, workspace: str | os.PathLike[str]) -> Key:
+    return Key(agent_for_profile(profile), str(Path(workspace).resolve(strict=False)))
+
+
+def gateway_key(profile: str | None, platform: str, conversation_id: str) -> Key:
+    if not platform or not conversation_id:
+        raise KeyError_("a gateway chat needs its platform and conversation id")
+    return Key(agent_for_profile(profile), f"{platform}:{conversation_id}")
+
+
+def session_file_name(session_id: str) -> str:
+    """A file name for a session id that may hold any characters."""
+    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:24]

@@ -1,0 +1,82 @@
+"""Bindings and the session → memory index, kept under ``<root>/sessions/`` (DESIGN §2.1, §2.5).
+
+One small JSON file per session, replaced atomically: a host's binding of a
+session to its own key, and, once a session's first turn is committed, the
+memory that holds its turns, so a later bind elsewhere can be refused without
+scanning any log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from endless import durable
+from endless.keys import Key, session_file_name
+
+
+class AlreadyBound(RuntimeError):
+    """The session's turns are already in another memory."""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    session: str
+    memory_id: str
+    agent: str
+    project: str
+    bound: bool
+    agent_name: str | None = None
+    has_turns: bool = False
+
+
+def _path(root: Path, session: str) -> Path:
+    return root / "sessions" / f"{session_file_name(session)}.json"
+
+
+def lookup(root: Path, session: str) -> SessionRecord | None:
+    try:
+        data = durable.read_json(_path(root, session))
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        durable.log("sessions", f"the session file {_path(root, session)} is unreadable; ignoring it")
+        return None
+    if not isinstance(data, dict) or data.get("session") != session:
+        return None
+    return SessionRecord(session, data["memoryId"], data["agent"], data["project"],
+                         bool(data.get("bound")), data.get("agentName"), bool(data.get("hasTurns")))
+
+
+def _write(root: Path, record: SessionRecord) -> None:
+    durable.make_dir(root / "sessions")
+    value = {"session": record.session, "memoryId": record.memory_id, "agent": record.agent,
+             "project": record.project, "bound": record.bound, "hasTurns": record.has_turns}
+    if record.agent_name:
+        value["agentName"] = record.agent_name
+    durable.write_json(_path(root, record.session), value)
+
+
+def bind(root: Path, session: str, key: Key, agent_name: str | None = None) -> SessionRecord:
+    """Bind a session to ``key`` before its first turn; rebinding to the same key is a no-op."""
+    current = lookup(root, session)
+    if current is not None and current.has_turns and current.memory_id != key.memory_id:
+        raise AlreadyBound(f"session {session!r} already has turns in memory {current.memory_id}; "
+                           "bind a new session instead")
+    record = SessionRecord(session, key.memory_id, key.agent, key.project, True, agent_name,
+                           current is not None and current.has_turns and current.memory_id == key.memory_id)
+    _write(root, record)
+    return record
+
+
+def note_turns(root: Path, session: str, key: Key) -> None:
+    """Record that ``session`` has turns in ``key``'s memory (once, at its first commit)."""
+    current = lookup(root, session)
+    if current is not None and current.has_turns:
+        return
+    if current is not None and current.memory_id == key.memory_id:
+        record = SessionRecord(session, current.memory_id, current.agent, current.project,
+                               current.bound, current.agent_name, True)
+    else:
+        record = SessionRecord(session, key.memory_id, key.agent, key.project, False, None, True)
+    _write(root, record)

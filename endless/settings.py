@@ -1,0 +1,223 @@
+"""Every tunable number and name of Endless, in one place (DESIGN §7).
+
+Values are layered: built-in defaults, then the TOML file (XDG config dir, or
+``ENDLESS_CONFIG``), then ``ENDLESS_*`` environment variables, then whatever a
+harness passes.  Each value remembers which layer set it, so ``endless config``
+can say why a number is what it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+
+class SettingsError(ValueError):
+    """A settings file, variable or harness value could not be used."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective settings; ``sources`` maps each field name to its layer."""
+
+    # Lines and views (DESIGN §2.3, §2.4).
+    line_budget: int = 512
+    line_accept_ratio: float = 1.25
+    line_retry_ratio: float = 0.75
+    view_ceiling: int = 128_000
+    view_floor: int = 64_000
+    view_shrink_slack: int = 16_000
+    writer_view_floor: int = 16_000
+    writer_view_ceiling: int = 32_000
+    smallest_window_tokens: int = 32_768
+    # The writer (DESIGN §3).
+    writer_calls: int = 8
+    unwritten_ahead: int = 8
+    tries_per_line: int = 3
+    content_rounds: int = 3
+    lines_per_call: int = 6
+    retry_seconds: float = 10.0
+    call_timeout_seconds: float = 300.0
+    spend_cap_per_day: float | None = None
+    writer_route: str = ""
+    reasoning_effort: str = "lowest"
+    # Turns (DESIGN §4).
+    turn_wait_seconds: float = 180.0
+    recent_block_bytes: int = 16_384
+    long_turn_fraction: float = 0.25
+    # Messages (DESIGN §2.2).
+    granularity: str = "turn"
+    result_cap_chars: int = 15_000
+    trace_cap_chars: int = 30_000
+    message_split_chars: int = 30_000
+    # Tools (DESIGN §5).
+    zoom_page_chars: int = 25_000
+    regex_seconds: float = 2.0
+    search_hits_tool: int = 20
+    search_hits_rpc: int = 50
+    recall_search: bool = True
+    # Processes (DESIGN §2.5).
+    lease_renew_seconds: float = 5.0
+    lease_expiry_seconds: float = 30.0
+    settle_poll_seconds: float = 0.05
+    # Names.
+    agent_name: str = "Assistant"
+    person_tag: str = "you"
+    home: str = ""
+    rpc_port: int = 8765
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "default")
+
+    def memory_root(self) -> Path:
+        """Where memories live: ``home`` if set, else the XDG data dir + ``/endless``."""
+        if self.home:
+            return Path(self.home).expanduser()
+        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(base) / "endless"
+
+    def window_limits(self, window_tokens: int | None) -> tuple[int, int]:
+        """Ceiling and floor for a model's window: 1 byte per token at most."""
+        ceiling = self.view_ceiling
+        if window_tokens is not None:
+            ceiling = min(ceiling, int(window_tokens))
+        floor = ceiling * self.view_floor // self.view_ceiling
+        return ceiling, floor
+
+    def serves_window(self, window_tokens: int | None) -> bool:
+        return window_tokens is None or window_tokens >= self.smallest_window_tokens
+
+    def replace(self, **values: Any) -> "Settings":
+        """A copy with ``values`` applied as the harness layer."""
+        return _apply(self, values, "harness")
+
+
+_ENV_PREFIX = "ENDLESS_"
+_NOT_SETTINGS = {"sources"}
+# Environment names that mean something else than a field of the same name.
+_ENV_SKIP = {"ENDLESS_CONFIG"}
+
+
+def setting_names() -> list[str]:
+    return [f.name for f in fields(Settings) if f.name not in _NOT_SETTINGS]
+
+
+def config_path() -> Path:
+    explicit = os.environ.get("ENDLESS_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "endless" / "config.toml"
+
+
+def load_settings(
+    harness: Mapping[str, Any] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    path: Path | None = None,
+) -> Settings:
+    """Defaults, then the TOML file, then ``ENDLESS_*``, then ``harness``."""
+    env = os.environ if environ is None else environ
+    settings = Settings()
+    toml_path = path if path is not None else config_path()
+    if toml_path.exists():
+        try:
+            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"cannot read the settings file {toml_path}: {exc}. "
+                                "Fix its TOML syntax or point ENDLESS_CONFIG elsewhere.") from exc
+        table = data.get("endless", data)
+        settings = _apply(settings, table, f"file {toml_path}")
+    env_values = {}
+    for key, raw in env.items():
+        if key.startswith(_ENV_PREFIX) and key not in _ENV_SKIP:
+            env_values[key[len(_ENV_PREFIX):].lower()] = raw
+    settings = _apply(settings, env_values, "env", from_text=True, strict=False)
+    if harness:
+        settings = _apply(settings, harness, "harness")
+    return settings
+
+
+def _apply(settings: Settings, values: Mapping[str, Any], layer: str, *,
+           from_text: bool = False, strict: bool = True) -> Settings:
+    known = {f.name: f for f in fields(Settings) if f.name not in _NOT_SETTINGS}
+    changes: dict[str, Any] = {}
+    sources = dict(settings.sources)
+    for name, raw in values.items():
+        key = name.replace("-", "_")
+        if key not in known:
+            if strict:
+                raise SettingsError(f"unknown setting {name!r} in {layer}; "
+                                    f"known settings: {', '.join(sorted(known))}")
+            continue
+        label = f"ENDLESS_{key.upper()}" if layer == "env" else layer
+        changes[key] = _coerce(key, raw, known[key].default, label, from_text)
+        sources[key] = layer if layer != "env" else f"env ENDLESS_{key.upper()}"
+    result = dataclasses.replace(settings, **changes, sources=sources)
+    _check(result)
+    return result
+
+
+def _coerce(name: str, raw: Any, default: Any, where: str, from_text: bool) -> Any:
+    kind = type(default)
+    if name == "spend_cap_per_day":
+        kind = float
+        if raw is None or (from_text and str(raw).strip().lower() in ("", "none", "off")):
+            return None
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected true or false")
+        if kind is int:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError("expected a whole number")
+            return int(str(raw).replace("_", "")) if isinstance(raw, str) else int(raw)
+        if kind is float:
+            if isinstance(raw, bool):
+                raise ValueError("expected a number")
+            return float(raw)
+        if not isinstance(raw, str) and not from_text:
+            raise ValueError("expected text")
+        return str(raw)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"setting {name} from {where} has the value {raw!r}: {exc}") from exc
+
+
+def _check(s: Settings) -> None:
+    problems = []
+    if s.granularity not in ("turn", "step"):
+        problems.append(f"granularity must be 'turn' or 'step', not {s.granularity!r}")
+    for name in ("line_budget", "view_ceiling", "view_floor", "writer_view_floor",
+                 "writer_view_ceiling", "writer_calls", "unwritten_ahead", "tries_per_line",
+                 "content_rounds", "lines_per_call", "recent_block_bytes", "zoom_page_chars",
+                 "search_hits_tool", "search_hits_rpc", "result_cap_chars", "trace_cap_chars",
+                 "message_split_chars"):
+        if getattr(s, name) <= 0:
+            problems.append(f"{name} must be positive")
+    if s.view_floor >= s.view_ceiling:
+        problems.append("view_floor must be below view_ceiling")
+    if s.writer_view_floor >= s.writer_view_ceiling:
+        problems.append("writer_view_floor must be below writer_view_ceiling")
+    if s.spend_cap_per_day is not None and s.spend_cap_per_day < 0:
+        problems.append("spend_cap_per_day must not be negative")
+    if not 0 < s.long_turn_fraction <= 1:
+        problems.append("long_turn_fraction must be in (0, 1]")
+    if problems:
+        where = ", ".join(sorted(set(s.sources.values()))) or "defaults"
+        raise SettingsError("invalid settings (" + where + "): " + "; ".join(problems))
+
+
+def describe(settings: Settings) -> list[tuple[str, Any, str]]:
+    """(name, value, source) for every setting, for ``endless config``."""
+    return [(name, getattr(settings, name), settings.source(name)) for name in setting_names()]

@@ -1,0 +1,275 @@
+"""The view: tree parts that tile the history, and the sawtooth that merges them (DESIGN §2.4).
+
+Pure logic, no files.  A part is ``(level, index)`` and covers the ``2**level``
+messages from ``index * 2**level``.  ``most_due`` is the merge choice, equal to
+Taelin's rollback-list ``push`` when the list length is the budget; the
+``Sawtooth`` holds merges back until the view passes its ceiling and then
+applies a whole batch at once, so the view changes only at its end between
+batches and cached prefixes survive.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+Part = tuple[int, int]
+Built = Callable[[int, int], bool]
+SizeOf = Callable[[Part], int]
+
+_KEY_BITS = 80  # due compared as an exact integer: (T - last) << (_KEY_BITS - level)
+
+
+class ViewError(ValueError):
+    """A stored view that does not tile the history or names a part that was never built."""
+
+
+def first(part: Part) -> int:
+    return part[1] << part[0]
+
+
+def count(part: Part) -> int:
+    return 1 << part[0]
+
+
+def end(part: Part) -> int:
+    return (part[1] + 1) << part[0]
+
+
+def name(part: Part) -> str:
+    return f"{first(part)}+{count(part)}"
+
+
+def parse_name(ident: int, n: int, total: int) -> Part | None:
+    """``(level, index)`` for the name ``ident+n``, or None when no such line can exist."""
+    if isinstance(ident, bool) or isinstance(n, bool):
+        return None
+    if not isinstance(ident, int) or not isinstance(n, int):
+        return None
+    if ident < 0 or n < 1 or n & (n - 1) or ident % n or ident + n > total:
+        return None
+    level = n.bit_length() - 1
+    return level, ident >> level
+
+
+def parent(part: Part) -> Part:
+    return part[0] + 1, part[1] >> 1
+
+
+def children(part: Part) -> tuple[Part, Part]:
+    level, index = part
+    return (level - 1, 2 * index), (level - 1, 2 * index + 1)
+
+
+def _due_key(part: Part, total: int) -> int:
+    """Larger is more due: (T - last) / 2**level scaled to an integer, ``last`` the pair's last message."""
+    level, index = part
+    last = ((index + 2) << level) - 1
+    return (total - last) << (_KEY_BITS - level)
+
+
+def _is_pair(left: Part, right: Part) -> bool:
+    return left[0] == right[0] and not left[1] & 1 and right[1] == left[1] + 1
+
+
+def most_due(parts: Sequence[Part], total: int, built: Built | None = None) -> int | None:
+    """Position of the left part of the pair to merge next, or None.
+
+    A candidate is two adjacent true siblings whose parent is built; the score
+    is ``(T - last) / 2**level`` with ``last`` the pair's last message; ties go
+    to the oldest pair.
+    """
+    best: int | None = None
+    best_key = 0
+    for k in range(len(parts) - 1):
+        left = parts[k]
+        if not _is_pair(left, parts[k + 1]):
+            continue
+        if built is not None and not built(left[0] + 1, left[1] >> 1):
+            continue
+        key = _due_key(left, total)
+        if best is None or key > best_key:
+            best, best_key = k, key
+    return best
+
+
+def merge_at(parts: list[Part], k: int) -> Part:
+    merged = parent(parts[k])
+    parts[k:k + 2] = [merged]
+    return merged
+
+
+def check_tiling(parts: Iterable[Part], total: int) -> int:
+    """The end of the prefix ``[0, k)`` that ``parts`` tile; raises if they do not tile one."""
+    at = 0
+    for part in parts:
+        level, index = part
+        if not isinstance(level, int) or not isinstance(index, int) or level < 0 or index < 0:
+            raise ViewError(f"part {part!r} is not a (level, index) pair of naturals")
+        if first(part) != at:
+            raise ViewError(f"part {name(part)} starts at {first(part)}, expected {at}")
+        at = end(part)
+    if at > total:
+        raise ViewError(f"the view covers {at} messages but the history has only {total}")
+    return at
+
+
+def merge_down(parts: list[Part], total: int, target: int, size_of: SizeOf,
+               built: Built | None = None, size: int | None = None) -> tuple[list[Part], list[Part], int]:
+    """Merge most-due pairs until the size is at most ``target`` or nothing can merge.
+
+    Returns the new parts, the parents merged in order, and the new size.  The
+    same choices as calling ``most_due`` repeatedly, with a heap instead of a
+    scan per merge, so a whole batch costs O(n log n).
+    """
+    n = len(parts)
+    cur = list(parts)
+    alive = [True] * n
+    prev = list(range(-1, n - 1))
+    nxt = list(range(1, n + 1))
+    if size is None:
+        size = sum(size_of(p) for p in cur)
+    heap: list[tuple[int, int, int, Part, Part]] = []
+
+    def push(k: int) -> None:
+        j = nxt[k]
+        if j >= n:
+            return
+        left, right = cur[k], cur[j]
+        if _is_pair(left, right) and (built is None or built(left[0] + 1, left[1] >> 1)):
+            heapq.heappush(heap, (-_due_key(left, total), first(left), k, left, right))
+
+    for k in range(n - 1):
+        push(k)
+    merged: list[Part] = []
+    while size > target and heap:
+        _, _, k, left, right = heapq.heappop(heap)
+        j = nxt[k] if k < n else n
+        if not alive[k] or cur[k] != left or j >= n or not alive[j] or cur[j] != right:
+            continue
+        top = parent(left)
+        size += size_of(top) - size_of(left) - size_of(right)
+        cur[k] = top
+        alive[j] = False
+        nxt[k] = nxt[j]
+        if nxt[j] < n:
+            prev[nxt[j]] = k
+        merged.append(top)
+        push(k)
+        if prev[k] >= 0:
+            push(prev[k])
+    result = [cur[k] for k in range(n) if alive[k]]
+    return result, merged, size
+
+
+@dataclass
+class ViewState:
+    """A view as stored: its parts, how many messages they cover, and the shrinking flag."""
+
+    parts: list[Part] = field(default_factory=list)
+    total: int = 0
+    shrinking: bool = False
+
+    def append(self, new_total: int) -> list[Part]:
+        added = [(0, i) for i in range(self.total, new_total)]
+        self.parts.extend(added)
+        self.total = max(self.total, new_total)
+        return added
+
+    def to_json(self) -> dict:
+        return {"total": self.total, "shrinking": self.shrinking,
+                "parts": [[l, i] for l, i in self.parts]}
+
+    @classmethod
+    def from_json(cls, data: object) -> "ViewState":
+        if not isinstance(data, dict):
+            raise ViewError("the stored view is not a JSON object")
+        try:
+            parts = [(int(p[0]), int(p[1])) for p in data["parts"]]
+            total = int(data["total"])
+            shrinking = bool(data.get("shrinking", False))
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ViewError(f"the stored view is malformed: {exc}") from exc
+        return cls(parts, total, shrinking)
+
+
+def validate(state: ViewState, total: int, built: Built) -> None:
+    """Accept a stored view only if it tiles a prefix of the history and every merged part exists."""
+    covered = check_tiling(state.parts, total)
+    if covered != state.total:
+        raise ViewError(f"the view says it covers {state.total} messages but its parts cover {covered}")
+    for part in state.parts:
+        if part[0] > 0 and not built(*part):
+            raise ViewError(f"the view holds {name(part)}, which was never built")
+
+
+@dataclass
+class BatchOutcome:
+    changed: bool
+    merged: list[Part]
+    needed: list[Part]  # parents the next batch still waits for, in the order it would merge them
+
+
+@dataclass(frozen=True)
+class Sawtooth:
+    """When to merge: let the view grow to the ceiling, then merge down to the floor in one step.
+
+    The parents a batch needs are reported first so the writer can build them;
+    the batch is applied only once all exist, unless the view runs ``slack``
+    bytes past the ceiling, when it merges what it can and keeps going at later
+    changes (``shrinking``).
+    """
+
+    ceiling: int
+    floor: int
+    slack: int
+    estimate: int  # size assumed for a parent not yet written, when planning
+
+    def settle(self, state: ViewState, size: int, size_of: SizeOf, built: Built) -> BatchOutcome:
+        if state.shrinking:
+            return self._shrink(state, size, size_of, built)
+        if size <= self.ceiling:
+            return BatchOutcome(False, [], [])
+
+        def planned_size(part: Part) -> int:
+            return size_of(part) if part[0] == 0 or built(*part) else self.estimate
+
+        _, plan, _ = merge_down(state.parts, state.total, self.floor, planned_size, None, size)
+        needed = [p for p in plan if not built(*p)]
+        if not needed:
+            parts, merged, _ = merge_down(state.parts, state.total, self.floor, size_of, built, size)
+            state.parts = parts
+            return BatchOutcome(bool(merged), merged, [])
+        if size > self.ceiling + self.slack:
+            state.shrinking = True
+            outcome = self._shrink(state, size, size_of, built)
+            outcome.needed = [p for p in needed if not built(*p)]
+            return outcome
+        return BatchOutcome(False, [], needed)
+
+    def _shrink(self, state: ViewState, size: int, size_of: SizeOf, built: Built) -> BatchOutcome:
+        parts, merged, new_size = merge_down(state.parts, state.total, self.floor, size_of, built, size)
+        state.parts = parts
+        needed: list[Part] = []
+        if new_size <= self.floor:
+            state.shrinking = False
+        else:
+            def planned_size(part: Part) -> int:
+                return size_of(part) if part[0] == 0 or built(*part) else self.estimate
+            _, plan, _ = merge_down(parts, state.total, self.floor, planned_size, None, new_size)
+            needed = [p for p in plan if not built(*p)]
+        return BatchOutcome(bool(merged), merged, needed)
+
+
+def derive(chat: ViewState, sawtooth: Sawtooth, size_of: SizeOf, built: Built) -> ViewState:
+    """The writer view: the chat view merged further with the same rule, down to its floor."""
+    parts, _, size = merge_down(chat.parts, chat.total, sawtooth.floor, size_of, built)
+    return ViewState(parts, chat.total, size > sawtooth.floor)
+
+
+def refold(total: int, size_of: SizeOf, built: Built, floor: int) -> ViewState:
+    """A view recomputed from scratch: every message, merged down to the floor with built parents."""
+    parts = [(0, i) for i in range(total)]
+    parts, _, _ = merge_down(parts, total, floor, size_of, built)
+    return ViewState(parts, total, False)

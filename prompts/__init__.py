@@ -1,0 +1,19 @@
+"""Every text a model reads, kept as plain files beside this module."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import orjson
+
+
+@lru_cache(maxsize=None)
+def text(name: str) -> str:
+    """The prompt file ``name`` (relative to this package), exactly as stored."""
+    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
+def data(name: str) -> object:
+    return orjson.loads(text(name))

@@ -1,0 +1,1 @@
+"""The summary writer: the pool that writes and merges lines (DESIGN §3)."""

@@ -1,0 +1,209 @@
+"""Searching the whole history, newest first, without loading it (DESIGN §5).
+
+A literal search scans the order log backwards in large chunks and looks for
+the query as it appears inside a JSON string, so most of the file is only
+lowered and searched in C; each candidate line is parsed and checked against
+the message text itself.  A pattern search runs the ``regex`` engine with a
+deadline, so a catastrophic pattern stops after its time limit instead of
+hanging the process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import orjson
+import regex
+
+from endless.log import OrderLog
+
+CHUNK = 4 << 20
+SNIPPET = 80
+
+
+class SearchError(ValueError):
+    """A query that cannot be searched for; the message says why."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: int
+    at: float
+    title: str
+    session: str
+    kind: str
+    snippet: str
+
+
+@dataclass
+class Result:
+    hits: list[Hit] = field(default_factory=list)
+    more: bool = False
+    stopped_at: int | None = None  # the oldest message searched when a time limit cut the search
+    pattern: bool = False
+
+
+def parse_query(query: str) -> tuple[str, bool]:
+    """``(text, is_pattern)``: ``/…/`` is a regular expression, anything else literal words."""
+    if not isinstance(query, str) or not query.strip():
+        raise SearchError("give words to search for, or a /regular expression/")
+    if len(query) >= 2 and query.startswith("/") and query.endswith("/"):
+        body = query[1:-1]
+        if not body:
+            raise SearchError("the regular expression // is empty")
+        return body, True
+    return query, False
+
+
+def compile_pattern(body: str) -> "regex.Pattern[str]":
+    try:
+        return regex.compile(body, regex.IGNORECASE | regex.MULTILINE)
+    except regex.error as exc:
+        raise SearchError(f"the regular expression /{body}/ is not valid: {exc}") from exc
+
+
+def search(log: OrderLog, query: str, skip: int, limit: int, seconds: float,
+           clock: Callable[[], float] = time.monotonic) -> Result:
+    """Hits ``skip .. skip+limit`` newest first, and whether more exist."""
+    body, is_pattern = parse_query(query)
+    want = skip + limit + 1
+    found: list[Hit] = []
+    result = Result(pattern=is_pattern)
+    if is_pattern:
+        pattern = compile_pattern(body)
+        deadline = clock() + seconds
+        stopped = _scan_pattern(log, pattern, want, found, deadline, clock)
+        result.stopped_at = stopped
+    else:
+        _scan_literal(log, body, want, found)
+    result.more = len(found) > skip + limit
+    result.hits = found[skip:skip + limit]
+    return result
+
+
+def _chunks_backward(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of whole lines, from the end of the file back to its start."""
+    pos = end
+    size = CHUNK
+    while pos > 0:
+        start = max(0, pos - size)
+        data = os.pread(fd, pos - start, start)
+        if start > 0:
+            nl = data.find(b"\n")
+            if nl < 0:
+                size *= 2
+                continue
+            data = data[nl + 1:]
+            start += nl + 1
+        yield start, data
+        pos = start
+        size = CHUNK
+
+
+def _open(log: OrderLog) -> int | None:
+    try:
+        return os.open(log.path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+
+
+def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit]) -> None:
+    needle_text = text.lower()
+    fd = _open(log)
+    if fd is None:
+        return
+
+    def match(message: str) -> int:
+        return message.lower().find(needle_text)
+
+    try:
+        if text.isascii():
+            needle = orjson.dumps(text)[1:-1].lower()
+            for _, data in _chunks_backward(fd, log.end):
+                hay = data.lower()
+                hi = len(hay)
+                while (k := hay.rfind(needle, 0, hi)) >= 0:
+                    start = hay.rfind(b"\n", 0, k) + 1
+                    stop = hay.find(b"\n", k)
+                    _collect(data[start:len(hay) if stop < 0 else stop], match, found)
+                    if len(found) >= want:
+                        return
+                    hi = start
+            return
+        # Lowering outside ASCII may change lengths: test line by line, after a cheap chunk check.
+        needle_str = orjson.dumps(needle_text).decode()[1:-1]
+        for _, data in _chunks_backward(fd, log.end):
+            if needle_str not in data.decode("utf-8", "replace").lower():
+                continue
+            for line in reversed(data.split(b"\n")):
+                if line and needle_str in line.decode("utf-8", "replace").lower():
+                    _collect(line, match, found)
+                    if len(found) >= want:
+                        return
+    finally:
+        os.close(fd)
+
+
+def _collect(line: bytes, match: Callable[[str], int], found: list[Hit]) -> None:
+    line = line.rstrip()
+    try:
+        record = orjson.loads(line)
+        first, messages = record["id"], record["m"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return
+    for k in range(len(messages) - 1, -1, -1):
+        message = messages[k]
+        text = message.get("x", "")
+        pos = match(text)
+        if pos >= 0:
+            found.append(Hit(first + k, float(message.get("at", 0.0)), record.get("t", ""),
+                             record.get("s", ""), message.get("k", ""), snippet(text, pos)))
+
+
+def snippet(text: str, pos: int, width: int = SNIPPET) -> str:
+    start = max(0, pos - width)
+    stop = min(len(text), pos + width)
+    piece = " ".join(text[start:stop].split())
+    return ("…" if start > 0 else "") + piece + ("…" if stop < len(text) else "")
+
+
+def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found: list[Hit],
+                  deadline: float, clock: Callable[[], float]) -> int | None:
+    """Scan every line with the pattern; returns the oldest message reached if time ran out."""
+    fd = _open(log)
+    if fd is None:
+        return None
+    oldest: int | None = None
+    try:
+        for _, data in _chunks_backward(fd, log.end):
+            lines = data.split(b"\n")
+            for k in range(len(lines) - 1, -1, -1):
+                if not lines[k]:
+                    continue
+                remaining = deadline - clock()
+                if remaining <= 0:
+                    return oldest if oldest is not None else log.total
+
+                def match(text: str) -> int:
+                    left = deadline - clock()
+                    if left <= 0:
+                        raise TimeoutError
+                    found_at = pattern.search(text, timeout=left)
+                    return -1 if found_at is None else found_at.start()
+
+                try:
+                    _collect(lines[k], match, found)
+                except TimeoutError:
+                    return oldest if oldest is not None else log.total
+                try:
+                    oldest = orjson.loads(lines[k])["id"]
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    pass
+                if len(found) >= want:
+                    return None
+    finally:
+        os.close(fd)
+    return None

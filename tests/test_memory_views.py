@@ -1,0 +1,152 @@
+"""The views of a real memory folder: tiling, derivation of the writer view, reopening."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings, strategies as st
+
+from endless import view as views
+from endless.keys import workspace_key
+from endless.memory import Memory, _coarser
+from endless.messages import Message
+from endless.settings import Settings
+
+SMALL = Settings(view_ceiling=3000, view_floor=1500, writer_view_ceiling=1400,
+                 writer_view_floor=700, view_shrink_slack=800)
+
+
+def _open(root: Path, s: Settings = SMALL) -> Memory:
+    return Memory.open(workspace_key(None, root / "ws"), settings=s, root=root)
+
+
+def _check(memory: Memory) -> None:
+    assert views.check_tiling(memory.chat.parts, memory.total) == memory.total
+    assert views.check_tiling(memory.wview.parts, memory.total) == memory.total
+    views.validate(memory.chat, memory.total, memory.tree.built)
+    views.validate(memory.wview, memory.total, memory.tree.built)
+    assert _coarser(memory.wview.parts, memory.chat.parts), "the writer view must coarsen the chat view"
+
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("turn"), st.lists(st.integers(5, 1500), min_size=1, max_size=3)),
+    st.tuples(st.just("write"), st.integers(0, 6)),
+), min_size=1, max_size=60)
+
+
+@given(ops)
+@settings(max_examples=40, deadline=None)
+def test_views_stay_valid_and_reopen_identically(program):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        memory = _open(root)
+        seen_batches = 0
+        for op, arg in program:
+            before = list(memory.chat.parts)
+            if op == "turn":
+                kinds = ["user", "reply", "trace"]
+                memory.commit_turn("s", "Title", [Message(kinds[k % 3], "w" * size, 1.0)
+                                                  for k, size in enumerate(arg)], sync=False)
+            else:
+                for job in memory.ready_work()[:arg + 1]:
+                    memory.store_line(job.level, job.index, f"line {job.name} " + "z" * 60, sync=False)
+            _check(memory)
+            after = memory.chat.parts
+            if after[:len(before)] != before:
+                seen_batches += 1
+                for part in before:  # a merged part is never split
+                    assert any(views.first(q) <= views.first(part) and views.end(part) <= views.end(q)
+                               for q in after)
+        chat, wview = list(memory.chat.parts), list(memory.wview.parts)
+        shrinking = memory.chat.shrinking
+        memory.close()
+        again = _open(root)
+        assert again.chat.parts == chat and again.wview.parts == wview
+        assert again.chat.shrinking == shrinking
+        assert again.reports == []
+        again.close()
+
+
+def test_between_batches_the_view_only_grows_at_its_end(tmp_path):
+    memory = _open(tmp_path)
+    previous = ""
+    batches = 0
+    for t in range(120):
+        memory.commit_turn("s", "T", [Message("user", f"question {t} " + "q" * 300, 1.0),
+                                      Message("reply", f"answer {t} " + "a" * 700, 1.0)], sync=False)
+        for job in memory.ready_work():
+            memory.store_line(job.level, job.index, f"summary of {job.name} " + "s" * 100, sync=False)
+        rendered, _ = memory.render_view()
+        body = rendered[:-len("</chat>")]
+        if previous and not body.startswith(previous):
+            batches += 1
+        previous = body
+        _check(memory)
+    assert memory.view_size() <= SMALL.view_ceiling + SMALL.view_shrink_slack
+    assert 3 <= batches < 40, f"{batches} batches in 120 turns"
+
+
+def test_free_nodes_are_stored_at_once(tmp_path):
+    memory = _open(tmp_path, Settings())
+    memory.commit_turn("s", "T", [Message("user", "short question", 1.0),
+                                  Message("reply", "short answer", 1.0)])
+    assert memory.node_text(0, 0) == "you: short question"
+    assert memory.node_text(0, 1) == "Assistant: short answer"
+    assert memory.node_text(1, 0) == "you: short question\nAssistant: short answer"
+    memory.commit_turn("s", "T", [Message("user", "x" * 600, 1.0)])
+    assert not memory.is_built(0, 2)
+    assert [j.name for j in memory.ready_work()] == ["2+1"]
+    rendered, stop = memory.render_view()
+    # the parent exists, but the view merges only in a batch
+    assert stop == 2 and rendered == "<chat>\n0+1|you: short question\n1+1|Assistant: short answer\n</chat>"
+    assert memory.recent_block(stop) == "2+0|you: " + "x" * 600
+
+
+def test_stored_line_is_written_once(tmp_path):
+    memory = _open(tmp_path, Settings())
+    memory.commit_turn("s", "T", [Message("user", "y" * 900, 1.0)])
+    assert memory.store_line(0, 0, "first")
+    assert not memory.store_line(0, 0, "second")
+    assert memory.node_text(0, 0) == "first"
+    record = memory.tree.record(0, 0)
+    assert record["src"] == len(("you: " + "y" * 900).encode()) and record["size"] == 5
+
+
+def test_ceiling_scales_to_small_windows(tmp_path):
+    memory = _open(tmp_path, Settings())
+    memory.set_window(40_000)
+    assert (memory.chat_saw.ceiling, memory.chat_saw.floor) == (40_000, 20_000)
+    memory.set_window(1_000_000)
+    assert (memory.chat_saw.ceiling, memory.chat_saw.floor) == (128_000, 64_000)
+    try:
+        memory.set_window(16_000)
+    except Exception as exc:  # noqa: BLE001 - the message is what matters
+        assert "32768" in str(exc) and "without Endless" in str(exc)
+    else:
+        raise AssertionError("a 16k window must be refused")
+
+
+def test_newer_format_is_refused_clearly(tmp_path):
+    memory = _open(tmp_path, Settings())
+    folder = memory.folder
+    memory.close()
+    key = folder / "key.json"
+    key.write_text(key.read_text().replace('"format": 1', '"format": 9'))
+    try:
+        _open(tmp_path, Settings())
+    except Exception as exc:  # noqa: BLE001
+        assert "format 9" in str(exc) and "upgrade" in str(exc)
+    else:
+        raise AssertionError("a memory of a newer format must be refused")
+
+
+def test_files_are_private(tmp_path):
+    memory = _open(tmp_path, Settings())
+    memory.commit_turn("s", "T", [Message("user", "hello", 1.0)])
+    for path in [memory.folder, *memory.folder.rglob("*")]:
+        mode = path.stat().st_mode & 0o777
+        if path.is_dir():
+            assert mode == 0o700, path
+        elif not path.name.startswith("lock"):
+            assert mode == 0o600, (path, oct(mode))

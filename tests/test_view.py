@@ -1,0 +1,234 @@
+"""The merge choice, the sawtooth and the worked example of DESIGN §2.4."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from endless import view as views
+from endless.view import Sawtooth, ViewState, merge_down, most_due
+
+
+# -- the oracle: an independent transcription of Taelin's rollback-list push -----------
+
+def push(entries: list[list[int]], state: int) -> list[list[int]]:
+    """Newest-first list of [state, keep]. A 0 absorbs the new state; a 1 carries the old one down."""
+    if not entries:
+        return [[state, 0]]
+    newest = entries[0]
+    if newest[1] == 0:
+        newest[1] = 1
+        return entries
+    return [[state, 0]] + push(entries[1:], newest[0])
+
+
+def push_view(entries: list[list[int]]) -> list[int]:
+    """Oldest-first starts of the lines the list stands for."""
+    return [state for state, _ in reversed(entries)]
+
+
+def first_message_due(parts: list[tuple[int, int]], total: int) -> int | None:
+    """The known-wrong variant: due measured from the pair's first message."""
+    best, best_score = None, None
+    for k in range(len(parts) - 1):
+        (l, i), (l2, i2) = parts[k], parts[k + 1]
+        if l != l2 or i % 2 or i2 != i + 1:
+            continue
+        score = (total - (i << l)) / (1 << (l + 2))
+        if best is None or score > best_score:
+            best, best_score = k, score
+    return best
+
+
+def run_with_budget(choose, steps: int):
+    """Yield (T, view starts, push starts) with the push list's length as the line budget."""
+    entries: list[list[int]] = []
+    parts: list[tuple[int, int]] = []
+    for t in range(steps):
+        entries = push(entries, t)
+        parts.append((0, t))
+        while len(parts) > len(entries):
+            k = choose(parts, t + 1)
+            assert k is not None, f"nothing to merge at T={t + 1}"
+            views.merge_at(parts, k)
+        yield t + 1, [views.first(p) for p in parts], push_view(entries)
+
+
+def test_most_due_equals_push_for_twenty_thousand_steps():
+    checked = 0
+    for total, ours, theirs in run_with_budget(most_due, 20_001):
+        assert ours == theirs, f"T={total}: view {ours} but push {theirs}"
+        checked += 1
+    assert checked == 20_001
+
+
+def test_first_message_variant_disagrees_first_at_ten():
+    first_bad = None
+    for total, ours, theirs in run_with_budget(first_message_due, 200):
+        if ours != theirs:
+            first_bad = total
+            break
+    assert first_bad == 10
+    parts = [(2, 0), (2, 1), (0, 8), (0, 9)]
+    assert most_due(parts, 10) == 2  # merges 8+1, 9+1
+    assert first_message_due(parts, 10) == 0  # merges 0..7: the bug
+
+
+def test_most_due_respects_built_and_siblings():
+    parts = [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert most_due(parts, 4) == 0
+    assert most_due(parts, 4, built=lambda l, i: (l, i) != (1, 0)) == 2
+    assert most_due(parts, 4, built=lambda l, i: False) is None
+    assert most_due([(0, 1), (0, 2)], 3) is None  # neighbours but not siblings
+    assert most_due([(1, 0), (0, 2)], 3) is None  # different levels
+    assert most_due([], 0) is None
+
+
+# -- the worked example ------------------------------------------------------------
+
+def test_worked_example_step_by_step():
+    saw = Sawtooth(ceiling=1000, floor=500, slack=16_000, estimate=100)
+    state = ViewState()
+    size_of = lambda part: 100  # noqa: E731 - every line 100 bytes
+    built = lambda l, i: True  # noqa: E731
+    for t in range(10):
+        state.append(t + 1)
+        outcome = saw.settle(state, 100 * len(state.parts), size_of, built)
+        assert not outcome.changed and len(state.parts) == t + 1
+    assert 100 * len(state.parts) == 1000
+    state.append(11)
+    outcome = saw.settle(state, 1100, size_of, built)
+    assert [views.name(p) for p in outcome.merged] == ["0+2", "2+2", "4+2", "0+4", "6+2", "4+4"]
+    assert [views.name(p) for p in state.parts] == ["0+4", "4+4", "8+1", "9+1", "10+1"]
+    expected = {16: ["0+8", "8+4", "12+2", "14+2", "16+1"],
+                22: ["0+8", "8+8", "16+4", "20+2", "22+1"]}
+    for t in range(11, 23):
+        state.append(t + 1)
+        before = list(state.parts)
+        outcome = saw.settle(state, 100 * len(state.parts), size_of, built)
+        if t in expected:
+            assert outcome.changed and [views.name(p) for p in state.parts] == expected[t]
+            assert 100 * len(state.parts) == 500
+        else:
+            assert not outcome.changed and state.parts == before
+
+
+def test_batch_waits_for_parents_then_applies_in_one_step():
+    saw = Sawtooth(ceiling=1000, floor=500, slack=300, estimate=100)
+    state = ViewState()
+    have: set[tuple[int, int]] = set()
+    built = lambda l, i: (l, i) in have  # noqa: E731
+    size_of = lambda part: 100  # noqa: E731
+    state.append(11)
+    outcome = saw.settle(state, 1100, size_of, built)
+    assert not outcome.changed and len(state.parts) == 11
+    assert [views.name(p) for p in outcome.needed] == ["0+2", "2+2", "4+2", "0+4", "6+2", "4+4"]
+    for part in outcome.needed[:-1]:
+        have.add(part)
+        again = saw.settle(state, 1100, size_of, built)
+        assert not again.changed, "a batch must not be applied before all its parents exist"
+    have.add(outcome.needed[-1])
+    final = saw.settle(state, 1100, size_of, built)
+    assert final.changed and [views.name(p) for p in state.parts] == ["0+4", "4+4", "8+1", "9+1", "10+1"]
+
+
+def test_shrinking_when_parents_stay_missing():
+    saw = Sawtooth(ceiling=1000, floor=500, slack=300, estimate=100)
+    state = ViewState()
+    have = {(1, 0), (1, 1)}
+    built = lambda l, i: (l, i) in have  # noqa: E731
+    size_of = lambda part: 100  # noqa: E731
+    state.append(14)  # 1,400 bytes: past ceiling + slack
+    outcome = saw.settle(state, 1400, size_of, built)
+    assert outcome.changed and state.shrinking
+    assert [views.name(p) for p in state.parts[:2]] == ["0+2", "2+2"]
+    assert (2, 0) not in have and (1, 2) not in have
+    have.update((l, i) for l in range(1, 5) for i in range(16))
+    state.append(15)
+    outcome = saw.settle(state, 100 * len(state.parts), size_of, built)
+    assert 100 * len(state.parts) <= 500 and not state.shrinking
+
+
+# -- properties ----------------------------------------------------------------------
+
+@st.composite
+def scenarios(draw):
+    total = draw(st.integers(1, 300))
+    sizes = draw(st.lists(st.integers(20, 700), min_size=total, max_size=total))
+    missing = draw(st.sets(st.tuples(st.integers(1, 9), st.integers(0, 300)), max_size=40))
+    ceiling = draw(st.integers(800, 6000))
+    floor = draw(st.integers(200, ceiling - 100))
+    slack = draw(st.integers(0, 3000))
+    return total, sizes, missing, ceiling, floor, slack
+
+
+def _sizes(sizes):
+    def size_of(part):
+        level, index = part
+        return sum(sizes[views.first(part):views.end(part)]) // (1 << level) + 10 * level
+    return size_of
+
+
+@given(scenarios())
+@settings(max_examples=150, deadline=None)
+def test_sawtooth_properties(scenario):
+    total, sizes, missing, ceiling, floor, slack = scenario
+    built = lambda l, i: l == 0 or (l, i) not in missing  # noqa: E731
+    size_of = _sizes(sizes)
+    saw = Sawtooth(ceiling, floor, slack, 512)
+    state = ViewState()
+    for t in range(total):
+        before = list(state.parts)
+        state.append(t + 1)
+        size = sum(size_of(p) for p in state.parts)
+        outcome = saw.settle(state, size, size_of, built)
+        assert views.check_tiling(state.parts, t + 1) == t + 1
+        for part in state.parts:
+            assert part[0] == 0 or built(*part)
+        # never split: every part of the previous view lies inside one part of the new one
+        for part in before:
+            assert any(views.first(q) <= views.first(part) and views.end(part) <= views.end(q)
+                       for q in state.parts)
+        new_size = sum(size_of(p) for p in state.parts)
+        if outcome.changed:
+            assert new_size <= floor or state.shrinking or not _can_merge(state, t + 1, built)
+            for merged in outcome.merged:
+                assert built(*merged)
+        else:
+            assert state.parts == before + [(0, t)]
+            assert state.shrinking or new_size <= ceiling + slack or not _can_merge(state, t + 1, built)
+
+
+def _can_merge(state, total, built):
+    return most_due(state.parts, total, built) is not None
+
+
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=200), st.integers(0, 100_000),
+       st.sets(st.tuples(st.integers(1, 8), st.integers(0, 200)), max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_merge_down_equals_repeated_most_due(levels_seed, target, missing):
+    total = len(levels_seed)
+    parts = [(0, i) for i in range(total)]
+    built = lambda l, i: (l, i) not in missing  # noqa: E731
+    size_of = lambda part: 100 + part[0] * 7 + part[1] % 13  # noqa: E731
+    fast, merged, size = merge_down(parts, total, target, size_of, built)
+    slow = list(parts)
+    slow_merged = []
+    while sum(size_of(p) for p in slow) > target:
+        k = most_due(slow, total, built)
+        if k is None:
+            break
+        slow_merged.append(views.merge_at(slow, k))
+    assert fast == slow and merged == slow_merged
+    assert size == sum(size_of(p) for p in fast)
+
+
+def test_parse_name_rejects_every_invalid_form():
+    assert views.parse_name(40, 8, 48) == (3, 5)
+    assert views.parse_name(0, 1, 1) == (0, 0)
+    for ident, n in [(40, 8, ), (41, 8), (40, 6), (40, 0), (-8, 8), (0, -1), (48, 1), (47, 2)]:
+        if (ident, n) == (40, 8):
+            assert views.parse_name(ident, n, 47) is None  # past the end
+            continue
+        assert views.parse_name(ident, n, 48) is None
+    assert views.parse_name(True, 1, 5) is None
+    assert views.parse_name(1.0, 1, 5) is None

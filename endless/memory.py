@@ -10,8 +10,8 @@ long the conversation grows.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -23,12 +23,13 @@ from endless import view as views
 from endless.keys import Key, check_memory_id
 from endless.locks import ChangeLock, Lease
 from endless.log import OrderLog, TurnInfo, Damage
-from endless.messages import Message, Stored, check_kind, prepare
+from endless.messages import Message, Stored, check_kind, prepare, render
 from endless.settings import Settings, load_settings
 from endless.tree import TreeStore, fold, line_size
 from endless.view import Part, Sawtooth, ViewError, ViewState
 
 FORMAT = 1
+TEXT_CACHE = 8192  # node texts kept in memory: every view line and then some
 STATUSES = ("completed", "stopped", "interrupted")
 INTERRUPTED_NOTE = "This turn was interrupted before it finished (the process ended); what is above is all that happened."
 STOPPED_NOTE = "The person stopped this turn before it finished; what is above is all that happened."
@@ -106,7 +107,7 @@ class Memory:
         self.wview = ViewState()
         self.needed: list[Part] = []
         self._view_stamp: tuple | None = None
-        self._texts: dict[Part, str] = {}
+        self._texts: OrderedDict[Part, str] = OrderedDict()
         self._src: dict[int, int] = {}
         self._next_leaf = 0
         self._ready_merges: set[Part] | None = None
@@ -180,7 +181,7 @@ class Memory:
             self._load_views(repair=True)
             self._advance_leaf()
             self._close_orphans()
-            self._cascade_free(self._unbuilt_free_leaves())
+            self._store_free_leaves({}, True)
             self._update_views(save=True)
 
     def _report(self, what: str) -> None:
@@ -261,6 +262,7 @@ class Memory:
             first = self.total
             turn_no = self.turns
             at_now = self.clock()
+            in_hand: dict[int, Message] = {}
             for session, title, messages, status, status_text, tid in turns:
                 if status not in STATUSES:
                     raise MemoryError_(f"turn status must be one of {', '.join(STATUSES)}, not {status!r}")
@@ -277,16 +279,14 @@ class Memory:
                                              at=at_now, messages=messages, turn=turn_no, first=first))
                 infos.append(TurnInfo(turn_no, first, len(messages), session, title, status, at_now, tid))
                 for k, m in enumerate(messages):
-                    src = len(self._source(m.kind, m.writer_text or m.text).encode("utf-8"))
-                    self._src[first + k] = src
+                    in_hand[first + k] = m
                 first += len(messages)
                 turn_no += 1
             if not lines:
                 return []
             self.log.append(lines, sync)
             self.log.catch_up(True)
-            new_ids = range(infos[0].first, self.total)
-            self._store_free_leaves(new_ids, sync)
+            self._store_free_leaves(in_hand, sync)
             self._update_views(save=True, sync=sync)
         for info in infos:
             self._note_session(info.session)
@@ -294,7 +294,6 @@ class Memory:
         return infos
 
     def _source(self, kind: str, text: str) -> str:
-        from endless.messages import render
         return render(kind, text, self.settings, self.agent_name)
 
     def _note_session(self, session: str) -> None:
@@ -338,33 +337,54 @@ class Memory:
     def node_text(self, level: int, index: int) -> str | None:
         part = (level, index)
         text = self._texts.get(part)
-        if text is None:
-            text = self.tree.text(level, index)
-            if text is not None and len(self._texts) < 65536:
-                self._texts[part] = text
+        if text is not None:
+            self._texts.move_to_end(part)
+            return text
+        text = self.tree.text(level, index)
+        if text is not None:
+            self._texts[part] = text
+            if len(self._texts) > TEXT_CACHE:
+                self._texts.popitem(last=False)
         return text
 
     def store_line(self, level: int, index: int, text: str, sync: bool = True) -> bool:
         """Store a written line; False if it already existed (the first one wins)."""
+        return self.store_lines([(level, index, text)], sync)[0]
+
+    def store_lines(self, lines: list[tuple[int, int, str]], sync: bool = True) -> list[bool]:
+        """Store several written lines in one write, in order (children before parents)."""
         self._writable()
-        if not isinstance(text, str):
-            raise MemoryError_("a line's text must be a string")
+        for _, _, text in lines:
+            if not isinstance(text, str):
+                raise MemoryError_("a line's text must be a string")
+        stored: list[bool] = []
         with self.lock:
             self._catch_up(locked=True)
-            part = (level, index)
-            if views.parse_name(views.first(part), views.count(part), self.total) is None:
-                raise MemoryError_(f"no line {views.name(part)} can exist with {self.total} messages")
-            if self.tree.built(level, index):
-                return False
-            if level > 0 and not all(self.tree.built(*c) for c in views.children(part)):
-                raise MemoryError_(f"line {views.name(part)} cannot be stored before both halves")
-            src = self._src_size(index) if level == 0 else None
-            self.tree.append([self.tree.encode(level, index, text, src)], sync)
-            self.tree.catch_up(True)
-            self._after_built([part], sync)
-            self._update_views(save=True, sync=sync)
-        self._notify()
-        return True
+            encoded, parts = [], []
+            pending: set[Part] = set()
+            for level, index, text in lines:
+                part = (level, index)
+                if views.parse_name(views.first(part), views.count(part), self.total) is None:
+                    raise MemoryError_(f"no line {views.name(part)} can exist with {self.total} messages")
+                if self.tree.built(level, index) or part in pending:
+                    stored.append(False)
+                    continue
+                if level > 0 and not all(self.tree.built(*c) or c in pending
+                                         for c in views.children(part)):
+                    raise MemoryError_(f"line {views.name(part)} cannot be stored before both halves")
+                src = self._src_size(index) if level == 0 else None
+                encoded.append(self.tree.encode(level, index, text, src))
+                parts.append(part)
+                pending.add(part)
+                stored.append(True)
+            if encoded:
+                self.tree.append(encoded, sync)
+                self.tree.catch_up(True)
+                self._after_built(parts, sync)
+                self._update_views(save=True, sync=sync)
+        if encoded:
+            self._notify()
+        return stored
 
     def _src_size(self, message_id: int) -> int:
         size = self._src.get(message_id)
@@ -375,34 +395,38 @@ class Memory:
             self._src[message_id] = size
         return size
 
-    def _store_free_leaves(self, ids: Iterable[int], sync: bool) -> None:
+    def _store_free_leaves(self, in_hand: dict[int, Message], sync: bool) -> None:
+        """Store the free leaves of every message not yet checked (under the lock).
+
+        Normally that is just the turn being committed, whose messages are in
+        hand; after a crash between a commit and its leaves, the watermark lags
+        and the missed messages are read back from the log.
+        """
         budget = self.settings.line_budget
         lines, parts = [], []
-        for message_id in ids:
+        for message_id in range(self.tree.free_upto, self.total):
             if self.tree.built(0, message_id):
                 continue
-            stored = self.log.message(message_id)
-            if stored is None:
-                continue
-            source = stored.writer_source(self.settings, self.agent_name)
+            m = in_hand.get(message_id)
+            if m is not None:
+                source = self._source(m.kind, m.writer_text if m.writer_text is not None else m.text)
+            else:
+                stored = self.log.message(message_id)
+                if stored is None:
+                    continue
+                source = stored.writer_source(self.settings, self.agent_name)
             size = len(source.encode("utf-8"))
-            self._src[message_id] = size
             if size <= budget:
                 lines.append(self.tree.encode(0, message_id, source, size))
                 parts.append((0, message_id))
+            else:
+                self._src[message_id] = size
         if lines:
             self.tree.append(lines, sync)
-            self.tree.catch_up(True)
+            self.tree.catch_up(False)
             self._after_built(parts, sync)
-
-    def _unbuilt_free_leaves(self) -> list[int]:
-        """Leaves a crash left unstored though they are free (checked from the first unbuilt one)."""
-        return [i for i in range(self._next_leaf, self.total) if not self.tree.built(0, i)
-                and self._src_size(i) <= self.settings.line_budget]
-
-    def _cascade_free(self, leaf_ids: list[int]) -> None:
-        if leaf_ids:
-            self._store_free_leaves(leaf_ids, True)
+        self.tree.free_upto = self.total
+        self.tree.write_index(force=True)
 
     def _after_built(self, parts: list[Part], sync: bool) -> None:
         """Store free parents of new nodes, level by level, and keep ready work current."""
@@ -720,6 +744,18 @@ class Memory:
 
     def renew_lease(self) -> bool:
         return self.lease.renew()
+
+    async def keep_lease(self, stop: asyncio.Event) -> bool:
+        """Renew the lease every few seconds until ``stop`` is set; False once it was lost."""
+        while not stop.is_set():
+            if not self.renew_lease():
+                durable.log("memory", f"{self.memory_id}: lost the writer lease to another process")
+                return False
+            try:
+                await asyncio.wait_for(stop.wait(), self.settings.lease_renew_seconds)
+            except (asyncio.TimeoutError, TimeoutError):
+                pass
+        return True
 
 
 def _resolve(waiter: asyncio.Future) -> None:

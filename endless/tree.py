@@ -37,6 +37,7 @@ class TreeStore:
         self.end = 0
         self.damage: list[Damage] = []
         self.count = 0
+        self.free_upto = 0  # free leaves are known stored for every message below this id
         self._dirty: dict[int, dict[int, int]] = {}
         self._fd: int | None = None
 
@@ -60,14 +61,15 @@ class TreeStore:
             level += 1
         try:
             pos = array("Q")
-            pos.frombytes(self._pos_path().read_bytes()[:16])
+            pos.frombytes(self._pos_path().read_bytes()[:24])
             self.end, self.count = int(pos[0]), int(pos[1])
+            self.free_upto = int(pos[2]) if len(pos) > 2 else 0
         except (FileNotFoundError, IndexError):
-            self.end, self.count = 0, 0
+            self.end, self.count, self.free_upto = 0, 0, 0
         size = self.path.stat().st_size if self.path.exists() else 0
         if self.end > size or not self._ends_line(self.end):
             durable.log("tree", f"the tree index disagrees with {self.path.name}; rebuilding it")
-            self.slots, self.end, self.count = [], 0, 0
+            self.slots, self.end, self.count, self.free_upto = [], 0, 0, 0
 
     def _ends_line(self, offset: int) -> bool:
         if offset == 0:
@@ -112,8 +114,8 @@ class TreeStore:
             self.write_index()
         return found
 
-    def write_index(self) -> None:
-        if not self._dirty:
+    def write_index(self, force: bool = False) -> None:
+        if not self._dirty and not force:
             return
         durable.make_dir(self.index_dir)
         for level, changes in self._dirty.items():
@@ -126,7 +128,7 @@ class TreeStore:
         self._dirty = {}
         fd = os.open(self._pos_path(), os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
         try:
-            os.pwrite(fd, array("Q", [self.end, self.count]).tobytes(), 0)
+            os.pwrite(fd, array("Q", [self.end, self.count, self.free_upto]).tobytes(), 0)
         finally:
             os.close(fd)
 

@@ -688,6 +688,16 @@ class Memory:
         found = self._routes.get(session)
         return None if found is None else (found["route"], found["system"])
 
+    def job_session(self, job: Job) -> str | None:
+        """The session whose route a job uses: its message's, or a merge's last message's."""
+        stored = self.message(job.index if job.level == 0 else views.end(job.part) - 1)
+        return None if stored is None else stored.session
+
+    def job_route(self, job: Job) -> tuple[dict, str] | None:
+        """The route and system prompt last recorded for the job's session, if any."""
+        session = self.job_session(job)
+        return None if session is None else self.route_for(session)
+
     def _read_routes(self) -> None:
         data, tail = durable.read_complete(self.folder / "routes.jsonl", self._routes_end)
         for _, line in durable.iter_lines(data, self._routes_end):

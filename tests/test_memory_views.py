@@ -150,3 +150,43 @@ def test_files_are_private(tmp_path):
             assert mode == 0o700, path
         elif not path.name.startswith("lock"):
             assert mode == 0o600, (path, oct(mode))
+
+
+def test_writer_api_gives_input_context_and_route(tmp_path):
+    memory = _open(tmp_path, Settings())
+    long_text = "the server listens on port 5433 " * 30
+    memory.commit_turn("chat-a", "Ports", [Message("user", long_text, 1.0),
+                                           Message("reply", "noted " * 120, 2.0)])
+    memory.record_route("chat-a", {"provider": "sim", "model": "m1"}, "SYSTEM A")
+    jobs = memory.ready_work()
+    assert [j.name for j in jobs] == ["0+1", "1+1"]
+    assert memory.job_input(jobs[0]) == "you: " + long_text
+    assert memory.job_route(jobs[0]) == ({"provider": "sim", "model": "m1"}, "SYSTEM A")
+    assert memory.writer_context(jobs[1]) == []  # stops at the first unwritten line
+    first_line = "asked which port: 5433 " + "." * 280
+    memory.store_line(0, 0, first_line)
+    context = memory.writer_context(jobs[1])
+    assert [line.render() for line in context] == ["0+1|" + first_line]
+    jobs = memory.ready_work()
+    assert [j.name for j in jobs] == ["1+1"]
+    memory.store_line(0, 1, "acknowledged " + "," * 280)  # too long together: not a free parent
+    merge = memory.ready_work()
+    assert [j.name for j in merge] == ["0+2"]
+    assert memory.job_input(merge[0]) == f"0+1|{first_line}\n1+1|acknowledged " + "," * 280
+    sources = memory.job_sources(merge[0])
+    assert any("5433" in s for s in sources[1:]) and len(sources) == 3
+    # a later route replaces the earlier one, also as seen by another process
+    memory.record_route("chat-a", {"provider": "sim", "model": "m2"}, "SYSTEM B")
+    other = _open(tmp_path, Settings())
+    assert other.route_for("chat-a") == ({"provider": "sim", "model": "m2"}, "SYSTEM B")
+    assert other.route_for("nobody") is None
+
+
+def test_unwritten_lines_ahead_are_limited(tmp_path):
+    memory = _open(tmp_path, Settings())
+    memory.commit_turn("s", "T", [Message("user", f"{k} " + "m" * 700, 1.0) for k in range(12)])
+    leaves = [j for j in memory.ready_work() if j.level == 0]
+    assert [j.index for j in leaves] == list(range(8))
+    memory.store_line(0, 3, "three")
+    leaves = [j for j in memory.ready_work() if j.level == 0]
+    assert [j.index for j in leaves] == [0, 1, 2, 4, 5, 6, 7, 8]

@@ -59,10 +59,10 @@ class ChangeLock:
 
 
 def _write_pid(path: Path) -> None:
+    # Fixed width, written in place: no truncation on the hot path.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.pwrite(fd, f"{os.getpid():>12}\n".encode(), 0)
     finally:
         os.close(fd)
 

@@ -30,6 +30,7 @@ from endless.view import Part, Sawtooth, ViewError, ViewState
 
 FORMAT = 1
 TEXT_CACHE = 8192  # node texts kept in memory: every view line and then some
+SIZE_CACHE = 65536  # rendered sizes of written lines
 STATUSES = ("completed", "stopped", "interrupted")
 INTERRUPTED_NOTE = "This turn was interrupted before it finished (the process ended); what is above is all that happened."
 STOPPED_NOTE = "The person stopped this turn before it finished; what is above is all that happened."
@@ -108,6 +109,7 @@ class Memory:
         self.needed: list[Part] = []
         self._view_stamp: tuple | None = None
         self._texts: OrderedDict[Part, str] = OrderedDict()
+        self._sizes: dict[Part, int] = {}
         self._src: dict[int, int] = {}
         self._next_leaf = 0
         self._ready_merges: set[Part] | None = None
@@ -178,11 +180,15 @@ class Memory:
                     self._report(what)
             self.log.catch_up(True)
             self.tree.catch_up(True)
+            reported = len(self.reports)
             self._load_views(repair=True)
+            repaired = len(self.reports) > reported  # a view was recomputed: store it
             self._advance_leaf()
             self._close_orphans()
             self._store_free_leaves({}, True)
             self._update_views(save=True)
+            if repaired:
+                self._save_views()
 
     def _report(self, what: str) -> None:
         self.reports.append(what)
@@ -539,11 +545,19 @@ class Memory:
             return views.refold(self.total, self._size_of, self.tree.built, self.chat_saw.floor)
 
     def _size_of(self, part: Part) -> int:
+        """Bytes of the part's rendered line; a written line's size never changes, so it is kept."""
+        size = self._sizes.get(part)
+        if size is not None:
+            return size
         level, index = part
         head = f"{views.first(part)}+{views.count(part)}|"
         text = self.node_text(level, index) if self.tree.built(level, index) else None
         if text is not None:
-            return line_size(head, text)
+            size = line_size(head, text)
+            self._sizes[part] = size
+            if len(self._sizes) > SIZE_CACHE:
+                self._sizes.pop(next(iter(self._sizes)))
+            return size
         if level == 0:
             return len(head) + min(self._src_size(index), self.settings.line_budget) + 1
         return len(head) + self.settings.line_budget + 1
@@ -553,22 +567,24 @@ class Memory:
         return sum(self._size_of(p) for p in state.parts)
 
     def _update_views(self, save: bool, sync: bool = True) -> None:
-        """Append new messages to both views, run the sawtooths, save what changed (under the lock)."""
-        changed = False
+        """Append new messages to both views, run the sawtooths, save after merges (under the lock).
+
+        A pure append is not saved: a stored view tiling ``[0, k)`` gets the
+        messages after ``k`` appended when it is loaded, which gives the same view.
+        """
+        flags = (self.chat.shrinking, self.wview.shrinking)
         for state in (self.chat, self.wview):
             if state.total < self.total:
                 state.append(self.total)
-                changed = True
         outcome = self.chat_saw.settle(self.chat, self.view_size(self.chat), self._size_of,
                                        self.tree.built)
         if outcome.changed:
-            changed = True
             self.wview = views.derive(self.chat, self.writer_saw, self._size_of, self.tree.built)
         woutcome = self.writer_saw.settle(self.wview, self.view_size(self.wview), self._size_of,
                                           self.tree.built)
-        changed = changed or woutcome.changed
         self.needed = outcome.needed + [p for p in woutcome.needed if p not in outcome.needed]
-        if changed and save:
+        merged = outcome.changed or woutcome.changed
+        if save and (merged or flags != (self.chat.shrinking, self.wview.shrinking)):
             self._save_views(sync)
 
     def _save_views(self, sync: bool = True) -> None:

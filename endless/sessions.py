@@ -80,3 +80,14 @@ def note_turns(root: Path, session: str, key: Key) -> None:
     else:
         record = SessionRecord(session, key.memory_id, key.agent, key.project, False, None, True)
     _write(root, record)
+
+
+def key_for_session(root: Path, session: str, fallback: Key) -> tuple[Key, str | None]:
+    """The key a session's turns go to: its binding if a host bound it, else ``fallback``.
+
+    Also returns the agent name the host gave, if any.
+    """
+    record = lookup(root, session)
+    if record is not None and record.bound:
+        return Key(record.agent, record.project), record.agent_name
+    return fallback, None

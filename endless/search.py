@@ -147,7 +147,9 @@ def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit]) -> None
         os.close(fd)
 
 
-def _collect(line: bytes, match: Callable[[str], int], found: list[Hit]) -> None:
+def _collect(line: bytes, match: Callable[[str], int], found: list[Hit],
+             searched: Callable[[int], None] | None = None) -> None:
+    """Add the line's matching messages to ``found``, newest first; ``searched(id)`` after each."""
     line = line.rstrip()
     try:
         record = orjson.loads(line)
@@ -161,6 +163,8 @@ def _collect(line: bytes, match: Callable[[str], int], found: list[Hit]) -> None
         if pos >= 0:
             found.append(Hit(first + k, float(message.get("at", 0.0)), record.get("t", ""),
                              record.get("s", ""), message.get("k", ""), snippet(text, pos)))
+        if searched is not None:
+            searched(first + k)
 
 
 def snippet(text: str, pos: int, width: int = SNIPPET) -> str:
@@ -177,6 +181,12 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
     if fd is None:
         return None
     oldest: int | None = None
+
+    def searched(message_id: int) -> None:
+        # The oldest message searched to the end: a time limit can strike inside a turn.
+        nonlocal oldest
+        oldest = message_id
+
     try:
         for _, data in _chunks_backward(fd, log.end):
             lines = data.split(b"\n")
@@ -195,13 +205,9 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
                     return -1 if found_at is None else found_at.start()
 
                 try:
-                    _collect(lines[k], match, found)
+                    _collect(lines[k], match, found, searched)
                 except TimeoutError:
                     return oldest if oldest is not None else log.total
-                try:
-                    oldest = orjson.loads(lines[k])["id"]
-                except (orjson.JSONDecodeError, KeyError, TypeError):
-                    pass
                 if len(found) >= want:
                     return None
     finally:

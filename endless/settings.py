@@ -9,6 +9,7 @@ can say why a number is what it is.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -107,11 +108,12 @@ def setting_names() -> list[str]:
     return [f.name for f in fields(Settings) if f.name not in _NOT_SETTINGS]
 
 
-def config_path() -> Path:
-    explicit = os.environ.get("ENDLESS_CONFIG")
+def config_path(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    explicit = env.get("ENDLESS_CONFIG")
     if explicit:
         return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "endless" / "config.toml"
 
 
@@ -124,7 +126,7 @@ def load_settings(
     """Defaults, then the TOML file, then ``ENDLESS_*``, then ``harness``."""
     env = os.environ if environ is None else environ
     settings = Settings()
-    toml_path = path if path is not None else config_path()
+    toml_path = path if path is not None else config_path(env)
     if toml_path.exists():
         try:
             data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
@@ -132,6 +134,9 @@ def load_settings(
             raise SettingsError(f"cannot read the settings file {toml_path}: {exc}. "
                                 "Fix its TOML syntax or point ENDLESS_CONFIG elsewhere.") from exc
         table = data.get("endless", data)
+        if not isinstance(table, dict):
+            raise SettingsError(f"the settings file {toml_path} has 'endless' = {table!r}; "
+                                "settings go in an [endless] table or at the top level")
         settings = _apply(settings, table, f"file {toml_path}")
     env_values = {}
     for key, raw in env.items():
@@ -211,6 +216,19 @@ def _check(s: Settings) -> None:
         problems.append("writer_view_floor must be below writer_view_ceiling")
     if s.spend_cap_per_day is not None and s.spend_cap_per_day < 0:
         problems.append("spend_cap_per_day must not be negative")
+    for f in fields(Settings):
+        value = getattr(s, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{f.name} must be a finite number, not {value!r}")
+        elif f.name.endswith("_seconds") and value < 0:
+            problems.append(f"{f.name} must not be negative")
+    for name in ("regex_seconds", "line_accept_ratio", "line_retry_ratio", "smallest_window_tokens"):
+        if not getattr(s, name) > 0:
+            problems.append(f"{name} must be positive")
+    if not 0 <= s.rpc_port <= 65535:
+        problems.append("rpc_port must be a port number from 0 to 65535")
+    if s.view_shrink_slack < 0:
+        problems.append("view_shrink_slack must not be negative")
     if not 0 < s.long_turn_fraction <= 1:
         problems.append("long_turn_fraction must be in (0, 1]")
     if problems:

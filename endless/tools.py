@@ -10,8 +10,11 @@ changes either.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from typing import Any, Callable
+
+import orjson
 
 import prompts
 from endless import search as searching
@@ -23,7 +26,9 @@ TOOL_NAMES = ("zoom", "date", "recall_search")
 
 def definitions(include_search: bool = True) -> list[dict]:
     """The tools as ``{name, description, parameters}``, byte-identical every call."""
-    tools = prompts.data("tools.json")
+    # Parsed afresh each call: a caller that adds a cache mark to a tool must not change
+    # what the next call returns.
+    tools = orjson.loads(prompts.text("tools.json"))
     assert isinstance(tools, list)
     return [t for t in tools if include_search or t["name"] != "recall_search"]
 
@@ -44,9 +49,12 @@ def _int_arg(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
         return int(value.strip())
     return None
+
+
+_INTEGER = re.compile(r"-?[0-9]{1,30}")
 
 
 def zoom(memory: Memory, ident: Any, n: Any, page: Any = 1) -> str:
@@ -121,8 +129,10 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
         return f"Cannot search: {exc}."
     lines = []
     if result.stopped_at is not None:
-        lines.append(f"The pattern search stopped after {seconds:g} s; it searched messages "
-                     f"{result.stopped_at} to {memory.total - 1}, newest first. "
+        searched = (f"it searched messages {result.stopped_at} to {memory.total - 1}, newest "
+                    f"first, not the older ones" if result.stopped_at < memory.total
+                    else "before it had searched a single message")
+        lines.append(f"The pattern search stopped after {seconds:g} s, {searched}. "
                      "Narrow the pattern or search for plain words.")
     if not result.hits:
         lines.append(f"No hits for {query} on page {p}." if p > 1 else f"No hits for {query}.")
@@ -162,8 +172,14 @@ def lookback_words(name: str, args: Any, title: str) -> str | None:
     where = f" in «{title}»" if title else ""
     if name == "zoom":
         i, n = _int_arg(args.get("id")), _int_arg(args.get("n"))
-        what = f"message {i}" if n == 1 else f"line {i}+{n}"
+        if i is None or n is None:
+            what = "a line that does not exist"
+        else:
+            what = f"message {i}" if n == 1 else f"line {i}+{n}"
         return f"looked back at {what}{where}"
     if name == "date":
-        return f"looked up when message {_int_arg(args.get('id'))} was written{where}"
+        i = _int_arg(args.get("id"))
+        if i is None:
+            return f"looked up the date of a message that does not exist{where}"
+        return f"looked up when message {i} was written{where}"
     return f"searched the history for {args.get('query')!r}{where}"

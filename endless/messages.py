@@ -92,7 +92,8 @@ def cap_middle(text: str, keep: int) -> str:
     if len(text) <= 2 * keep:
         return text
     cut = len(text) - 2 * keep
-    return f"{text[:keep]}\n[… {cut:,} characters cut …]\n{text[-keep:]}"
+    unit = "character" if cut == 1 else "characters"
+    return f"{text[:keep]}\n[… {cut:,} {unit} cut …]\n{text[-keep:]}"
 
 
 def split_long(text: str, limit: int) -> list[str]:

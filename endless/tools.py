@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import orjson
 
+import orjson
+
 import prompts
 from endless import search as searching
 from endless import view as views
@@ -147,7 +149,15 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
 
 
 def call(memory: Memory, name: str, args: Any) -> str:
-    """Run a tool call as the model sent it; bad arguments get an answer, never an exception."""
+    """Run a tool call as the model sent it; bad arguments get an answer, never an exception.
+
+    ``args`` may be the decoded object or the JSON text a provider sends.
+    """
+    if isinstance(args, (str, bytes)):
+        try:
+            args = orjson.loads(args) if args.strip() else {}
+        except orjson.JSONDecodeError:
+            return f"The {name} tool's arguments are not valid JSON; send a JSON object."
     if not isinstance(args, dict):
         return f"The {name} tool takes named arguments as a JSON object."
     if name == "zoom":

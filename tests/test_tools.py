@@ -129,11 +129,16 @@ def test_zoom_missing_arguments(six, args):
     assert tools.call(six, "zoom", args) == "zoom needs id and n, the two numbers of a line's name id+n."
 
 
-@pytest.mark.parametrize("args", [None, [0, 1], "0+1", 5])
+@pytest.mark.parametrize("args", [None, [0, 1], "[0, 1]", 5])
 def test_arguments_not_an_object(six, args):
     for name in tools.TOOL_NAMES:
         answer = tools.call(six, name, args)
         assert answer == f"The {name} tool takes named arguments as a JSON object."
+
+
+def test_arguments_as_json_text_like_the_wire_sends(six):
+    assert tools.call(six, "zoom", '{"id": 0, "n": 1}') == tools.call(six, "zoom", {"id": 0, "n": 1})
+    assert tools.call(six, "zoom", "0+1") == "The zoom tool's arguments are not valid JSON; send a JSON object."
 
 
 def test_unknown_tool_is_named(six):

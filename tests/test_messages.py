@@ -16,7 +16,7 @@ from endless.settings import Settings
 
 AT = 1_700_000_000.0
 S = Settings()
-MARKER = re.compile(r"\n\[… ([\d,]+) characters cut …\]\n")
+MARKER = re.compile(r"\n\[… ([\d,]+) characters? cut …\]\n")
 
 
 def distinct(n: int, seed: int = 1) -> str:

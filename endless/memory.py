@@ -172,6 +172,7 @@ class Memory:
             self.log.catch_up(False)
             self.tree.catch_up(False)
             self._load_views(repair=False)
+            self._replay_appends()
             self._advance_leaf()
             return
         with self.lock:
@@ -489,7 +490,14 @@ class Memory:
             self._mark_built(part)
         self._advance_leaf()
         changed = self._reload_views_if_changed()
+        self._replay_appends()
         return changed or before != (self.total, self.tree.count)
+
+    def _replay_appends(self) -> None:
+        """Pure appends are not saved: extend the loaded views to every message read."""
+        for state in (self.chat, self.wview):
+            if state.total < self.total:
+                state.append(self.total)
 
     # -- views -----------------------------------------------------------------------
 
@@ -515,8 +523,12 @@ class Memory:
         chat_path, writer_path = self._view_paths()
         self._view_stamp = self._stamp()
         chat = self._read_view(chat_path, "view", repair)
-        if chat is None:
-            return
+        if chat is None or chat is self.chat:
+            # Not accepted (it may name messages or lines we have not read yet): try again
+            # at the next catch-up instead of keeping a stale view until the file changes.
+            self._view_stamp = None
+            if chat is None:
+                return
         self.chat = chat
         wview = self._read_view(writer_path, "writer view", repair, writer=True)
         if wview is None or not _coarser(wview.parts, chat.parts):

@@ -48,6 +48,15 @@ class TreeStore:
         return self.index_dir / f"tree-pos.v{FORMAT}.bin"
 
     def load_index(self) -> None:
+        # The position first: a writer updates it after the slot files, so every line
+        # before it is in the slots read next (later ones are read again by catch_up).
+        try:
+            pos = array("Q")
+            pos.frombytes(self._pos_path().read_bytes()[:24])
+            self.end, self.count = int(pos[0]), int(pos[1])
+            self.free_upto = int(pos[2]) if len(pos) > 2 else 0
+        except (FileNotFoundError, IndexError):
+            self.end, self.count, self.free_upto = 0, 0, 0
         self.slots = []
         level = 0
         while True:
@@ -59,13 +68,6 @@ class TreeStore:
             slots.frombytes(raw[:len(raw) - len(raw) % 8])
             self.slots.append(slots)
             level += 1
-        try:
-            pos = array("Q")
-            pos.frombytes(self._pos_path().read_bytes()[:24])
-            self.end, self.count = int(pos[0]), int(pos[1])
-            self.free_upto = int(pos[2]) if len(pos) > 2 else 0
-        except (FileNotFoundError, IndexError):
-            self.end, self.count, self.free_upto = 0, 0, 0
         size = self.path.stat().st_size if self.path.exists() else 0
         if self.end > size or not self._ends_line(self.end):
             durable.log("tree", f"the tree index disagrees with {self.path.name}; rebuilding it")
@@ -90,8 +92,9 @@ class TreeStore:
         slots = self.slots[level]
         if index >= len(slots):
             slots.extend([0] * (index + 1 - len(slots)))
-        if slots[index]:
-            return False
+        if slots[index] and slots[index] != offset + 1:
+            return False  # the first line stored for a node wins
+        # (equal: a slot file newer than our position already named this line; count it now)
         slots[index] = offset + 1
         self._dirty.setdefault(level, {})[index] = offset + 1
         self.count += 1

@@ -1,0 +1,279 @@
+"""A child process that opens a memory and does what the parent test says.
+
+Commands arrive as one JSON object per line on stdin; every command gets one
+JSON answer line on stdout (``{"error": ...}`` when it raised).  Some commands
+also send an ``{"event": ...}`` line first, so the parent knows the child has
+reached a point (settle: "waiting" once the predicate was seen false).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from endless import view as views
+from endless.keys import workspace_key
+from endless.memory import Memory
+from endless.messages import Message
+from endless.settings import Settings
+
+memory: Memory | None = None
+offset = [0.0]
+
+
+def say(**answer) -> None:
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+
+
+def clock() -> float:
+    return time.time() + offset[0]
+
+
+def coarser_or_equal(new: list, old: list) -> bool:
+    """Every part of ``old`` lies inside one part of ``new`` (``new`` may go further)."""
+    k = 0
+    for part in new:
+        stop = views.end(part)
+        while k < len(old) and views.end(old[k]) <= stop:
+            if views.first(old[k]) < views.first(part):
+                return False
+            k += 1
+        if k == len(old):
+            return True
+    return k == len(old)
+
+
+def line_text(level: int, index: int, tag: str) -> str:
+    return f"{tag} line {level}/{index} " + "x" * ((level * 7 + index) % 23 + 30)
+
+
+def pause(where: str) -> None:
+    """Tell the parent we reached ``where`` and block until it sends a line."""
+    say(event="paused", where=where)
+    line = sys.stdin.readline()
+    if not line:
+        raise SystemExit(1)
+
+
+def op_open(c: dict) -> dict:
+    global memory
+    offset[0] = float(c.get("clock_offset", 0.0))
+    if c.get("pause_tree_index"):
+        # Stop while reading the tree index, after the level-0 slots and before the rest.
+        from endless.tree import TreeStore
+        original = TreeStore._slot_path
+
+        def slot_path(self, level):
+            if level == 1 and not getattr(self, "_paused", False):
+                self._paused = True
+                pause("tree index")
+            return original(self, level)
+
+        TreeStore._slot_path = slot_path
+    memory = Memory.open(workspace_key(None, c["ws"]), settings=Settings(**c.get("settings", {})),
+                         root=Path(c["root"]), readonly=bool(c.get("readonly")), clock=clock)
+    return {"ok": True, "pid": os.getpid(), "total": memory.total, "reports": memory.reports}
+
+
+def op_commit(c: dict) -> dict:
+    """Commit ``count`` turns named ``name``-i, half through the journal, storing ready lines."""
+    name, count, pad = c["name"], int(c["count"]), int(c.get("pad", 0))
+    seen = list(memory.chat.parts)
+    splits = []
+    stored = 0
+    for i in range(count):
+        texts = [f"{name}-{i}-{k}|" + "y" * ((i * 13 + k * 5) % 90 + pad) for k in range((i % 3) + 1)]
+        if i % 2:
+            turn = memory.journal(f"{name}-session", f"{name} title")
+            turn.add("user", texts[0])
+            for text in texts[1:]:
+                turn.add("reply", text)
+            turn.commit()
+        else:
+            memory.commit_turn(f"{name}-session", f"{name} title",
+                               [Message("user" if k == 0 else "reply", t, time.time())
+                                for k, t in enumerate(texts)])
+        if not coarser_or_equal(memory.chat.parts, seen):
+            splits.append([seen, list(memory.chat.parts)])
+        seen = list(memory.chat.parts)
+        if c.get("store"):
+            for job in memory.ready_work()[:2]:
+                stored += bool(memory.store_line(job.level, job.index, line_text(job.level, job.index, name)))
+        if c.get("refresh"):
+            memory.refresh()
+            if not coarser_or_equal(memory.chat.parts, seen):
+                splits.append([seen, list(memory.chat.parts)])
+            seen = list(memory.chat.parts)
+    return {"ok": True, "total": memory.total, "stored": stored, "splits": splits[:3],
+            "reports": memory.reports}
+
+
+def op_state(c: dict) -> dict:
+    memory.refresh()
+    texts = []
+    for message_id in range(memory.total):
+        stored = memory.message(message_id)
+        texts.append(None if stored is None else stored.text.split("|")[0])
+    problems = []
+    for state in (memory.chat, memory.wview):
+        try:
+            views.validate(state, memory.total, memory.tree.built)
+        except views.ViewError as exc:
+            problems.append(str(exc))
+    chain = 0
+    for t in range(memory.turns):
+        info = memory.turn(t)
+        if info is None or info.first != chain:
+            problems.append(f"turn {t} does not start at {chain}: {info}")
+            break
+        chain += info.count
+    return {"ok": True, "total": memory.total, "turns": memory.turns, "chat_total": memory.chat.total,
+            "wview_total": memory.wview.total, "texts": texts, "problems": problems,
+            "chain": chain, "reports": memory.reports, "damage": [str(d) for d in memory.damage]}
+
+
+def op_read_loop(c: dict) -> dict:
+    """Read messages and views until the stop file exists; every read must be whole."""
+    stop = Path(c["stop"])
+    reads = rounds = 0
+    seen_total = memory.total
+    while True:
+        stopping = stop.exists()
+        memory.refresh()
+        total = memory.total
+        if total < seen_total:
+            return {"error": f"the total went back from {seen_total} to {total}"}
+        seen_total = total
+        try:
+            views.validate(memory.chat, total, memory.tree.built)
+            views.validate(memory.wview, total, memory.tree.built)
+        except views.ViewError as exc:
+            return {"error": f"a reader saw an invalid view: {exc}"}
+        for part in memory.chat.parts:
+            if memory.tree.built(*part) and memory.node_text(*part) is None:
+                return {"error": f"line {views.name(part)} is built but unreadable"}
+        for message_id in {0, total - 1, (rounds * 7919) % max(total, 1), total // 2}:
+            if message_id < 0 or message_id >= total:
+                continue
+            stored = memory.message(message_id)
+            if stored is None or "|" not in stored.text or stored.text.count("-") < 2:
+                return {"error": f"message {message_id} of {total} read as {stored!r}"}
+            info = memory.turn(stored.turn)
+            if info is None or not info.first <= message_id < info.first + info.count:
+                return {"error": f"message {message_id} lies outside its turn {info!r}"}
+            reads += 1
+        rounds += 1
+        if stopping:
+            break
+    return {"ok": True, "reads": reads, "rounds": rounds, "total": memory.total,
+            "chat_total": memory.chat.total, "wview_total": memory.wview.total}
+
+
+def op_settle(c: dict) -> dict:
+    level, index, timeout = int(c["level"]), int(c["index"]), float(c["timeout"])
+    announced = []
+
+    def predicate(m: Memory) -> bool:
+        built = m.is_built(level, index)
+        if not built and not announced:
+            announced.append(time.monotonic())
+            say(event="waiting")
+        return built
+
+    async def run() -> bool:
+        return await memory.settle(predicate, timeout=timeout)
+
+    result = asyncio.run(run())
+    waited = time.monotonic() - announced[0] if announced else 0.0
+    return {"ok": result, "announced": bool(announced), "waited": waited}
+
+
+def op_refresh_paused(c: dict) -> dict:
+    """A refresh that stops after it has read the order log, before it reads the view."""
+    log = memory.log
+    original = log.catch_up
+
+    def catch_up(write_index):
+        found = original(write_index)
+        log.catch_up = original
+        pause("after the order log")
+        return found
+
+    log.catch_up = catch_up
+    memory.refresh()
+    return {"ok": True, "total": memory.total, "chat_total": memory.chat.total}
+
+
+def op_die_after_log_append(c: dict) -> dict:
+    """Commit a turn and die by SIGKILL the moment its record is in the order log."""
+    import signal
+    log = memory.log
+    original = log.append
+
+    def append(lines, sync=True):
+        original(lines, sync)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    log.append = append
+    memory.commit_turn(c["session"], "doomed", [Message("user", c["text"], time.time())])
+    return {"error": "still alive after the commit"}
+
+
+def op_die_in_turn(c: dict) -> dict:
+    """Journal a turn's first message, then die by SIGKILL before the turn ends."""
+    import signal
+    turn = memory.journal(c["session"], "doomed")
+    turn.add("user", c["text"])
+    os.kill(os.getpid(), signal.SIGKILL)
+    return {"error": "still alive"}
+
+
+def op_release(c: dict) -> dict:
+    with memory.lock:
+        memory.lease.release()
+    return {"ok": True}
+
+
+def main() -> None:
+    handlers = {
+        "open": op_open,
+        "commit": op_commit,
+        "state": op_state,
+        "read_loop": op_read_loop,
+        "settle": op_settle,
+        "take": lambda c: {"ok": memory.take_lease()},
+        "renew": lambda c: {"ok": memory.renew_lease()},
+        "held": lambda c: {"ok": memory.lease.held},
+        "release": op_release,
+        "clock": lambda c: (offset.__setitem__(0, float(c["offset"])), {"ok": True})[1],
+        "refresh_paused": op_refresh_paused,
+        "die_after_log_append": op_die_after_log_append,
+        "die_in_turn": op_die_in_turn,
+        "built": lambda c: {"ok": memory.is_built(int(c["level"]), int(c["index"]))},
+        "refresh": lambda c: {"ok": True, "changed": memory.refresh(), "total": memory.total,
+                              "chat_total": memory.chat.total, "parts": memory.chat.parts},
+        "store": lambda c: {"ok": memory.store_line(int(c["level"]), int(c["index"]), c["text"])},
+        "message": lambda c: {"ok": True, "text": getattr(memory.message(int(c["id"])), "text", None)},
+        "ready": lambda c: {"ok": True, "jobs": [[j.level, j.index] for j in memory.ready_work()]},
+    }
+    for raw in sys.stdin:
+        command = json.loads(raw)
+        if command["op"] == "exit":
+            if memory is not None:
+                memory.close()
+            return
+        try:
+            answer = handlers[command["op"]](command)
+        except Exception:
+            answer = {"error": traceback.format_exc()}
+        say(**answer)
+
+
+if __name__ == "__main__":
+    main()

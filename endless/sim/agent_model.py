@@ -222,7 +222,6 @@ class ScriptedAgent:
         self.requests += 1
         messages = request.messages
         person_at = next((i for i in range(len(messages) - 1, -1, -1) if _is_person(messages[i])), None)
-        person = messages[person_at].text if person_at is not None else ""
         after = messages[person_at + 1:] if person_at is not None else list(messages)
         done = sum(len(m.tool_calls) for m in after if m.role == "assistant")
         plan = self.plan(request, person_at)
@@ -255,7 +254,7 @@ class ScriptedAgent:
             return SimReply(text="", tool_calls=[ToolCall(call.call_id, call.name, arguments)],
                             first_byte=first, duration=duration)
 
-        text = self._final_text(plan, rng, after, person)
+        text = self._final_text(plan, rng, after)
         self.last_step = AgentStep("final", plan, done)
         return SimReply(text=text, first_byte=first, duration=duration)
 
@@ -328,8 +327,7 @@ class ScriptedAgent:
 
     # -- the final reply ------------------------------------------------------
 
-    def _final_text(self, plan: TurnPlan, rng: random.Random, after: Sequence[ChatMessage],
-                    person: str) -> str:
+    def _final_text(self, plan: TurnPlan, rng: random.Random, after: Sequence[ChatMessage]) -> str:
         results = _tool_results(after)
         parts: list[str] = [rng.choice(OPENERS)]
         if plan.facts:

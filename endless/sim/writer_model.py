@@ -713,10 +713,3 @@ class ScriptedWriter:
             return lines[0][1]
         return "\n".join(text for _, text in lines)
 
-
-def facts_of(text: str) -> set[str]:
-    """Numbers (thousands separators removed) and identifier-like tokens: what a writer checks."""
-    found = set(_numbers(text))
-    for token in _fact_tokens(text):
-        found.add(token)
-    return found

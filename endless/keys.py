@@ -35,6 +35,8 @@ class Key:
 def memory_id(agent: str, project: str) -> str:
     if not agent or not project:
         raise KeyError_("a memory key needs a non-empty agent and project")
+    if "\n" in agent:  # the hash joins agent and project with a newline
+        raise KeyError_(f"an agent name cannot contain a line break: {agent!r}")
     return hashlib.sha256(f"{agent}\n{project}".encode("utf-8")).hexdigest()[:16]
 
 
@@ -59,6 +61,9 @@ def workspace_key(profile: str | None, workspace: str | os.PathLike[str]) -> Key
 def gateway_key(profile: str | None, platform: str, conversation_id: str) -> Key:
     if not platform or not conversation_id:
         raise KeyError_("a gateway chat needs its platform and conversation id")
+    if ":" in platform or platform.startswith("/"):
+        # Else "a:b" + "c" and "a" + "b:c" would share a memory, or a platform could name a folder.
+        raise KeyError_(f"a gateway platform name cannot contain ':' or start with '/': {platform!r}")
     return Key(agent_for_profile(profile), f"{platform}:{conversation_id}")
 
 

@@ -291,12 +291,12 @@ class Memory:
                 turn_no += 1
             if not lines:
                 return []
+            for info in infos:  # before the turns exist: a crash must not leave them unrecorded
+                self._note_session(info.session)
             self.log.append(lines, sync)
             self.log.catch_up(True)
             self._store_free_leaves(in_hand, sync)
             self._update_views(save=True, sync=sync)
-        for info in infos:
-            self._note_session(info.session)
         self._notify()
         return infos
 
@@ -843,12 +843,15 @@ class TurnInProgress:
         check_kind(kind, self.memory.granularity)
         at = self.memory.clock() if at is None else at
         messages = prepare(kind, text, at, self.memory.settings, writer_text)
-        self.journal.add(messages, sync)
+        self.add_messages(messages, sync)
         return messages
 
     def add_messages(self, messages: list[Message], sync: bool = True) -> None:
         for m in messages:
             check_kind(m.kind, self.memory.granularity)
+        if messages and not self.journal.started:
+            # A journalled turn ends up in this memory even if the process dies: note it first.
+            self.memory._note_session(self.journal.session)
         self.journal.add(messages, sync)
 
     @property

@@ -236,7 +236,7 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
             warm[0].stdout.close()
     # The run must have exercised what it claims to.
     assert {b"B", b"J", b"C", b"L"} <= kinds_seen
-    assert len(ledger.committed) > 150
+    assert len(ledger.committed) > 100, len(ledger.committed)
     assert ledger.interrupted > 20, ledger.interrupted
     assert sum(ledger.lines.values()) > 100
     with Memory.open(key, settings=settings, root=root) as memory:

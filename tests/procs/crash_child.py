@@ -62,7 +62,7 @@ def main() -> None:
             emit(f"J {run} {turn} {k}")
         info = pending.commit()
         emit(f"C {run} {turn} {info.first} {info.count} {info.turn}")
-        for job in memory.ready_work()[:rng.randint(0, 3)]:
+        for job in memory.ready_work()[:rng.randint(0, 5)]:
             stored = memory.store_line(job.level, job.index, line_text(job.level, job.index))
             emit(f"L {job.level} {job.index} {int(stored)}")
         turn += 1

@@ -9,6 +9,7 @@ import orjson
 
 from endless import __version__
 from endless.settings import SettingsError, describe, load_settings
+from endless.sim.server import add_sim_parser
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="show the effective settings and where each came from")
     config.add_argument("--json", action="store_true", help="print JSON")
     config.set_defaults(run=_config)
+    add_sim_parser(sub)
     return parser
 
 

@@ -89,13 +89,23 @@ class Beacon:
 
 def try_lock(path: Path) -> Beacon | None:
     """Take an OS lock on ``path`` without waiting, or None if someone holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, durable.FILE_MODE)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, durable.FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        # The file may have been removed (and made anew) between the open and the lock:
+        # a lock on the removed file guards nothing, so lock the file that is there now.
+        try:
+            here = os.stat(path)
+            mine = os.fstat(fd)
+            if (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino):
+                return Beacon(fd, path)
+        except FileNotFoundError:
+            pass
         os.close(fd)
-        return None
-    return Beacon(fd, path)
 
 
 def is_held(path: Path) -> bool:

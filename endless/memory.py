@@ -781,7 +781,8 @@ class Memory:
             return self.lease.try_acquire()
 
     def renew_lease(self) -> bool:
-        return self.lease.renew()
+        with self.lock:  # else a takeover between the renewal's read and write is undone
+            return self.lease.renew()
 
     async def keep_lease(self, stop: asyncio.Event) -> bool:
         """Renew the lease every few seconds until ``stop`` is set; False once it was lost."""

@@ -261,3 +261,58 @@ def test_settle_wakes_when_another_process_stores_the_line(place) -> None:
     assert waiter.recv()["event"] == "waiting"
     answer = waiter.recv(timeout=20)
     assert answer["ok"] is False and answer["waited"] >= 0.4
+
+
+# -- races at exact points (the parent pauses a child where the race would bite) ----------
+
+
+def test_a_renewal_cannot_undo_a_takeover(place) -> None:
+    """The holder reads the lease to renew it; a contender takes over; the renewal must not undo that."""
+    root, workspace, agent = place
+    holder, contender = agent("holder"), agent("contender")
+    assert holder.call(op="take")["ok"]
+    contender.call(op="clock", offset=31.0)  # to the contender the holder looks silent for 31 s
+    holder.send(op="renew_paused")
+    assert holder.recv()["event"] == "paused"
+    contender.send(op="take")
+    try:
+        took = contender.recv(timeout=2)["ok"]  # answers now unless the holder's renewal excludes it
+    except harness.ChildFailed:
+        took = None
+    holder.send(op="go")
+    renewed = holder.recv()["ok"]
+    if took is None:
+        took = contender.recv()["ok"]
+    assert took, "an expired lease was not taken over"
+    # The takeover happened after the renewal (or the renewal failed): the contender holds the lease.
+    assert contender.call(op="held")["ok"], f"the renewal (returned {renewed}) undid a takeover"
+    assert not holder.call(op="held")["ok"]
+    assert not holder.call(op="renew")["ok"]
+    assert contender.call(op="renew")["ok"]
+
+
+def test_probing_for_orphans_never_steals_a_live_turn(place) -> None:
+    """A process opening the memory probes a journal just as its owner ends one turn and starts the next."""
+    root, workspace, agent = place
+    owner = agent("owner")
+    owner.call(op="turn_begin", session="shared", text="first-0-0|the first turn")
+    owner.send(op="turn_commit", session="shared", pause_before_finish=True)
+    assert owner.recv()["event"] == "paused"  # committed; its journal is still there
+    prober = harness.Agent(root.parent, "prober")
+    try:
+        prober.send(op="open", root=str(root), ws=str(workspace), settings=SMALL, pause_at_journal_beacon=True)
+        assert prober.recv()["event"] == "paused"  # has the beacon file open, not locked yet
+        owner.send(op="go")
+        assert owner.recv()["ok"]  # journal and beacon removed
+        owner.call(op="turn_begin", session="shared", text="second-0-0|the next turn")
+        prober.send(op="go")
+        opened = prober.recv()
+        assert not any("unfinished" in r for r in opened["reports"]), opened["reports"]
+        owner.call(op="turn_add", session="shared", text="second-0-1|still going")
+        owner.call(op="turn_commit", session="shared")
+    finally:
+        prober.close()
+    with _open(root, workspace) as memory:
+        texts = [memory.message(i).text for i in range(memory.total)]
+        assert texts == ["first-0-0|the first turn", "second-0-0|the next turn", "second-0-1|still going"]
+        assert [memory.turn(t).status for t in range(memory.turns)] == ["completed", "completed"]

@@ -76,6 +76,20 @@ def op_open(c: dict) -> dict:
             return original(self, level)
 
         TreeStore._slot_path = slot_path
+    if c.get("pause_at_journal_beacon"):
+        # Stop between opening a journal's beacon file and locking it (probing for orphans).
+        import fcntl
+        original_flock = fcntl.flock
+
+        def flock(fd, operation):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if "/journal/" in target and ".alive" in target and not paused_once:
+                paused_once.append(target)
+                pause("journal beacon")
+            return original_flock(fd, operation)
+
+        paused_once: list[str] = []
+        fcntl.flock = flock
     memory = Memory.open(workspace_key(None, c["ws"]), settings=Settings(**c.get("settings", {})),
                          root=Path(c["root"]), readonly=bool(c.get("readonly")), clock=clock)
     return {"ok": True, "pid": os.getpid(), "total": memory.total, "reports": memory.reports}
@@ -234,6 +248,51 @@ def op_die_in_turn(c: dict) -> dict:
     return {"error": "still alive"}
 
 
+def op_renew_paused(c: dict) -> dict:
+    """A renewal that stops right after it has read the lease file."""
+    lease = memory.lease
+    original = lease.read
+
+    def read():
+        info = original()
+        lease.read = original
+        pause("lease read")
+        return info
+
+    lease.read = read
+    return {"ok": memory.renew_lease()}
+
+
+turns: dict = {}
+
+
+def op_turn_begin(c: dict) -> dict:
+    turn = memory.journal(c["session"], "by hand")
+    turn.add("user", c["text"])
+    turns[c["session"]] = turn
+    return {"ok": True, "tid": turn.journal.tid}
+
+
+def op_turn_add(c: dict) -> dict:
+    turns[c["session"]].add("reply", c["text"])
+    return {"ok": True}
+
+
+def op_turn_commit(c: dict) -> dict:
+    """Commit a turn begun by hand; optionally stop after the commit, before the journal goes."""
+    turn = turns.pop(c["session"])
+    if c.get("pause_before_finish"):
+        finish = turn.journal.finish
+
+        def paused_finish():
+            pause("before the journal is removed")
+            finish()
+
+        turn.journal.finish = paused_finish
+    info = turn.commit()
+    return {"ok": True, "turn": info.turn, "first": info.first, "count": info.count}
+
+
 def op_release(c: dict) -> dict:
     with memory.lock:
         memory.lease.release()
@@ -253,6 +312,10 @@ def main() -> None:
         "release": op_release,
         "clock": lambda c: (offset.__setitem__(0, float(c["offset"])), {"ok": True})[1],
         "refresh_paused": op_refresh_paused,
+        "renew_paused": op_renew_paused,
+        "turn_begin": op_turn_begin,
+        "turn_add": op_turn_add,
+        "turn_commit": op_turn_commit,
         "die_after_log_append": op_die_after_log_append,
         "die_in_turn": op_die_in_turn,
         "built": lambda c: {"ok": memory.is_built(int(c["level"]), int(c["index"]))},

@@ -415,3 +415,30 @@ def test_torn_line_of_a_journal_keeps_the_whole_messages(tmp_path: Path) -> None
     assert memory.turn(memory.turns - 1).status == "interrupted"
     assert memory.total == total + 3
     memory.close()
+
+
+def test_garbage_line_in_the_middle_of_the_tree(tmp_path: Path) -> None:
+    memory, _ = _fill(tmp_path, tmp_path, 30)
+    records = [orjson.loads(line) for line in memory.tree.path.read_bytes().splitlines()]
+    # A leaf the writer wrote (a free one would be stored again at once, word for word).
+    victim = next(k for k, r in enumerate(records[2:], 2) if r["l"] == 0 and r["text"].startswith("line 0/"))
+    level, index = records[victim]["l"], records[victim]["i"]
+    others = {(r["l"], r["i"]): r["text"] for k, r in enumerate(records) if k != victim}
+    lines = memory.tree.path.read_bytes().split(b"\n")
+    lines[victim] = b"{garbage"
+    memory.tree.path.write_bytes(b"\n".join(lines))
+    total = memory.total
+    memory = _reopen(memory)
+    assert [d.file for d in memory.damage] == [memory.tree.path.name], memory.damage
+    assert memory.total == total
+    for (l, i), text in others.items():
+        assert memory.node_text(l, i) == text
+    check_view(memory)
+    # The lost line is written again, like any line not yet written.
+    assert not memory.is_built(level, index)
+    assert (level, index) in [j.part for j in memory.ready_work()]
+    assert memory.store_line(level, index, "written again")
+    memory = _reopen(memory)
+    assert memory.node_text(level, index) == "written again"
+    check_view(memory)
+    memory.close()

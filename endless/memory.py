@@ -699,22 +699,33 @@ class Memory:
         lines, _ = self.written_prefix(writer=True, upto=upto)
         return lines
 
-    def record_route(self, session: str, route: dict, system_prompt: str) -> None:
-        """Remember the route and system prompt a session last used, for its writer calls."""
+    def record_route(self, session: str, route: dict, system_prompt: str,
+                     tools: list[dict] | None = None) -> None:
+        """Remember the route, system prompt and tools a session last used, for its writer calls.
+
+        Written only when they change, so a long chat adds a line only when its
+        prompt does.  The route must not hold secrets (an API key's variable
+        name, never the key).
+        """
         self._writable()
         self._read_routes()
-        current = self._routes.get(session)
-        if current is not None and current.get("route") == route and current.get("system") == system_prompt:
+        record = {"route": route, "system": system_prompt, "tools": tools or []}
+        if self._routes.get(session) == record:
             return
         with self.lock:
             durable.append_lines(self.folder / "routes.jsonl", [durable.dumps_line(
-                {"s": session, "route": route, "system": system_prompt, "at": self.clock()})])
-        self._routes[session] = {"route": route, "system": system_prompt}
+                {"s": session, **record, "at": self.clock()})])
+        self._routes[session] = record
 
     def route_for(self, session: str) -> tuple[dict, str] | None:
-        self._read_routes()
-        found = self._routes.get(session)
+        """The route and system prompt last recorded for ``session``."""
+        found = self.recorded(session)
         return None if found is None else (found["route"], found["system"])
+
+    def recorded(self, session: str) -> dict | None:
+        """``{route, system, tools}`` last recorded for ``session``, or None."""
+        self._read_routes()
+        return self._routes.get(session)
 
     def job_session(self, job: Job) -> str | None:
         """The session whose route a job uses: its message's, or a merge's last message's."""
@@ -726,12 +737,18 @@ class Memory:
         session = self.job_session(job)
         return None if session is None else self.route_for(session)
 
+    def job_recorded(self, job: Job) -> dict | None:
+        """``{route, system, tools}`` last recorded for the job's session, if any."""
+        session = self.job_session(job)
+        return None if session is None else self.recorded(session)
+
     def _read_routes(self) -> None:
         data, tail = durable.read_complete(self.folder / "routes.jsonl", self._routes_end)
         for _, line in durable.iter_lines(data, self._routes_end):
             try:
                 record = orjson.loads(line)
-                self._routes[record["s"]] = {"route": record["route"], "system": record["system"]}
+                self._routes[record["s"]] = {"route": record["route"], "system": record["system"],
+                                             "tools": record.get("tools", [])}
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 self._report("skipped a damaged line of routes.jsonl")
         self._routes_end = tail.complete_end

@@ -67,10 +67,11 @@ class Journal:
             if beacon is None:
                 raise JournalBusy(f"session {self.session!r} already has a turn in flight in "
                                   "another process; finish or stop it there first")
-            self._beacon = beacon
             if self.path.exists():
+                beacon.release()
                 raise JournalBusy(f"session {self.session!r} has an unfinished turn journal "
                                   f"({self.path}); reopen the memory to close it first")
+            self._beacon = beacon
             lines.append(durable.dumps_line({"tid": self.tid, "s": self.session, "t": self.title,
                                              "pid": os.getpid()}))
         lines.extend(durable.dumps_line(m.to_record()) for m in messages)

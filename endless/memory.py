@@ -109,7 +109,7 @@ class Memory:
         self.needed: list[Part] = []
         self._view_stamp: tuple | None = None
         self._texts: OrderedDict[Part, str] = OrderedDict()
-        self._sizes: dict[Part, int] = {}
+        self._sizes: OrderedDict[Part, int] = OrderedDict()
         self._src: dict[int, int] = {}
         self._next_leaf = 0
         self._ready_merges: set[Part] | None = None
@@ -429,9 +429,11 @@ class Memory:
             else:
                 self._src[message_id] = size
         if lines:
-            self.tree.append(lines, sync)
+            # No fsync of its own: free lines are derived from the log (fsynced just
+            # before), and a lost one is only a line the writer writes again.
+            self.tree.append(lines, False)
             self.tree.catch_up(False)
-            self._after_built(parts, sync)
+            self._after_built(parts, False)
         self.tree.free_upto = self.total
         self.tree.write_index(force=True)
 
@@ -441,6 +443,7 @@ class Memory:
         frontier = list(parts)
         while frontier:
             lines, new = [], []
+            seen: set[Part] = set()
             for part in frontier:
                 self._mark_built(part)
                 level, index = part
@@ -448,10 +451,11 @@ class Memory:
                 top = views.parent(part)
                 if self.tree.built(*top) or not self.tree.built(*sibling):
                     continue
-                if views.end(top) > self.total or top in new:
+                if views.end(top) > self.total or top in seen:
                     continue
                 left, right = views.children(top)
                 joined = f"{self.node_text(*left)}\n{self.node_text(*right)}"
+                seen.add(top)
                 if len(joined.encode("utf-8")) <= budget:
                     lines.append(self.tree.encode(top[0], top[1], joined, None))
                     new.append(top)
@@ -473,8 +477,16 @@ class Memory:
                 self._ready_merges.add(top)
 
     def _advance_leaf(self) -> None:
-        while self._next_leaf < self.total and self.tree.built(0, self._next_leaf):
-            self._next_leaf += 1
+        """Move to the first unbuilt leaf; the search runs in C over the level-0 slots."""
+        slots = self.tree.slots[0] if self.tree.slots else None
+        if slots is None:
+            return
+        start = min(self._next_leaf, len(slots))
+        try:
+            found = slots.index(0, start)
+        except ValueError:
+            found = len(slots)
+        self._next_leaf = min(max(found, self._next_leaf), self.total)
 
     # -- catching up -----------------------------------------------------------------
 
@@ -568,7 +580,7 @@ class Memory:
             size = line_size(head, text)
             self._sizes[part] = size
             if len(self._sizes) > SIZE_CACHE:
-                self._sizes.pop(next(iter(self._sizes)))
+                self._sizes.popitem(last=False)
             return size
         if level == 0:
             return len(head) + min(self._src_size(index), self.settings.line_budget) + 1
@@ -594,7 +606,8 @@ class Memory:
             self.wview = views.derive(self.chat, self.writer_saw, self._size_of, self.tree.built)
         woutcome = self.writer_saw.settle(self.wview, self.view_size(self.wview), self._size_of,
                                           self.tree.built)
-        self.needed = outcome.needed + [p for p in woutcome.needed if p not in outcome.needed]
+        chat_needed = set(outcome.needed)
+        self.needed = outcome.needed + [p for p in woutcome.needed if p not in chat_needed]
         merged = outcome.changed or woutcome.changed
         if save and (merged or flags != (self.chat.shrinking, self.wview.shrinking)):
             self._save_views(sync)

@@ -43,6 +43,9 @@ class Settings:
     lines_per_call: int = 6
     retry_seconds: float = 10.0
     call_timeout_seconds: float = 300.0
+    writer_poll_seconds: float = 1.0
+    cache_warm_seconds: float = 300.0
+    rate_limit_backoff_max: float = 120.0
     spend_cap_per_day: float | None = None
     writer_route: str = ""
     reasoning_effort: str = "lowest"

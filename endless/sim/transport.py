@@ -206,3 +206,14 @@ def anthropic_client(simulator: Simulator, *, sync: bool = False, base_url: str 
     transport_options = {k: kwargs.pop(k) for k in ("simulated",) if k in kwargs}
     http_client = client_class(transport=transport_for(client_class, simulator, **transport_options))
     return sdk_class(base_url=base_url, api_key=api_key, http_client=http_client, **kwargs)
+
+
+def sdk_http_client(provider: str, simulator: Simulator) -> Any:
+    """The async HTTP client an ``openai`` or ``anthropic`` SDK client needs to reach the simulator."""
+    if provider == "openai":
+        import openai as sdk
+    elif provider == "anthropic":
+        import anthropic as sdk  # type: ignore[no-redef]
+    else:
+        raise ValueError(f"no simulated SDK for provider {provider!r}; use 'openai' or 'anthropic'")
+    return sdk.DefaultAsyncHttpxClient(transport=transport_for(sdk.DefaultAsyncHttpxClient, simulator))

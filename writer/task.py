@@ -1,0 +1,122 @@
+"""What one writer call sends (DESIGN §3.2): the chat's prompt, the writer view, the task.
+
+The call opens with the system prompt and tools last recorded for the job's
+chat, so it reads the prefix the chat's turns already cached; then the writer
+view up to the node, stopping at the first unwritten line; then the task with
+its ruler and input.  Several jobs may share one call, each answered in its
+own ``<line id="k">`` tag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import prompts
+from endless import view as views
+from endless.memory import Job, Memory
+from endless.request import Msg, Request, view_message_blocks
+
+WORDS_PER_512 = 70
+_TASK_WORDS = re.compile(r"</?input>|Compaction:")
+_LINE_TAG = re.compile(r"<line\s+id\s*=\s*[\"']?(\d+)[\"']?\s*>(.*?)(?:</line>|(?=<line\s+id)|\Z)", re.S | re.I)
+
+
+@dataclass
+class JobText:
+    """A job as the task shows it, with everything its checks need."""
+
+    job: Job
+    key: str  # "1".."6" in a batch
+    name: str  # "compress message 41" / "merge lines 40+1 and 41+1"
+    input: str
+    sources: list[str]
+
+
+def job_name(job: Job) -> str:
+    if job.level == 0:
+        return f"compress message {job.index}"
+    left, right = views.children(job.part)
+    return f"merge lines {views.name(left)} and {views.name(right)}"
+
+
+def describe(memory: Memory, jobs: list[Job]) -> list[JobText]:
+    return [JobText(job, str(k + 1), job_name(job), memory.job_input(job), memory.job_sources(job))
+            for k, job in enumerate(jobs)]
+
+
+def words_for(budget: int) -> int:
+    return max(1, budget * WORDS_PER_512 // 512)
+
+
+def task_text(items: list[JobText], budget: int) -> str:
+    ruler = "-" * budget
+    words = words_for(budget)
+    if len(items) == 1:
+        item = items[0]
+        if item.job.level == 0:
+            return prompts.text("writer/compress.txt").format(job=item.name, budget=budget, words=words,
+                                                              ruler=ruler, input=item.input)
+        first, last = views.first(item.job.part), views.end(item.job.part) - 1
+        return prompts.text("writer/merge.txt").format(job=item.name, budget=budget, words=words, ruler=ruler,
+                                                       input=item.input, first=first, last=last)
+    form = "\n".join(f'<line id="{item.key}">…</line>' for item in items)
+    jobs = "".join(prompts.text("writer/batch_job.txt").format(key=item.key, job=item.name, input=item.input)
+                   for item in items)
+    return prompts.text("writer/batch.txt").format(count=len(items), budget=budget, words=words, form=form,
+                                                   ruler=ruler, jobs=jobs)
+
+
+def context_lines(memory: Memory, jobs: list[Job]) -> list[str]:
+    """The writer view before the earliest job's node, stopping at the first unwritten line."""
+    earliest = min(jobs, key=lambda j: j.index if j.level == 0 else views.end(j.part))
+    return [line.render() for line in memory.writer_context(earliest)]
+
+
+def build_request(memory: Memory, items: list[JobText], *, system: str | None, tools: list[dict],
+                  budget: int, max_tokens: int = 1024) -> Request:
+    """The start of a writer conversation: the view message, then the task as its own message.
+
+    The task is the last message and starts with ``Compaction:``: that is what
+    makes a call a writer task, for the model and for anyone reading logs.
+    """
+    lines = context_lines(memory, [item.job for item in items])
+    blocks, whole = view_message_blocks(lines)
+    return Request(system if system is not None else prompts.text("writer/section.txt"),
+                   list(tools) if system is not None else [],
+                   [Msg("user", blocks), Msg("user", [task_text(items, budget)])],
+                   view_message=0, view_blocks=whole, tool_choice="none",
+                   cache_key=memory.memory_id, max_tokens=max_tokens * len(items))
+
+
+def feedback(problem: str, detail: str, *, budget: int, target: int, cut: str, size: int,
+             key: str | None) -> str:
+    """The follow-up message asking for a better try of one job.
+
+    The detail never quotes the task's own tags or marker: a reply that echoed
+    them is described in words, so the feedback cannot pass for a new task.
+    """
+    detail = _TASK_WORDS.sub(lambda m: "the task marker" if m.group(0) == "Compaction:" else "an input tag",
+                             detail)
+    only = f'Job {key} only: answer in the form <line id="{key}">…</line>.\n' if key else ""
+    if problem == "too_long":
+        return prompts.text("writer/too_long.txt").format(only=only, size=size, budget=budget, target=target,
+                                                          cut=cut)
+    if problem == "wrong_script":
+        return prompts.text("writer/wrong_language.txt").format(only=only, script=detail)
+    if problem == "invented":
+        return prompts.text("writer/invented.txt").format(only=only, items=detail)
+    return prompts.text("writer/malformed.txt").format(only=only, problem=detail or problem)
+
+
+def split_reply(reply: str, keys: list[str]) -> dict[str, str]:
+    """Each job's try from a reply: by ``<line id>`` tags, else one line per job in order."""
+    if len(keys) == 1 and not _LINE_TAG.search(reply):
+        return {keys[0]: reply}
+    found = {m.group(1): m.group(2).strip() for m in _LINE_TAG.finditer(reply)}
+    if found:
+        return {key: found.get(key, "") for key in keys}
+    pieces = [p for p in reply.strip().split("\n") if p.strip()]
+    if len(pieces) == len(keys):
+        return dict(zip(keys, pieces))
+    return {key: (reply if len(keys) == 1 else "") for key in keys}

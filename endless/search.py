@@ -10,6 +10,7 @@ hanging the process.
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 from dataclasses import dataclass, field
@@ -121,17 +122,7 @@ def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit]) -> None
 
     try:
         if text.isascii():
-            needle = orjson.dumps(text)[1:-1].lower()
-            for _, data in _chunks_backward(fd, log.end):
-                hay = data.lower()
-                hi = len(hay)
-                while (k := hay.rfind(needle, 0, hi)) >= 0:
-                    start = hay.rfind(b"\n", 0, k) + 1
-                    stop = hay.find(b"\n", k)
-                    _collect(data[start:len(hay) if stop < 0 else stop], match, found)
-                    if len(found) >= want:
-                        return
-                    hi = start
+            _scan_ascii(fd, log.end, text, match, want, found)
             return
         # Lowering outside ASCII may change lengths: test line by line, after a cheap chunk check.
         needle_str = orjson.dumps(needle_text).decode()[1:-1]
@@ -145,6 +136,39 @@ def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit]) -> None
                         return
     finally:
         os.close(fd)
+
+
+def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want: int,
+                found: list[Hit]) -> None:
+    """ASCII words: the ``regex`` engine's case-blind literal search over the mapped log.
+
+    The needle is the query as it appears inside a JSON string; the file is
+    searched in line-aligned chunks from the end, forward within a chunk, and
+    each hit's line is parsed and checked against the message text itself.
+    """
+    if end <= 0:
+        return
+    needle = regex.compile(regex.escape(orjson.dumps(text)[1:-1]), regex.IGNORECASE)
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
+        stop = min(end, len(mapped))
+        while stop > 0:
+            start = max(0, stop - CHUNK)
+            if start > 0:
+                nl = mapped.find(b"\n", start, stop)
+                start = 0 if nl < 0 else nl + 1
+            hits = [m.start() for m in needle.finditer(mapped, start, stop)]
+            line_end = stop + 1
+            for k in reversed(hits):
+                if k >= line_end:
+                    continue  # another hit in a line already read
+                line_start = mapped.rfind(b"\n", start, k) + 1
+                line_end = mapped.find(b"\n", k, stop)
+                line_end = stop if line_end < 0 else line_end
+                _collect(mapped[line_start:line_end], match, found)
+                if len(found) >= want:
+                    return
+                line_end = line_start
+            stop = start
 
 
 def _collect(line: bytes, match: Callable[[str], int], found: list[Hit],

@@ -168,6 +168,11 @@ def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want:
                 if len(found) >= want:
                     return
                 line_end = line_start
+            # Drop the pages just read from this process's resident set (the OS keeps them
+            # cached): a search over a large log must not count the whole file as our memory.
+            aligned = start - start % mmap.PAGESIZE
+            if hasattr(mapped, "madvise") and stop > aligned:
+                mapped.madvise(mmap.MADV_DONTNEED, aligned, stop - aligned)
             stop = start
 
 

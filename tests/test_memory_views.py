@@ -190,3 +190,24 @@ def test_unwritten_lines_ahead_are_limited(tmp_path):
     memory.store_line(0, 3, "three")
     leaves = [j for j in memory.ready_work() if j.level == 0]
     assert [j.index for j in leaves] == [0, 1, 2, 4, 5, 6, 7, 8]
+
+
+def test_merges_the_view_needs_come_first(tmp_path):
+    s = Settings(view_ceiling=3000, view_floor=1500, writer_view_ceiling=2800, writer_view_floor=1400,
+                 view_shrink_slack=20_000)
+    memory = _open(tmp_path, s)
+    for t in range(16):
+        memory.commit_turn("s", "T", [Message("user", f"{t} " + "u" * 700, 1.0)], sync=False)
+    # write every message line but no merge: the view passes its ceiling and waits for parents
+    memory.store_lines([(0, i, f"line {i} " + "l" * 300) for i in range(16)], sync=False)
+    assert memory.view_size() > s.view_ceiling and memory.needed and not memory.chat.shrinking
+    jobs = memory.ready_work()
+    needed = [j for j in jobs if j.needed]
+    assert needed and jobs[:len(needed)] == needed, "needed merges come before other work"
+    assert [j.part for j in needed] == [p for p in memory.needed if p in {j.part for j in jobs}]
+    # building them, in the order given, lets the batch apply in one step
+    before = list(memory.chat.parts)
+    while memory.chat.parts == before:
+        job = next(j for j in memory.ready_work() if j.needed)
+        memory.store_line(job.level, job.index, f"merged {job.name} " + "m" * 300, sync=False)
+    assert memory.view_size() <= s.view_floor

@@ -25,6 +25,56 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_memory(args: argparse.Namespace):
+    """The memory a read or writer command is about: ``--memory``, else ``--workspace`` (default: here)."""
+    from pathlib import Path
+
+    from endless.keys import workspace_key
+    from endless.memory import Memory
+
+    settings = load_settings()
+    if args.memory:
+        return Memory.open(memory_id=args.memory, settings=settings)
+    return Memory.open(workspace_key(None, Path(args.workspace or ".")), settings=settings, create=False)
+
+
+def _writer(args: argparse.Namespace) -> int:
+    import time
+
+    from endless.memory import MemoryError_
+    from writer.pool import lift_pause, lifted_today, read_pause
+    from writer.usage import UsageLog
+
+    try:
+        memory = _open_memory(args)
+    except (MemoryError_, ValueError) as exc:
+        print(f"[endless] {exc}", file=sys.stderr)
+        return 1
+    with memory:
+        now = time.time()
+        if args.action == "resume":
+            lift_pause(memory, now)
+            print(f"[endless] the writer of memory {memory.memory_id} may spend past its cap for the rest of today",
+                  file=sys.stderr)
+        usage = UsageLog(memory.folder, readonly=True)
+        cap = memory.settings.spend_cap_per_day
+        spent = usage.spent_today(now)
+        state = {"memoryId": memory.memory_id, "writerUsage": usage.totals(), "spentToday": spent,
+                 "spendCap": cap, "paused": cap is not None and spent >= cap and not lifted_today(memory, now),
+                 "pause": read_pause(memory)}
+    if args.json:
+        sys.stdout.write(orjson.dumps(state, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        totals = state["writerUsage"]
+        sys.stdout.write(f"memory {state['memoryId']}: {totals['calls']} writer calls, "
+                         f"{totals['cacheRead']} cached and {totals['miss']} uncached input tokens, "
+                         f"{totals['output']} output, {totals['cost']:.4f} USD\n")
+        cap_text = "no cap" if cap is None else f"cap {cap:.4f} USD"
+        sys.stdout.write(f"today: {spent:.4f} USD spent, {cap_text}"
+                         f"{', paused' if state['paused'] else ''}\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="endless", description=(
         "Endless keeps one AI conversation going forever: every turn logged word for word, "
@@ -35,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--json", action="store_true", help="print JSON")
     config.set_defaults(run=_config)
     add_sim_parser(sub)
+    writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today")
+    writer.add_argument("action", choices=["status", "resume"])
+    writer.add_argument("--memory", help="a memory id (16 hex digits)")
+    writer.add_argument("--workspace", help="the workspace whose memory to use (default: this folder)")
+    writer.add_argument("--json", action="store_true", help="print JSON")
+    writer.set_defaults(run=_writer)
     return parser
 
 

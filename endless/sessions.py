@@ -13,6 +13,7 @@ from pathlib import Path
 
 from endless import durable
 from endless.keys import Key, session_file_name
+from endless.locks import ChangeLock
 
 
 class AlreadyBound(RuntimeError):
@@ -57,8 +58,19 @@ def _write(root: Path, record: SessionRecord) -> None:
     durable.write_json(_path(root, record.session), value)
 
 
+def _lock(root: Path) -> ChangeLock:
+    """One short lock for every session file's read-modify-write, so a bind cannot race a first commit."""
+    durable.make_dir(root / "sessions")
+    return ChangeLock(root / "sessions" / "lock")
+
+
 def bind(root: Path, session: str, key: Key, agent_name: str | None = None) -> SessionRecord:
     """Bind a session to ``key`` before its first turn; rebinding to the same key is a no-op."""
+    with _lock(root):
+        return _bind(root, session, key, agent_name)
+
+
+def _bind(root: Path, session: str, key: Key, agent_name: str | None) -> SessionRecord:
     current = lookup(root, session)
     if current is not None and current.has_turns and current.memory_id != key.memory_id:
         raise AlreadyBound(f"session {session!r} already has turns in memory {current.memory_id}; "
@@ -71,6 +83,13 @@ def bind(root: Path, session: str, key: Key, agent_name: str | None = None) -> S
 
 def note_turns(root: Path, session: str, key: Key) -> None:
     """Record that ``session`` has turns in ``key``'s memory (once, at its first commit)."""
+    if (record := lookup(root, session)) is not None and record.has_turns:
+        return
+    with _lock(root):
+        _note_turns(root, session, key)
+
+
+def _note_turns(root: Path, session: str, key: Key) -> None:
     current = lookup(root, session)
     if current is not None and current.has_turns:
         return

@@ -216,9 +216,9 @@ def test_batches_of_six_with_one_bad_job_retried_alone(tmp_path):
     fill(memory, 3)
     stats = run(_pool(memory, sim).run(until_idle=True), clock)
     calls = _writer_requests(sim)
-    assert "Compaction: 6 jobs" in calls[0]["prompt"]
+    assert "Compaction: compress or merge 6 lines" in calls[0]["prompt"]
     retry = calls[1]["prompt"]
-    assert 'Job 3 only' in retry and retry.count("Compaction: 6 jobs") == 1
+    assert 'Job 3 only' in retry and retry.count("Compaction: compress or merge 6 lines") == 1
     assert _all_written(memory)
     assert stats.rejected.total() == 1 and stats.model_lines >= 6
     leaf_calls = [r for r in calls if "compress message" in r["prompt"]]
@@ -327,3 +327,19 @@ def test_no_route_means_the_offline_writer(tmp_path, capfd):
     assert "offline writer" in capfd.readouterr().err
     assert not sim.records
 
+
+
+def test_every_task_the_pool_sends_is_a_writer_task(tmp_path):
+    from writer.checks import is_writer_task
+    from writer.task import describe, task_text
+    clock = SimClock()
+    memory = open_memory(tmp_path, clock.wall)
+    fill(memory, 4)
+    jobs = memory.ready_work()
+    assert len(jobs) >= 6
+    for size in (1, 6):
+        text = task_text(describe(memory, jobs[:size]), 512)
+        assert is_writer_task(text), text[:80]
+        assert "-" * 512 in text and "<input>" in text
+    assert not is_writer_task("compress message 3 please")
+    assert not is_writer_task("Compaction: hello")

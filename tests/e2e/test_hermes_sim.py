@@ -2,7 +2,7 @@
 
 Hermes lives in its own venv (it is not a dependency of this project); the
 test finds its interpreter through ``ENDLESS_HERMES_PYTHON`` (default
-``/work/main/.venv-hermes/bin/python``) and is skipped when it is missing.
+``.venv-hermes/bin/python`` in the repository) and is skipped when it is missing.
 
 For each wire mode Hermes speaks to a custom endpoint (``chat_completions``
 and ``anthropic_messages``, both streamed as Hermes always does) the test
@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON", "/work/main/.venv-hermes/bin/python"))
+HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON",
+                                    Path(__file__).resolve().parents[2] / ".venv-hermes" / "bin" / "python"))
 PROMPT = "Please plan my week around the 14:30 review. [[tools:1]] [[reply:240]]"
 HERMES_TIMEOUT = 90.0
 SERVER_START_TIMEOUT = 20.0

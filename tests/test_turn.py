@@ -1,0 +1,121 @@
+"""The turn protocol's head: layout, marks, the prefix between batches, zero-wait and refusal."""
+
+from __future__ import annotations
+
+from endless.keys import workspace_key
+from endless.memory import Memory
+from endless.messages import Message
+from endless.request import ToolCallOut, anthropic_mark_positions, to_anthropic
+from endless.settings import Settings
+from endless.sim.clock import SimClock, run
+from endless.turn import Turn, build_request, pending, recent_bytes, system_prompt, turn_tools
+
+HARNESS_TOOLS = [{"name": "terminal", "description": "run a command",
+                  "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
+
+
+def _memory(root, clock, **settings):
+    return Memory.open(workspace_key(None, root / "ws"), settings=Settings(**settings), root=root, clock=clock)
+
+
+def _turn(memory, session="s1"):
+    return Turn(memory, session, "Chat", system_prompt("HARNESS"), turn_tools(HARNESS_TOOLS), ["AGENTS.md: be brief"])
+
+
+def _write_all(memory):
+    while jobs := memory.ready_work():
+        memory.store_lines([(j.level, j.index, f"line {j.name} " + "w" * 200) for j in jobs], sync=False)
+
+
+def test_layout_tools_and_marks(tmp_path):
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    for t in range(120):
+        memory.commit_turn("s1", "Chat", [Message("user", f"q{t} " + "x" * 300, 1.0),
+                                          Message("reply", f"a{t} " + "y" * 400, 1.0)], sync=False)
+    _write_all(memory)
+    request = run(_turn(memory).begin("what did we decide?", state="time: 10:00"), clock)
+    assert request.system.startswith("HARNESS\n\n# How this conversation remembers")
+    assert [t["name"] for t in request.tools] == ["terminal", "zoom", "date", "recall_search"]
+    assert request.messages[0].blocks == ["AGENTS.md: be brief"]
+    view = request.messages[1]
+    assert view.blocks[0].startswith("<chat>\n0+") and view.blocks[-1] == "what did we decide?"
+    assert view.blocks[-2] == "time: 10:00\n"
+    marks = anthropic_mark_positions(request)
+    assert len(marks) <= 4 and marks[0] == (-1, 0) and marks[-1] == (1, len(view.blocks) - 1)
+    kwargs = to_anthropic(request, "claude-sonnet-5")
+    count = sum("cache_control" in b for m in kwargs["messages"] for b in m["content"])
+    assert count + sum("cache_control" in b for b in kwargs["system"]) <= 4
+
+
+def test_recent_block_holds_exactly_p_to_t(tmp_path):
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    memory.commit_turn("s1", "Chat", [Message("user", "u" * 700, 1.0), Message("reply", "r" * 700, 1.0)])
+    memory.store_line(0, 0, "first line written")
+    memory.commit_turn("s1", "Chat", [Message("user", "second question " + "v" * 600, 1.0)])
+    head = build_request(memory, "S", [], [], "", "new")
+    blocks = head.messages[0].blocks
+    text = "".join(blocks)
+    assert "0+1|first line written" in text
+    assert "1+0|Assistant: " + "r" * 700 in text and "2+0|you: second question" in text
+    assert "0+0|" not in text, "nothing from before p"
+
+
+def test_between_batches_the_head_is_a_prefix_of_the_next(tmp_path):
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall, view_ceiling=40_000, view_floor=20_000)
+    previous = None
+    misses = 0
+    for t in range(60):
+        memory.commit_turn("s1", "Chat", [Message("user", f"q{t} " + "x" * 300, 1.0),
+                                          Message("reply", f"a{t} " + "y" * 500, 1.0)], sync=False)
+        _write_all(memory)
+        head = build_request(memory, "S", [], [], "", f"message {t}")
+        blocks = head.messages[0].blocks
+        view_text = "".join(blocks[:head.view_blocks])
+        if previous is not None and not view_text.startswith(previous):
+            misses += 1
+        previous = view_text
+    assert misses <= 3, f"the view changed before its end {misses} times (batches only)"
+
+
+def test_a_long_tail_makes_the_turn_wait_then_refusal_keeps_the_message(tmp_path):
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    for t in range(30):
+        memory.commit_turn("s1", "Chat", [Message("user", f"{t} " + "z" * 700, 1.0)], sync=False)
+    assert recent_bytes(memory) > 16_384
+    turn = _turn(memory)
+    result = run(turn.begin("please answer", timeout=180), clock)
+    assert result is None and turn.refused
+    assert clock.now >= 180
+    assert pending(memory, "s1") == ["please answer"]
+    # the writer catches up; the next message carries the refused one, once
+    _write_all(memory)
+    again = _turn(memory)
+    request = run(again.begin("and this too"), clock)
+    assert request is not None and request.messages[1].blocks[-1] == "please answer\n\nand this too"
+    again.finish("done")
+    assert pending(memory, "s1") == []
+    last = memory.message(memory.total - 2)
+    assert last.kind == "user" and last.text == "please answer\n\nand this too"
+
+
+def test_steps_keep_the_head_and_the_writer_reads_lookbacks_in_words(tmp_path):
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    memory.commit_turn("s1", "Chat", [Message("user", "port is 5433", 1.0)])
+    turn = _turn(memory)
+    head = run(turn.begin("which port?"), clock)
+    first = "".join(head.messages[1].blocks)
+    call = ToolCallOut("c1", "zoom", '{"id": 0, "n": 1}')
+    step = turn.add_step("", [call], {"c1": "0+0|you: port is 5433"})
+    assert "".join(step.messages[1].blocks) == first
+    assert step.messages[-1].role == "tool" and step.messages[-2].tool_calls == [call]
+    info = turn.finish("It is 5433.")
+    messages = memory.turn_messages(info.turn)
+    assert [m.kind for m in messages] == ["user", "trace", "reply"]
+    trace = messages[1]
+    assert 'did: zoom {"id": 0, "n": 1}' in trace.text and "result: 0+0|you: port is 5433" in trace.text
+    assert "looked back at message 0" in trace.writer_text and "result:" not in trace.writer_text

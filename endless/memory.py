@@ -543,7 +543,7 @@ class Memory:
                 return
         self.chat = chat
         wview = self._read_view(writer_path, "writer view", repair, writer=True)
-        if wview is None or not _coarser(wview.parts, chat.parts):
+        if wview is None or not views.covers(wview.parts, chat.parts):
             if wview is not None and repair:
                 self._report("the writer view was not derived from the chat view; re-deriving it")
             wview = views.derive(self.chat, self.writer_saw, self._size_of, self.tree.built)
@@ -830,18 +830,6 @@ class Memory:
 def _resolve(waiter: asyncio.Future) -> None:
     if not waiter.done():
         waiter.set_result(None)
-
-
-def _coarser(coarse: list[Part], fine: list[Part]) -> bool:
-    """Whether every part of ``fine`` lies inside one part of ``coarse`` (same total)."""
-    k = 0
-    for part in coarse:
-        stop = views.end(part)
-        while k < len(fine) and views.end(fine[k]) <= stop:
-            if views.first(fine[k]) < views.first(part):
-                return False
-            k += 1
-    return k == len(fine)
 
 
 def _read_key(path: Path) -> dict:

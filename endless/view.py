@@ -94,6 +94,24 @@ def most_due(parts: Sequence[Part], total: int, built: Built | None = None) -> i
     return best
 
 
+def covers(coarse: Sequence[Part], fine: Sequence[Part]) -> bool:
+    """Whether every part of ``fine`` lies inside one part of ``coarse``.
+
+    True for a writer view against its chat view, and for a later view against
+    an earlier one: a merged part is never split again.
+    """
+    k = 0
+    for part in coarse:
+        stop = end(part)
+        while k < len(fine) and end(fine[k]) <= stop:
+            if first(fine[k]) < first(part):
+                return False
+            k += 1
+        if k == len(fine):
+            return True
+    return k == len(fine)
+
+
 def merge_at(parts: list[Part], k: int) -> Part:
     merged = parent(parts[k])
     parts[k:k + 2] = [merged]

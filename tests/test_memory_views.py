@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from endless import view as views
 from endless.keys import workspace_key
-from endless.memory import Memory, _coarser
+from endless.memory import Memory
 from endless.messages import Message
 from endless.settings import Settings
 
@@ -26,7 +26,7 @@ def _check(memory: Memory) -> None:
     assert views.check_tiling(memory.wview.parts, memory.total) == memory.total
     views.validate(memory.chat, memory.total, memory.tree.built)
     views.validate(memory.wview, memory.total, memory.tree.built)
-    assert _coarser(memory.wview.parts, memory.chat.parts), "the writer view must coarsen the chat view"
+    assert views.covers(memory.wview.parts, memory.chat.parts), "the writer view must coarsen the chat view"
 
 
 ops = st.lists(st.one_of(

@@ -48,18 +48,7 @@ def place(tmp_path: Path):
         a.close()
 
 
-def coarser_or_equal(new: list, old: list) -> bool:
-    """Every part of ``old`` lies inside one part of ``new``: nothing merged was split again."""
-    k = 0
-    for part in new:
-        if k == len(old):
-            return True
-        stop = views.end(part)
-        while k < len(old) and views.end(old[k]) <= stop:
-            if views.first(old[k]) < views.first(part):
-                return False
-            k += 1
-    return k == len(old)
+coarser_or_equal = views.covers  # nothing merged is split again
 
 
 def _open(root: Path, workspace: Path) -> Memory:

@@ -49,7 +49,7 @@ from importlib import resources
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-from endless.request import MARK_STYLES, Request, to_anthropic, to_openai
+from endless.request import MARK_STYLES, Request, ToolCallOut, to_anthropic, to_openai
 
 PROVIDERS = ("openai", "anthropic")
 FLAVOURS = ("openai", "deepseek", "openrouter", "vllm", "llamacpp", "ollama", "anthropic")
@@ -369,6 +369,7 @@ class Completion:
     duration: float
     model: str
     stop_reason: str
+    tool_calls: tuple[ToolCallOut, ...] = ()  # a turn's calls (writer calls send tool choice none)
 
 
 class ProviderError(Exception):
@@ -681,8 +682,11 @@ class OpenAIProvider(Provider):
         refusal = getattr(message, "refusal", None)
         if refusal and not text:
             text, stop = refusal, "refusal"
+        calls = tuple(ToolCallOut(c.id, c.function.name, c.function.arguments or "{}")
+                      for c in (getattr(message, "tool_calls", None) or []) if getattr(c, "function", None))
         return Completion(text=text, usage=openai_usage(getattr(response, "usage", None)), duration=duration,
-                          model=getattr(response, "model", None) or self.route.model, stop_reason=stop)
+                          model=getattr(response, "model", None) or self.route.model, stop_reason=stop,
+                          tool_calls=calls)
 
 
 class AnthropicProvider(Provider):
@@ -706,9 +710,12 @@ class AnthropicProvider(Provider):
         text = "".join(getattr(block, "text", "") for block in (getattr(response, "content", None) or [])
                        if getattr(block, "type", None) == "text")
         raw_stop = getattr(response, "stop_reason", None) or ""
+        calls = tuple(ToolCallOut(block.id, block.name, json.dumps(block.input or {}))
+                      for block in (getattr(response, "content", None) or [])
+                      if getattr(block, "type", None) == "tool_use")
         return Completion(text=text, usage=anthropic_usage(getattr(response, "usage", None)), duration=duration,
                           model=getattr(response, "model", None) or self.route.model,
-                          stop_reason=_ANTHROPIC_STOPS.get(raw_stop, raw_stop))
+                          stop_reason=_ANTHROPIC_STOPS.get(raw_stop, raw_stop), tool_calls=calls)
 
 
 def make_provider(route: Route, *, api_key: str | None = None, http_client: Any = None,

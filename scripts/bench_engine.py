@@ -294,12 +294,7 @@ def build(folder: Path, size: int, seed: int, batch_turns: int, tail: int, tail_
             batches += 1
             t_batch = time.perf_counter()
             before = stream.next_id
-            t0 = time.perf_counter()
-            turns = []
-            while stream.next_id < bulk_upto and len(turns) < batch_turns:
-                turns.append(stream.turn())
-            first = stream.next_id - sum(len(t[2]) for t in turns)
-            stats["gen_s"] += time.perf_counter() - t0
+            turns, first = _take_turns(stream, bulk_upto, batch_turns, stats)
             t0 = time.perf_counter()
             memory.commit_turns(turns, sync=False)
             _fsync(memory.log.path)
@@ -326,12 +321,7 @@ def build(folder: Path, size: int, seed: int, batch_turns: int, tail: int, tail_
             reopen()
         # Tail: small commits, every line stored through store_line, as a live writer would.
         while stream.next_id < size:
-            t0 = time.perf_counter()
-            turns = []
-            while stream.next_id < size and len(turns) < tail_batch:
-                turns.append(stream.turn())
-            first = stream.next_id - sum(len(t[2]) for t in turns)
-            stats["gen_s"] += time.perf_counter() - t0
+            turns, first = _take_turns(stream, size, tail_batch, stats)
             t0 = time.perf_counter()
             memory.commit_turns(turns, sync=False)
             _fsync(memory.log.path)
@@ -364,6 +354,16 @@ def build(folder: Path, size: int, seed: int, batch_turns: int, tail: int, tail_
     stats["tree_bytes"] = memory.tree.path.stat().st_size
     stats["folder"] = str(memory.folder)
     return stats
+
+
+def _take_turns(stream, upto: int, count: int, stats: dict) -> tuple[list, int]:
+    """Up to ``count`` generated turns ending at or before message ``upto``, and their first id."""
+    t0 = time.perf_counter()
+    turns = []
+    while stream.next_id < upto and len(turns) < count:
+        turns.append(stream.turn())
+    stats["gen_s"] += time.perf_counter() - t0
+    return turns, stream.next_id - sum(len(t[2]) for t in turns)
 
 
 def _fsync(path: Path) -> None:

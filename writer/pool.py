@@ -11,6 +11,7 @@ offline writer when a line keeps failing.  Provider errors are retried every
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 from collections import Counter
@@ -71,7 +72,7 @@ class _Plan:
     system: str | None
     tools: list[dict]
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         route = orjson.dumps(self.route.to_json() if self.route else None, option=orjson.OPT_SORT_KEYS)
         blob = route + b"\0" + (self.system or "").encode() + b"\0" + orjson.dumps(self.tools)
@@ -207,11 +208,12 @@ class WriterPool:
         ready = [job for job in self.memory.ready_work()
                  if job.part not in self._in_flight and self._state(job).retry_at <= now + _EPSILON]
         ready.sort(key=lambda job: not self._state(job).first_in_line)
+        plans = {job.part: self._plan(job) for job in ready}  # one routes read per job, not per pairing
         started = False
         blocked: set[str] = set()
         while ready and len(self._tasks) < self.settings.writer_calls:
             head = ready.pop(0)
-            plan = self._plan(head)
+            plan = plans[head.part]
             if plan.route is None:
                 self._write_offline(head, default=True)
                 started = True
@@ -223,7 +225,7 @@ class WriterPool:
             for job in list(ready):
                 if len(batch) >= self.settings.lines_per_call:
                     break
-                if self._plan(job).key == key:
+                if plans[job.part].key == key:
                     batch.append(job)
                     ready.remove(job)
             gate = self._gate_key(key)

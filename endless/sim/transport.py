@@ -184,36 +184,40 @@ def transport_for(client_class: type, simulator: Simulator, **options: Any) -> A
     raise TypeError(f"{client_class!r} is neither an httpx nor an httpx2 client class")
 
 
-def openai_client(simulator: Simulator, *, sync: bool = False, base_url: str = "http://sim/v1",
-                  api_key: str = "sim", **kwargs: Any) -> Any:
-    """An ``openai`` client (``AsyncOpenAI``, or ``OpenAI`` with ``sync=True``) wired to the simulator."""
-    import openai
-
-    client_class = openai.DefaultHttpxClient if sync else openai.DefaultAsyncHttpxClient
-    sdk_class = openai.OpenAI if sync else openai.AsyncOpenAI
-    transport_options = {k: kwargs.pop(k) for k in ("simulated",) if k in kwargs}
-    http_client = client_class(transport=transport_for(client_class, simulator, **transport_options))
-    return sdk_class(base_url=base_url, api_key=api_key, http_client=http_client, **kwargs)
-
-
-def anthropic_client(simulator: Simulator, *, sync: bool = False, base_url: str = "http://sim",
-                     api_key: str = "sim", **kwargs: Any) -> Any:
-    """An ``anthropic`` client (``AsyncAnthropic``, or ``Anthropic`` with ``sync=True``) wired to the simulator."""
-    import anthropic
-
-    client_class = anthropic.DefaultHttpxClient if sync else anthropic.DefaultAsyncHttpxClient
-    sdk_class = anthropic.Anthropic if sync else anthropic.AsyncAnthropic
-    transport_options = {k: kwargs.pop(k) for k in ("simulated",) if k in kwargs}
-    http_client = client_class(transport=transport_for(client_class, simulator, **transport_options))
-    return sdk_class(base_url=base_url, api_key=api_key, http_client=http_client, **kwargs)
-
-
-def sdk_http_client(provider: str, simulator: Simulator) -> Any:
-    """The async HTTP client an ``openai`` or ``anthropic`` SDK client needs to reach the simulator."""
+def _sdk(provider: str) -> Any:
     if provider == "openai":
         import openai as sdk
     elif provider == "anthropic":
         import anthropic as sdk  # type: ignore[no-redef]
     else:
         raise ValueError(f"no simulated SDK for provider {provider!r}; use 'openai' or 'anthropic'")
+    return sdk
+
+
+def _client(provider: str, simulator: Simulator, sync: bool, base_url: str, api_key: str,
+            kwargs: dict[str, Any]) -> Any:
+    sdk = _sdk(provider)
+    client_class = sdk.DefaultHttpxClient if sync else sdk.DefaultAsyncHttpxClient
+    sdk_class = {("openai", True): "OpenAI", ("openai", False): "AsyncOpenAI",
+                 ("anthropic", True): "Anthropic", ("anthropic", False): "AsyncAnthropic"}[(provider, sync)]
+    transport_options = {k: kwargs.pop(k) for k in ("simulated",) if k in kwargs}
+    http_client = client_class(transport=transport_for(client_class, simulator, **transport_options))
+    return getattr(sdk, sdk_class)(base_url=base_url, api_key=api_key, http_client=http_client, **kwargs)
+
+
+def openai_client(simulator: Simulator, *, sync: bool = False, base_url: str = "http://sim/v1",
+                  api_key: str = "sim", **kwargs: Any) -> Any:
+    """An ``openai`` client (``AsyncOpenAI``, or ``OpenAI`` with ``sync=True``) wired to the simulator."""
+    return _client("openai", simulator, sync, base_url, api_key, kwargs)
+
+
+def anthropic_client(simulator: Simulator, *, sync: bool = False, base_url: str = "http://sim",
+                     api_key: str = "sim", **kwargs: Any) -> Any:
+    """An ``anthropic`` client (``AsyncAnthropic``, or ``Anthropic`` with ``sync=True``) wired to the simulator."""
+    return _client("anthropic", simulator, sync, base_url, api_key, kwargs)
+
+
+def sdk_http_client(provider: str, simulator: Simulator) -> Any:
+    """The async HTTP client an ``openai`` or ``anthropic`` SDK client needs to reach the simulator."""
+    sdk = _sdk(provider)
     return sdk.DefaultAsyncHttpxClient(transport=transport_for(sdk.DefaultAsyncHttpxClient, simulator))

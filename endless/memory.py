@@ -31,7 +31,7 @@ from endless.view import Part, Sawtooth, ViewError, ViewState
 FORMAT = 1
 TEXT_CACHE = 8192  # node texts kept in memory: every view line and then some
 SIZE_CACHE = 65536  # rendered sizes of written lines
-STATUSES = ("completed", "stopped", "interrupted")
+STATUSES = ("completed", "stopped", "interrupted", "continued")  # continued: a long turn's earlier part
 INTERRUPTED_NOTE = "This turn was interrupted before it finished (the process ended); what is above is all that happened."
 STOPPED_NOTE = "The person stopped this turn before it finished; what is above is all that happened."
 
@@ -276,7 +276,7 @@ class Memory:
                 messages = list(messages)
                 for m in messages:
                     check_kind(m.kind, self.granularity)
-                if status != "completed":
+                if status not in ("completed", "continued"):
                     note = status_text or (STOPPED_NOTE if status == "stopped" else INTERRUPTED_NOTE)
                     messages.append(Message("status", note, at_now))
                 if not messages:
@@ -644,14 +644,14 @@ class Memory:
 
     def recent_block(self, start: int) -> str:
         """Messages ``[start, T)`` as ``id+0|tag: text`` lines, oldest first."""
-        out = []
-        for message_id in range(start, self.total):
-            stored = self.message(message_id)
-            if stored is None:
-                out.append(f"{message_id}+0|note: (this message is damaged in the log)")
-                continue
-            out.append(f"{message_id}+0|{stored.source_text(self.settings, self.agent_name)}")
-        return "\n".join(out)
+        return "\n".join(self.recent_line(m) for m in range(start, self.total))
+
+    def recent_line(self, message_id: int) -> str:
+        """Message ``message_id`` as the recent block shows it: ``id+0|tag: text``."""
+        stored = self.message(message_id)
+        if stored is None:
+            return f"{message_id}+0|note: (this message is damaged in the log)"
+        return f"{message_id}+0|{stored.source_text(self.settings, self.agent_name)}"
 
     # -- the writer's side -----------------------------------------------------------
 

@@ -53,6 +53,7 @@ class Settings:
     turn_wait_seconds: float = 180.0
     recent_block_bytes: int = 16_384
     long_turn_fraction: float = 0.25
+    default_window_tokens: int = 200_000  # when the harness does not say its model's window
     # Messages (DESIGN §2.2).
     granularity: str = "turn"
     result_cap_chars: int = 15_000
@@ -225,7 +226,8 @@ def _check(s: Settings) -> None:
             problems.append(f"{f.name} must be a finite number, not {value!r}")
         elif f.name.endswith("_seconds") and value < 0:
             problems.append(f"{f.name} must not be negative")
-    for name in ("regex_seconds", "line_accept_ratio", "line_retry_ratio", "smallest_window_tokens"):
+    for name in ("regex_seconds", "line_accept_ratio", "line_retry_ratio", "smallest_window_tokens",
+                 "default_window_tokens"):
         if not getattr(s, name) > 0:
             problems.append(f"{name} must be positive")
     if not 0 <= s.rpc_port <= 65535:

@@ -12,6 +12,7 @@ benchmark, the demo and the CI run all drive conversations through here.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -105,11 +106,12 @@ class ReplayConfig:
     api: str = "openai"  # openai | anthropic
     caches: tuple[str, ...] = ("deepseek", "openai-auto", "openai-breakpoints")
     window_tokens: int = 200_000
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=lambda: Settings(settle_poll_seconds=1.0))
     seed: int = 7
     model_writer: bool = True  # False: no route is recorded, the offline writer writes every line
     writer_invented_rate: float | None = None
     settle_all: bool = False  # wait at the end until every line is written
+    writer_route: dict | None = None  # a real endpoint for the writer: then the run goes in real time
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -151,6 +153,8 @@ class Replay:
         self.config = config
         self.progress = progress
         self.clock = SimClock()
+        if config.writer_route:
+            self.clock = _RealClock()
         api = config.api
         primary = "anthropic" if api == "anthropic" else config.caches[0]
         self.primary = primary
@@ -239,13 +243,20 @@ class Replay:
         def providers(route: Route):
             return make_provider(route, api_key="sim", http_client=sdk_http_client(route.provider, self.sim))
 
+        real_writer = Route.from_json(config.writer_route) if config.writer_route else None
+
+        def writer_providers(route: Route):
+            if real_writer is not None and route == real_writer:
+                return make_provider(route, api_key=os.environ.get(route.api_key_env or "", "") or "none")
+            return providers(route)
+
         agent = providers(self.route)
         system = system_prompt(HARNESS_SYSTEM)
         tools = turn_tools(HARNESS_TOOLS)
         rows: list[TurnRow] = []
         transcript: list[dict] = []
         view_sizes: list[int] = []
-        pool = WriterPool(memory, providers)
+        pool = WriterPool(memory, writer_providers, route=real_writer)
 
         async def main() -> None:
             stop = asyncio.Event()
@@ -284,12 +295,28 @@ class Replay:
             stop.set()
             await writer
 
-        run(main(), self.clock)
+        if real_writer is not None:
+            asyncio.run(main())  # a real endpoint answers in real time
+        else:
+            run(main(), self.clock)
         result = ReplayResult(rows, self.requests, self.writer_calls, self.writer_tokens, self.writer_cost,
                               pool.stats, memory.folder, memory.memory_id, self.clock.now,
                               time.perf_counter() - started, transcript, view_sizes)
         self.memory = memory
         return result
+
+
+class _RealClock:
+    """The wall clock, for runs whose writer is a real endpoint."""
+
+    now = property(lambda self: time.monotonic() - self._start)
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+
+    @staticmethod
+    def wall() -> float:
+        return time.time()
 
 
 def _state(now: float) -> str:

@@ -180,8 +180,10 @@ def to_anthropic(request: Request, model: str, style: str = "anthropic", ttl: st
     for index, m in enumerate(request.messages):
         if m.role == "tool":
             result = {"type": "tool_result", "tool_use_id": m.tool_call_id or "",
-                      "content": [text_block(t, (index, k) in marks) for k, t in enumerate(m.blocks) if t]
+                      "content": [text_block(t, False) for t in m.blocks if t]
                       or [{"type": "text", "text": "(empty)"}]}
+            if any((index, k) in marks for k in range(max(1, len(m.blocks)))):
+                result["cache_control"] = dict(control)  # on the result itself: a nested mark is not read
             if messages and messages[-1]["role"] == "user" and _is_results(messages[-1]):
                 messages[-1]["content"].append(result)
             else:

@@ -86,6 +86,10 @@ def test_tool_calls_and_results_in_both_forms():
     results = anthropic["messages"][2]["content"]
     assert [r["tool_use_id"] for r in results] == ["c1", "c2"]
     assert anthropic["tool_choice"] == {"type": "none"}
+    marked = to_anthropic(request, "m")
+    last = marked["messages"][2]["content"][-1]
+    assert last["cache_control"] == {"type": "ephemeral"}, "a tool step's request is marked at its end"
+    assert all("cache_control" not in block for block in last["content"]), "on the result, not inside it"
 
 
 def test_openai_breakpoints_mark_every_whole_view_block_up_to_the_read_limit():

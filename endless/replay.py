@@ -12,6 +12,7 @@ benchmark, the demo and the CI run all drive conversations through here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import statistics
 import time
@@ -54,6 +55,7 @@ PRICED = {
 }
 UNIT = 128  # the prompt-cache unit of the automatic models (tokens)
 MARKED = ("openai-breakpoints", "anthropic")
+QUIET_JUMP = 600.0  # gaps longer than this are jumped over once the writer is idle
 
 
 @dataclass
@@ -163,8 +165,9 @@ class Replay:
                                                      else {"invented_rate": config.writer_invented_rate}))
         self.agent = ScriptedAgent(seed=config.seed, tool_preference={"terminal": 1.0, "zoom": 0.0,
                                                                         "recall_search": 0.0, "date": 0.0})
+        steered = _Steered(self.agent, lambda: self._current.markers if self._current else "")
         flavour = "anthropic" if api == "anthropic" else ("deepseek" if primary == "deepseek" else "openai")
-        self.sim = Simulator(SimRoute(route_responder(writer, self.agent), make_cache(primary),
+        self.sim = Simulator(SimRoute(route_responder(writer, steered), make_cache(primary),
                                       context_length=config.window_tokens, flavour=flavour),
                              log_prompts=False, observer=self._observe)
         if api == "anthropic":
@@ -234,6 +237,21 @@ class Replay:
 
     # -- the run --------------------------------------------------------------------
 
+    async def _quiet(self, memory: Memory, gap: float) -> None:
+        """A long quiet spell (a night): let the writer finish, then jump the clock over the rest.
+
+        Stepping through hours of simulated idle time would only wake the
+        pool's polls and lease renewals thousands of times; once the writer has
+        nothing left to do, nothing would happen in them anyway.
+        """
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await memory.settle(_idle, gap)
+        rest = gap - (loop.time() - started)
+        if rest > 0:
+            self.clock.advance(rest)
+        await asyncio.sleep(0)
+
     def run(self) -> ReplayResult:
         started = time.perf_counter()
         config = self.config
@@ -262,7 +280,9 @@ class Replay:
             stop = asyncio.Event()
             writer = asyncio.ensure_future(pool.run(stop))
             for number, item in enumerate(self.script):
-                if item.gap:
+                if item.gap > QUIET_JUMP and isinstance(self.clock, SimClock):
+                    await self._quiet(memory, item.gap)
+                elif item.gap:
                     await asyncio.sleep(item.gap)
                 steps: list[dict] = []
 
@@ -290,8 +310,7 @@ class Replay:
                     self.progress(number + 1, len(self.script))
             self._current = None
             if config.settle_all:
-                await memory.settle(lambda m: not m.ready_work() and all(m.is_built(0, i) for i in range(m.total)),
-                                    7 * 86_400)
+                await memory.settle(_idle, 7 * 86_400)
             stop.set()
             await writer
 
@@ -304,6 +323,29 @@ class Replay:
                               time.perf_counter() - started, transcript, view_sizes)
         self.memory = memory
         return result
+
+
+class _Steered:
+    """Hands the scripted agent the current turn's marker words, appended to the person's message.
+
+    Only the agent's copy of the request changes: the memory, the request
+    Endless built and the simulator's tokens and cache see the person's text alone.
+    """
+
+    def __init__(self, agent: ScriptedAgent, markers: Callable[[], str]) -> None:
+        self.agent = agent
+        self.markers = markers
+
+    def reply(self, request, now: float):
+        words = self.markers()
+        if words:
+            messages = list(request.messages)
+            for k in range(len(messages) - 1, -1, -1):
+                if messages[k].role == "user" and messages[k].tool_call_id is None:
+                    messages[k] = dataclasses.replace(messages[k], text=messages[k].text + " " + words)
+                    break
+            request = dataclasses.replace(request, messages=messages)
+        return self.agent.reply(request, now)
 
 
 class _RealClock:
@@ -321,6 +363,10 @@ class _RealClock:
 
 def _state(now: float) -> str:
     return "Now: " + time.strftime("%Y-%m-%d %H:%M", time.gmtime(now)) + " UTC"
+
+
+def _idle(memory: Memory) -> bool:
+    return not memory.ready_work() and all(memory.is_built(0, i) for i in range(memory.total))
 
 
 def _view_text(prompt: str) -> str:

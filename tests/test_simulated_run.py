@@ -22,6 +22,8 @@ def test_thirty_turns_without_avoidable_misses_or_waits(tmp_path, name):
     script = make_script(30, seed=11, facts=5)
     result = Replay(tmp_path, script, config).run()
     assert len(result.turns) == 30 and not any(t.refused for t in result.turns)
+    assert [t.steps for t in result.turns] == [len(s.results) + 1 for s in script], "the agent followed the script"
+    assert any(s.results for s in script)
     models = list(result.requests[0].read)
     assert models == (["anthropic"] if name == "anthropic" else list(config.caches))
     for model in models:

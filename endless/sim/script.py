@@ -14,9 +14,10 @@ turn is drawn from a log-normal law with a median of 30 s (``gaps=False``: no
 gap at all).  The first 100 turns plant up to 20 exact facts (a code, a port, a
 rule, a name) that a later question may need word for word.
 
-The person's messages carry the scripted agent's marker words (``[[tools:K]]``,
-``[[reply:B]]``, see :mod:`endless.sim.agent_model`) so the agent's side of the
-conversation follows the script too.
+Each turn carries the scripted agent's marker words (``[[tools:K]]``,
+``[[reply:B]]``, see :mod:`endless.sim.agent_model`) apart from the person's
+text: the replay hands them to the agent beside the request, so the agent's
+side follows the script while the memory holds only what the person wrote.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ NAME_PARTS = ("al", "bri", "cor", "dan", "el", "fen", "gra", "hol", "is", "jor",
               "mar", "nor", "os", "pel", "quin", "ros", "sel", "tam", "ul", "ves", "wyn", "zor")
 KINDS = ("chat",) * 60 + ("tool",) * 25 + ("paste",) * 10 + ("heavy",) * 5
 CHATS = ("Planning", "Debugging", "Writing")
+NIGHT = 14 * 3600.0
 
 
 @dataclass
@@ -50,6 +52,7 @@ class ScriptTurn:
     reply_bytes: int = 600
     gap: float = 0.0  # seconds of quiet before the turn
     facts: list[str] = field(default_factory=list)  # planted facts stated in this turn
+    markers: str = ""  # the scripted agent's steering words, sent beside the person's text
 
     @property
     def title(self) -> str:
@@ -89,7 +92,8 @@ def fact(rng: random.Random, k: int) -> str:
 
 
 def make_script(turns: int, seed: int = 7, *, gaps: bool = True, facts: int = 20,
-                chats: int = 3, median_gap: float = 30.0) -> list[ScriptTurn]:
+                chats: int = 3, median_gap: float = 30.0, days: int = 1) -> list[ScriptTurn]:
+    """``days`` > 1 spreads the turns over that many days, with a night between them."""
     rng = random.Random(seed)
     kinds: list[str] = []
     while len(kinds) < turns:
@@ -122,8 +126,10 @@ def make_script(turns: int, seed: int = 7, *, gaps: bool = True, facts: int = 20
             fact_no += 1
             person = f"Please remember this exactly: {planted[0]}. {person}"
         reply = rng.randint(300, 1500)
-        markers = f" [[tools:{len(results)}]] [[reply:{reply}]]"
-        out.append(ScriptTurn(number, chat, kind, person + markers, results, reply, gap, planted))
+        if days > 1 and number and number % max(1, turns // days) == 0:
+            gap += NIGHT
+        markers = f"[[tools:{len(results)}]] [[reply:{reply}]]"
+        out.append(ScriptTurn(number, chat, kind, person, results, reply, gap, planted, markers))
     return out
 
 

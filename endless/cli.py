@@ -9,6 +9,7 @@ import orjson
 
 from endless import __version__
 from endless.settings import SettingsError, describe, load_settings
+from endless.chat import add_chat_parser
 from endless.doctor import add_doctor_parser
 from endless.importer import add_import_parser
 from endless.mcp_server import add_mcp_parser
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
     add_doctor_parser(sub)
     add_import_parser(sub)
+    add_chat_parser(sub)
     writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today")
     writer.add_argument("action", choices=["status", "resume"])
     writer.add_argument("--memory", help="a memory id (16 hex digits)")

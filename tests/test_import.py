@@ -317,3 +317,48 @@ def test_an_interrupted_import_resumes(place, tmp_path) -> None:
         assert texts == [f"question number {t}" for t in range(0, 20_000, 997)]  # in time order, each once
         firsts = {memory.turn_messages(t)[0].text for t in range(memory.turns)}
         assert len(firsts) == 20_000
+
+
+HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON",
+                                    Path(__file__).resolve().parents[1] / ".venv-hermes" / "bin" / "python"))
+
+WRITE_WITH_HERMES = """
+import sys
+from pathlib import Path
+from hermes_state import SessionDB
+db = SessionDB(db_path=Path(sys.argv[1]))
+sid = "20260601_120000_real"
+db.create_session(sid, "cli", model="sim-model", cwd=sys.argv[2])
+db.set_session_title(sid, "Real Hermes session")
+db.append_message(sid, "user", content="Where are the nightly logs kept?")
+db.append_message(sid, "assistant", content="",
+                  tool_calls=[{"id": "call_9", "type": "function",
+                               "function": {"name": "terminal", "arguments": "{\\"command\\": \\"ls /var/log/nightly\\"}"}}])
+db.append_message(sid, "tool", content="run-01.log run-02.log", tool_call_id="call_9", tool_name="terminal")
+db.append_message(sid, "assistant", content="They are in /var/log/nightly.")
+db.append_message(sid, "user", content=[{"type": "text", "text": "Thanks!"}])
+db.append_message(sid, "assistant", content="You're welcome.")
+db.close()
+"""
+
+
+@pytest.mark.skipif(not HERMES_PYTHON.is_file(), reason=f"no Hermes venv at {HERMES_PYTHON}")
+def test_a_state_db_written_by_the_real_hermes(place, tmp_path) -> None:
+    """Hermes Agent 0.19.0's own SessionDB writes the state.db; the import reads it."""
+    home, workspace, env = place
+    db = tmp_path / "state.db"
+    hermes_env = {**env, "HERMES_HOME": str(tmp_path / "hermes"), "HOME": str(tmp_path)}
+    written = subprocess.run([str(HERMES_PYTHON), "-c", WRITE_WITH_HERMES, str(db), str(workspace)],
+                             capture_output=True, text=True, timeout=120, env=hermes_env)
+    assert written.returncode == 0, written.stderr
+    proc = run_import(place, str(db))
+    assert "imported 2 turns (5 messages)" in proc.stdout, proc.stdout + proc.stderr
+    with open_memory(place) as memory:
+        turns = turns_of(memory)
+    assert [(t[0], t[1]) for t in turns] == [("20260601_120000_real", "Real Hermes session")] * 2
+    assert [(m[0], m[1]) for m in turns[0][3]] == [
+        ("user", "Where are the nightly logs kept?"),
+        ("trace", 'did: terminal {"command": "ls /var/log/nightly"}\nresult: run-01.log run-02.log'),
+        ("reply", "They are in /var/log/nightly.")]
+    assert [(m[0], m[1]) for m in turns[1][3]] == [("user", "Thanks!"), ("reply", "You're welcome.")]
+    assert run_import(place, str(db)).stdout.startswith("imported 0 turns")

@@ -34,7 +34,7 @@ from endless.keys import MEMORY_ID
 from endless.locks import Lease, holder_pid, is_held
 from endless.memory import FORMAT, Memory, MemoryError_, memories_dir
 from endless.settings import Settings, SettingsError, config_path, load_settings
-from endless.turn import recent_bytes
+from endless.turn import recent_start
 
 STATUSES = ("ok", "warning", "error")
 PLUGIN_NAME = "endless"
@@ -249,14 +249,15 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     leaves = memory.tree.slots[0] if memory.tree.slots else None
     written = 0 if leaves is None else sum(1 for i in range(min(len(leaves), memory.total)) if leaves[i])
     unwritten = memory.total - written
-    over = recent_bytes(memory) - settings.recent_block_bytes
+    over = _recent_overflow(memory, settings.recent_block_bytes)
     if unwritten == 0:
         report.add("memory.writer", "ok", f"memory {mid}: every message has its line", memory=mid)
     else:
         status = "warning" if over > 0 else "ok"
         report.add("memory.writer", status,
                    f"memory {mid}: {_n(unwritten, 'message')} wait for their lines"
-                   + (f"; the recent block is {over} bytes over its limit, so the next turn waits for the writer"
+                   + (f"; the recent block is past its {settings.recent_block_bytes:,} bytes, so the next turn waits "
+                      "for the writer"
                       if over > 0 else ""),
                    "the writer pool runs with the next chat in this workspace" if over > 0 else None, mid)
     from writer.pool import lifted_today
@@ -279,6 +280,18 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     if routes:
         report.add("memory.routes", "ok", f"memory {mid}: chats write their lines with "
                                           + "; ".join(sorted(routes)), memory=mid)
+
+
+def _recent_overflow(memory: Memory, limit: int) -> int:
+    """Bytes by which the recent block passes its limit (<= 0: it fits); stops counting once past it."""
+    size = 0
+    for message_id in range(recent_start(memory), memory.total):
+        stored = memory.message(message_id)
+        text = "" if stored is None else stored.source_text(memory.settings, memory.agent_name)
+        size += len(f"{message_id}+0|{text}".encode("utf-8")) + 1
+        if size > limit:
+            return size - limit
+    return size - limit
 
 
 def _n(count: int, word: str) -> str:

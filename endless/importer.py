@@ -39,8 +39,8 @@ from endless.memory import Memory, MemoryError_
 from endless.messages import Message, TraceBuilder, prepare
 from endless.settings import Settings, load_settings
 
-BATCH_TURNS = 256  # turns per durable commit
-BATCH_BYTES = 4 << 20
+BATCH_TURNS = 2000  # turns per durable commit (each commit also walks the view: fewer is faster)
+BATCH_BYTES = 8 << 20
 PROGRESS_FROM = 200  # turns: below this no progress bar is worth drawing
 
 

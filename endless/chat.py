@@ -33,7 +33,6 @@ from endless.memory import Memory, MemoryError_
 from endless.messages import Message
 from endless.turn import Turn, system_prompt, turn_tools
 
-STOPPED_EARLY = "stopped before the model was asked"
 
 
 def log(message: str) -> None:

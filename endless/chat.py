@@ -34,7 +34,6 @@ from endless.messages import Message
 from endless.turn import Turn, system_prompt, turn_tools
 
 
-
 def log(message: str) -> None:
     durable.log("chat", message)
 

@@ -10,6 +10,10 @@ import orjson
 from endless import __version__
 from endless.settings import SettingsError, describe, load_settings
 from endless.demo import add_demo_parser
+from endless.chat import add_chat_parser
+from endless.doctor import add_doctor_parser
+from endless.importer import add_import_parser
+from endless.mcp_server import add_mcp_parser
 from endless.sim.server import add_sim_parser
 
 
@@ -87,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(run=_config)
     add_sim_parser(sub)
     add_demo_parser(sub)
+    add_mcp_parser(sub)
+    add_doctor_parser(sub)
+    add_import_parser(sub)
+    add_chat_parser(sub)
     writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today")
     writer.add_argument("action", choices=["status", "resume"])
     writer.add_argument("--memory", help="a memory id (16 hex digits)")

@@ -258,7 +258,8 @@ class Memory:
     def commit_turns(self, turns: list[tuple], sync: bool = True) -> list[TurnInfo]:
         """Commit several turns in one write (imports and fixtures: one fsync per batch).
 
-        Each item is ``(session, title, messages, status, status_text, tid)``.
+        Each item is ``(session, title, messages, status, status_text, tid)``, optionally
+        followed by the turn's time (an import keeps the original one; default: now).
         """
         self._writable()
         import secrets
@@ -270,7 +271,9 @@ class Memory:
             turn_no = self.turns
             at_now = self.clock()
             in_hand: dict[int, Message] = {}
-            for session, title, messages, status, status_text, tid in turns:
+            for item in turns:
+                session, title, messages, status, status_text, tid = item[:6]
+                at_turn = item[6] if len(item) > 6 and item[6] is not None else at_now
                 if status not in STATUSES:
                     raise MemoryError_(f"turn status must be one of {', '.join(STATUSES)}, not {status!r}")
                 messages = list(messages)
@@ -278,13 +281,13 @@ class Memory:
                     check_kind(m.kind, self.granularity)
                 if status not in ("completed", "continued"):
                     note = status_text or (STOPPED_NOTE if status == "stopped" else INTERRUPTED_NOTE)
-                    messages.append(Message("status", note, at_now))
+                    messages.append(Message("status", note, at_turn))
                 if not messages:
                     continue
                 tid = tid or secrets.token_hex(8)
                 lines.append(self.log.encode(tid=tid, session=session, title=title, status=status,
-                                             at=at_now, messages=messages, turn=turn_no, first=first))
-                infos.append(TurnInfo(turn_no, first, len(messages), session, title, status, at_now, tid))
+                                             at=at_turn, messages=messages, turn=turn_no, first=first))
+                infos.append(TurnInfo(turn_no, first, len(messages), session, title, status, at_turn, tid))
                 for k, m in enumerate(messages):
                     in_hand[first + k] = m
                 first += len(messages)

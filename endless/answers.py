@@ -346,8 +346,9 @@ def _cut_to_fit(turn: dict, budget: int) -> tuple[dict, int]:
     for entry in entries:
         if size <= budget:
             break
-        # Every character is at least one byte of JSON: cutting ``over`` characters is enough.
-        entry["text"] = entry["text"][:max(0, len(entry["text"]) - (size - budget))]
+        # Every character is at least one byte of JSON: cutting ``over`` characters (and room for
+        # the ``truncated`` mark) is enough.
+        entry["text"] = entry["text"][:max(0, len(entry["text"]) - (size - budget) - 32)]
         entry["truncated"] = True
         size = len(orjson.dumps(turn)) + 1
     return turn, size

@@ -31,6 +31,7 @@ class Served:
     stop: Callable[[], None]
     port: int
     new_url: Callable[[], str]  # another one-time address, for a second browser
+    app: Any = None  # the Starlette app (``app.state.endless`` holds its state)
 
     @property
     def base(self) -> str:
@@ -93,7 +94,7 @@ def start_in_thread(settings: Settings, port: int | None = None, *, root: Path |
         app.state.endless.close()
         sock.close()
 
-    return Served(issue_address(app, HOST, actual), stop, actual, lambda: issue_address(app, HOST, actual))
+    return Served(issue_address(app, HOST, actual), stop, actual, lambda: issue_address(app, HOST, actual), app)
 
 
 # -- the command line: ``endless serve`` ---------------------------------------------------------

@@ -111,6 +111,7 @@
   async function loadNewest() {
     state.turns = []; state.next = null; state.anchored = false;
     await loadPage(undefined);
+    window.scrollTo(0, document.documentElement.scrollHeight);  // the newest turn, as in a chat
   }
 
   async function loadPage(before) {

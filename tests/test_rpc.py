@@ -371,7 +371,9 @@ def test_pattern_search_stops_at_its_own_limit(slow_root):
 def test_searches_cannot_starve_view_and_zoom(slow_root):
     """Two slow pattern searches fill the search pool; view and zoom still answer at once."""
     root, mid = slow_root
-    settings = F.small_settings(regex_seconds=4.0, rpc_search_threads=2, rpc_search_queue=2)
+    # (The regex engine overshoots its own time limit on a busy machine: the request limit is wide.)
+    settings = F.small_settings(regex_seconds=2.0, rpc_search_workers=2, rpc_search_queue=2,
+                                rpc_request_seconds=60.0)
     served = start_in_thread(settings, 0, root=root)
     try:
         with httpx.Client(base_url=served.base, timeout=30) as http, \
@@ -388,7 +390,7 @@ def test_searches_cannot_starve_view_and_zoom(slow_root):
             assert not any(f.done() for f in slow), "view and zoom answered while both searches still ran"
             assert view.elapsed.total_seconds() < 1.0 and zoom.elapsed.total_seconds() < 1.0
             for f in slow:
-                assert f.result().json()["result"]["ok"]
+                assert f.result().json()["result"]["ok"], f.result().json()
     finally:
         served.stop()
 

@@ -24,18 +24,22 @@ end in ``endless/timeout`` (it ran past ``rpc_request_seconds``),
 ``endless/internal`` (a bug; the message never carries a stack trace, which
 goes to stderr).
 
-View, zoom, memories and bind run on a small thread pool of their own;
-history pages and searches on another, bounded one, so a slow search cannot
-hold up a view.
+View and zoom run on the event loop itself (a catch-up, then cached text or
+one record); memories and bind on a small thread pool; history pages and
+searches in worker processes with a bounded queue, so a slow search can
+neither hold the interpreter lock nor stand in line before a view.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import multiprocessing
 import secrets
 import threading
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -133,17 +137,37 @@ class EndlessApp:
         self.current = current
         self.readers = Readers(settings, self.root)
         self.quick = ThreadPoolExecutor(4, thread_name_prefix="endless-rpc")
-        self.slow = ThreadPoolExecutor(settings.rpc_search_threads, thread_name_prefix="endless-rpc-slow")
+        self._slow: ProcessPoolExecutor | None = None
         self._slow_waiting = 0
         self._slow_lock = threading.Lock()
         self.keys = PageKeys()
+
+    @property
+    def slow(self) -> ProcessPoolExecutor:
+        """The worker processes for searches and history pages, started on first use."""
+        with self._slow_lock:
+            if self._slow is None:
+                from endless.rpc import workers
+                self._slow = ProcessPoolExecutor(
+                    self.settings.rpc_search_workers, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=workers.start, initargs=(self.settings, str(self.root)))
+            return self._slow
+
+    def warm_up(self) -> None:
+        """Start the worker processes now, so the first search does not wait for them."""
+        from endless.rpc import workers
+        for _ in range(self.settings.rpc_search_workers):
+            self.slow.submit(workers.ready)
 
     def cookie_name(self, port: int) -> str:
         return f"endless_page_{port}"
 
     def close(self) -> None:
         self.quick.shutdown(wait=False, cancel_futures=True)
-        self.slow.shutdown(wait=False, cancel_futures=True)
+        with self._slow_lock:
+            slow, self._slow = self._slow, None
+        if slow is not None:
+            slow.shutdown(wait=True, cancel_futures=True)
         self.readers.close()
 
     # -- running a method ------------------------------------------------------------
@@ -167,6 +191,10 @@ class EndlessApp:
 
     async def run(self, method: str, args: dict) -> Any:
         loop = asyncio.get_running_loop()
+        if method in ("view", "zoom"):
+            # Short work on open memories (a catch-up, then cached text or one record): answered
+            # on the event loop itself, so a queue of slower requests never stands before them.
+            return self.call(method, args)
         if method not in ("history", "search"):
             return await loop.run_in_executor(self.quick, self.call, method, args)
         with self._slow_lock:
@@ -174,15 +202,26 @@ class EndlessApp:
                 raise AnswerError(BUSY, f"{self._slow_waiting} searches and history pages are "
                                         "waiting already; try again in a moment")
             self._slow_waiting += 1
-        return await loop.run_in_executor(self.slow, self._slow_call, method, args)
-
-    def _slow_call(self, method: str, args: dict) -> Any:
-        # Counted until the work ends, even when its caller gave up waiting (a time limit).
+        from endless.rpc import workers
         try:
-            return self.call(method, args)
-        finally:
+            future = self.slow.submit(workers.run, method, args)
+        except BaseException:
+            self._done_slow(None)
+            raise
+        # Counted until the work ends, even when its caller gave up waiting (a time limit).
+        future.add_done_callback(self._done_slow)
+        try:
+            return await asyncio.wrap_future(future)
+        except BrokenProcessPool:
             with self._slow_lock:
-                self._slow_waiting -= 1
+                if self._slow is not None:
+                    self._slow.shutdown(wait=False, cancel_futures=True)
+                    self._slow = None  # a worker died: the next search starts new ones
+            raise
+
+    def _done_slow(self, _future: Any) -> None:
+        with self._slow_lock:
+            self._slow_waiting -= 1
 
 
 # -- envelopes ---------------------------------------------------------------------------
@@ -327,7 +366,12 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
               Route("/static/{name}", asset, methods=["GET"]),
               Route("/api/endless.{method}", rpc, methods=["POST"]),
               Route("/api/endless-ui.{method}", ui, methods=["POST"])]
-    app = Starlette(routes=routes)
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette):
+        yield
+        core.close()  # the worker processes and open memories end with the server
+
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.endless = core
     return app
 

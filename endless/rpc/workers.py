@@ -1,0 +1,39 @@
+"""Searches and history pages in worker processes, so they never hold the server's GIL.
+
+A literal search scans the whole order log and a history page parses up to
+2 MB of turns; in threads they would take the interpreter lock from the event
+loop, and ``view`` and ``zoom`` would wait behind them.  Each worker process
+opens the memories it is asked about read-only and cold, like any reader,
+and keeps them open.  Workers are started with ``spawn`` (never ``fork``: a
+harness process has threads of its own).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from endless.settings import Settings
+
+_state: dict[str, Any] = {}
+
+
+def start(settings: Settings, root: str) -> None:
+    """The initializer of each worker process."""
+    from endless.rpc.readers import Readers
+
+    _state["settings"] = settings
+    _state["readers"] = Readers(settings, Path(root))
+
+
+def ready() -> bool:
+    """A no-op, to have the pool start its processes before the first search needs them."""
+    return True
+
+
+def run(method: str, args: dict) -> dict:
+    """``endless.history`` or ``endless.search`` in this worker; raises ``AnswerError`` as the app does."""
+    reader = _state["readers"].get(args.get("memoryId"))
+    if method == "history":
+        return reader.history(args, _state["settings"])
+    return reader.search(args, _state["settings"])

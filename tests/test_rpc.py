@@ -40,7 +40,37 @@ def fixture_root(tmp_path_factory) -> tuple[Path, str]:
     return root, mid
 
 
-def client(root: Path, settings=None, peer: str = "127.0.0.1") -> TestClient:
+_shared: dict[Path, TestClient] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_shared():
+    yield
+    for shared in _shared.values():
+        shared.__exit__(None, None, None)
+    _shared.clear()
+
+
+class _Kept:
+    """A client kept open for the whole module (its app's worker process starts once)."""
+
+    def __init__(self, c: TestClient) -> None:
+        self.c = c
+
+    def __enter__(self) -> TestClient:
+        return self.c
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def client(root: Path, settings=None, peer: str = "127.0.0.1"):
+    """A TestClient on the app as a loopback peer; with default settings, one per root for the module."""
+    if settings is None and peer == "127.0.0.1":
+        if root not in _shared:
+            c = TestClient(create_app(F.small_settings(), root=root), base_url=BASE, client=(peer, 50000))
+            _shared[root] = c.__enter__()
+        return _Kept(_shared[root])
     app = create_app(settings or F.small_settings(), root=root)
     return TestClient(app, base_url=BASE, client=(peer, 50000))
 

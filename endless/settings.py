@@ -77,6 +77,7 @@ class Settings:
     rpc_body_bytes: int = 65_536  # largest request body accepted
     rpc_request_seconds: float = 10.0  # a request still running after this is answered endless/timeout
     rpc_search_workers: int = 2  # worker processes for searches and history pages
+    rpc_search_nice: int = 10  # the workers' niceness: view and zoom go first on a busy machine
     rpc_search_queue: int = 256  # searches and history pages waiting beyond this are answered endless/busy
     history_limit: int = 50  # turns a history page holds when the caller names no limit
     history_limit_max: int = 200

@@ -20,8 +20,16 @@ _state: dict[str, Any] = {}
 
 def start(settings: Settings, root: str) -> None:
     """The initializer of each worker process."""
+    import os
+
     from endless.rpc.readers import Readers
 
+    try:
+        # Below the server's own priority: when the machine is busy, the event loop that
+        # answers view and zoom runs first, and searches take the time left over.
+        os.nice(settings.rpc_search_nice)
+    except (AttributeError, OSError):
+        pass
     _state["settings"] = settings
     _state["readers"] = Readers(settings, Path(root))
 

@@ -154,35 +154,54 @@ def plan(n: int, seed: int, memory_id: str, total: int, turns: int, view: list[d
     return out
 
 
-async def fire(host: str, port: int, work: list[tuple[str, dict]], concurrency: int) -> dict:
+async def fire(host: str, port: int, work: list[tuple[str, dict]], concurrency: int,
+               mode: str = "batch") -> dict:
+    """Send ``work`` on ``concurrency`` keep-alive connections.
+
+    ``batch``: ``concurrency`` requests at once, the next batch when all are answered (every batch
+    holds the mix).  ``stream``: each connection sends its next request as soon as it has an answer
+    (slow requests then hold more of the connections than the mix says).
+    """
     results: dict[str, list[float]] = {m: [] for m, _ in MIX}
     errors: dict[str, list[str]] = {m: [] for m, _ in MIX}
-    queue = list(enumerate(work))
-    queue.reverse()
+    conns = [Connection(host, port) for _ in range(concurrency)]
 
-    async def worker() -> None:
-        conn = Connection(host, port)
+    async def one_request(conn: Connection, k: int, method: str, args: dict) -> None:
+        body = envelope(method, k, args)
+        t0 = time.perf_counter()
         try:
-            while queue:
-                k, (method, args) = queue.pop()
-                body = envelope(method, k, args)
-                t0 = time.perf_counter()
-                try:
-                    status, data = await conn.post(f"/api/endless.{method}", body)
-                    elapsed = time.perf_counter() - t0
-                    answer = orjson.loads(data)
-                    if status != 200 or not answer["result"]["ok"]:
-                        errors[method].append(f"{status} {answer['result'].get('error')}")
-                except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError) as exc:
-                    elapsed = time.perf_counter() - t0
-                    errors[method].append(repr(exc))
-                    conn.close()
-                results[method].append(elapsed)
-        finally:
+            status, data = await conn.post(f"/api/endless.{method}", body)
+            elapsed = time.perf_counter() - t0
+            answer = orjson.loads(data)
+            if status != 200 or not answer["result"]["ok"]:
+                errors[method].append(f"{status} {answer['result'].get('error')}")
+        except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError) as exc:
+            elapsed = time.perf_counter() - t0
+            errors[method].append(repr(exc))
             conn.close()
+        results[method].append(elapsed)
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    try:
+        await asyncio.gather(*(conn.open() for conn in conns))
+        if mode == "batch":
+            for start in range(0, len(work), concurrency):
+                batch = work[start:start + concurrency]
+                await asyncio.gather(*(one_request(conns[j], start + j, method, args)
+                                       for j, (method, args) in enumerate(batch)))
+        else:
+            queue = list(enumerate(work))
+            queue.reverse()
+
+            async def worker(conn: Connection) -> None:
+                while queue:
+                    k, (method, args) = queue.pop()
+                    await one_request(conn, k, method, args)
+
+            await asyncio.gather(*(worker(conn) for conn in conns))
+    finally:
+        for conn in conns:
+            conn.close()
     return {"latency": results, "errors": errors, "wall": time.perf_counter() - t0}
 
 
@@ -245,6 +264,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200, help="requests in flight (default 200)")
     parser.add_argument("--warmup", type=int, default=400, help="requests before measuring (default 400)")
     parser.add_argument("--tail", type=int, default=2000, help="messages committed live at the end of the build")
+    parser.add_argument("--mode", choices=("batch", "stream"), default="batch",
+                        help="batch: CONCURRENCY requests at once, then the next batch (default); "
+                             "stream: each connection sends again as soon as it is answered")
     parser.add_argument("--seed", type=int, default=bench_engine.SEED)
     args = parser.parse_args()
 
@@ -259,9 +281,9 @@ def main() -> None:
             total, turns = build["total"], build["turns"]
             if args.warmup:
                 asyncio.run(fire(host, port, plan(args.warmup, args.seed + 1, memory_id, total, turns, view),
-                                 args.concurrency))
+                                 args.concurrency, args.mode))
             work = plan(args.requests, args.seed, memory_id, total, turns, view)
-            run = asyncio.run(fire(host, port, work, args.concurrency))
+            run = asyncio.run(fire(host, port, work, args.concurrency, args.mode))
         finally:
             proc.send_signal(signal.SIGINT)
             try:
@@ -273,7 +295,7 @@ def main() -> None:
                 say(f"error in {method}: {e}")
         revision = bench_engine._revision()
         print(f"RPC at {revision}; {os.cpu_count()} CPUs; {total:,} messages in {turns:,} turns; "
-              f"view {len(view)} lines; {args.requests:,} requests, {args.concurrency} in flight, "
+              f"view {len(view)} lines; {args.requests:,} requests, {args.concurrency} at a time ({args.mode}), "
               f"after {args.warmup} warm-up requests; {run['wall']:.1f} s.\n")
         print(table(run, args.concurrency, args.requests))
     finally:

@@ -34,6 +34,9 @@ class Reader:
         self.lock = threading.Lock()
         self.times = answers.TimeCache()
         self._seen: tuple | None = None
+        folder = memory.folder
+        self._watched = tuple(str(p) for p in (memory.log.path, memory.tree.path, folder / "view.json",
+                                               folder / "writer-view.json"))
         self._view_key: tuple | None = None
         self._view_json: bytes = b""
         self._usage = None
@@ -41,15 +44,14 @@ class Reader:
     def _catch_up(self) -> None:
         """Catch up on other processes' writes, if the files say there are any (under the lock).
 
-        Three ``stat`` calls when nothing changed: the order log and the tree
-        only grow, and a view is replaced by a rename, so equal sizes and view
-        stamps mean nothing new.  Sizes are taken before catching up, so a write
+        Four ``stat`` calls when nothing changed: the order log and the tree
+        only grow, and a view is replaced by a rename, so equal inodes, sizes
+        and times mean nothing new.  Sizes are taken before catching up, so a write
         landing meanwhile is caught at the next request.
         """
-        m = self.memory
-        seen = (_size(m.log.path), _size(m.tree.path), m._stamp())
+        seen = tuple(_stamp(path) for path in self._watched)
         if seen != self._seen:
-            m.refresh()
+            self.memory.refresh()
             self._seen = seen
 
     @contextlib.contextmanager
@@ -109,11 +111,12 @@ class _Fresh:
         self.reader.lock.release()
 
 
-def _size(path: Path) -> int:
+def _stamp(path: str) -> tuple[int, int, int] | None:
     try:
-        return os.stat(path).st_size
+        st = os.stat(path)
     except FileNotFoundError:
-        return -1
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class Readers:

@@ -232,6 +232,34 @@ def one(host: str, port: int, method: str, args: dict) -> dict:
     return asyncio.run(go())
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -283,7 +311,10 @@ def main() -> None:
                 asyncio.run(fire(host, port, plan(args.warmup, args.seed + 1, memory_id, total, turns, view),
                                  args.concurrency, args.mode))
             work = plan(args.requests, args.seed, memory_id, total, turns, view)
+            workers = children(proc.pid)
+            before = (cpu_seconds(proc.pid), sum(cpu_seconds(w) for w in workers), time.process_time(), load())
             run = asyncio.run(fire(host, port, work, args.concurrency, args.mode))
+            after = (cpu_seconds(proc.pid), sum(cpu_seconds(w) for w in workers), time.process_time(), load())
         finally:
             proc.send_signal(signal.SIGINT)
             try:
@@ -298,6 +329,11 @@ def main() -> None:
               f"view {len(view)} lines; {args.requests:,} requests, {args.concurrency} at a time ({args.mode}), "
               f"after {args.warmup} warm-up requests; {run['wall']:.1f} s.\n")
         print(table(run, args.concurrency, args.requests))
+        server_cpu, worker_cpu, client_cpu = (after[k] - before[k] for k in range(3))
+        print(f"\nCPU during the run: server process {server_cpu:.1f} s "
+              f"({server_cpu / args.requests * 1000:.2f} ms a request), {len(workers)} search workers "
+              f"{worker_cpu:.1f} s, this client {client_cpu:.1f} s, in {run['wall']:.1f} s of wall time; "
+              f"load average {before[3]} before, {after[3]} after.")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

@@ -229,11 +229,11 @@ class EndlessApp:
 # -- envelopes ---------------------------------------------------------------------------
 
 
-def ok_body(rpc_id: Any, value: Any) -> bytes:
-    """The success envelope; a value already serialized (the view) is joined in with one copy."""
+def ok_parts(rpc_id: Any, value: Any) -> list[bytes]:
+    """The success envelope in pieces: a value serialized once and kept (the view) is never copied."""
     raw = value if isinstance(value, bytes) else orjson.dumps(value)
-    return b"".join((b'{"type":"server-response","rpcId":', orjson.dumps(rpc_id),
-                     b',"result":{"ok":true,"value":', raw, b"}}"))
+    return [b'{"type":"server-response","rpcId":' + orjson.dumps(rpc_id) + b',"result":{"ok":true,"value":',
+            raw, b"}}"]
 
 
 def error_body(rpc_id: Any, code: str, message: str) -> bytes:
@@ -390,14 +390,19 @@ class ApiRoutes:
         if scope["type"] != "http" or not scope["path"].startswith("/api/"):
             await self.app(scope, receive, send)
             return
-        status, body = await _handle(scope, receive, self.core)
+        status, parts = await _handle(scope, receive, self.core)
+        length = sum(len(part) for part in parts)
         await send({"type": "http.response.start", "status": status,
-                    "headers": _API_HEADERS + [(b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+                    "headers": _API_HEADERS + [(b"content-length", str(length).encode())]})
+        if len(parts) == 1 or length < 16384:
+            await send({"type": "http.response.body", "body": b"".join(parts)})
+            return
+        for k, part in enumerate(parts):
+            await send({"type": "http.response.body", "body": part, "more_body": k < len(parts) - 1})
 
 
-async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, bytes]:
-    """``(status, body)`` of one API request: the checks, the envelope, the method."""
+async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, list[bytes]]:
+    """``(status, body pieces)`` of one API request: the checks, the envelope, the method."""
     settings = core.settings
     rpc_id = None
     try:
@@ -429,18 +434,18 @@ async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, byt
             body = await read_body(receive, headers, settings.rpc_body_bytes)
             rpc_id, args = parse_envelope(body, method)
             value = await core.run(method, args)
-        return 200, ok_body(rpc_id, value)
+        return 200, ok_parts(rpc_id, value)
     except Refused as refused:
-        return refused.status, error_body(refused.rpc_id if refused.rpc_id is not None else rpc_id,
-                                          answers.BAD_REQUEST, refused.message)
+        return refused.status, [error_body(refused.rpc_id if refused.rpc_id is not None else rpc_id,
+                                           answers.BAD_REQUEST, refused.message)]
     except AnswerError as exc:
-        return 200, error_body(rpc_id, exc.code, exc.message)
+        return 200, [error_body(rpc_id, exc.code, exc.message)]
     except TimeoutError:
-        return 200, error_body(rpc_id, TIMEOUT, f"the request took longer than "
-                                                f"{settings.rpc_request_seconds:g} s and was abandoned")
+        return 200, [error_body(rpc_id, TIMEOUT, f"the request took longer than "
+                                                 f"{settings.rpc_request_seconds:g} s and was abandoned")]
     except Exception:  # noqa: BLE001 - a bug must not leak a stack trace to the caller
         durable.log("rpc", "a request failed:\n" + traceback.format_exc())
-        return 200, error_body(rpc_id, INTERNAL, "the server failed to answer; see its log")
+        return 200, [error_body(rpc_id, INTERNAL, "the server failed to answer; see its log")]
 
 
 def _text(message: str, status: int) -> Response:

@@ -193,9 +193,10 @@ class EndlessApp:
 
     async def run(self, method: str, args: dict) -> Any:
         loop = asyncio.get_running_loop()
-        if method in ("view", "zoom"):
-            # Short work on open memories (a catch-up, then cached text or one record): answered
+        if method in ("view", "zoom") and self.readers.is_open(args.get("memoryId")):
+            # Short work on an open memory (a catch-up, then cached text or one record): answered
             # on the event loop itself, so a queue of slower requests never stands before them.
+            # A memory's first use (opening it) goes to the thread pool instead.
             return self.call(method, args)
         if method not in ("history", "search"):
             return await loop.run_in_executor(self.quick, self.call, method, args)

@@ -147,6 +147,9 @@ class Readers:
                 old.close()
             return reader
 
+    def is_open(self, memory_id: object) -> bool:
+        return isinstance(memory_id, str) and memory_id in self._open
+
     def summary(self, memory_id: str) -> dict:
         return self.get(memory_id).summary()
 

@@ -604,3 +604,21 @@ def test_reads_while_a_writer_process_commits_turns(tmp_path):
     finally:
         served.stop()
         child.close()
+
+
+def test_an_internal_failure_never_leaks_a_stack_trace(tmp_path, capfd):
+    """A log record the reader cannot turn into a message (no time) makes zoom fail inside: the caller
+    gets endless/internal and a plain sentence; the trace goes to the server's stderr."""
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), root=tmp_path, settings=F.small_settings())
+    mid = memory.memory_id
+    path = memory.log.path
+    memory.close()
+    record = {"turn": 0, "id": 0, "tid": "ab12", "s": "s", "t": "T", "st": "completed", "at": 1.0,
+              "m": [{"k": "user", "x": "no time here"}]}
+    with open(path, "ab") as handle:
+        handle.write(orjson.dumps(record) + b"\n")
+    with client(tmp_path, F.small_settings()) as c:
+        status, code, message = error_of(c, "zoom", memoryId=mid, id=0, n=1)
+    assert (status, code) == (200, "endless/internal")
+    assert "KeyError" not in message and "File " not in message and str(tmp_path) not in message
+    assert "Traceback" in capfd.readouterr().err

@@ -372,8 +372,9 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
 
 
 _API_PATH = re.compile(r"/api/(endless|endless-ui)\.([A-Za-z0-9_-]{1,64})")
-_API_HEADERS = [(b"content-type", b"application/json")] + [
-    (name.lower().encode(), value.encode()) for name, value in _SECURITY_HEADERS.items()]
+# JSON is never rendered, so the page's policy headers are left off (uvicorn checks each header it sends).
+_API_HEADERS = [(b"content-type", b"application/json"), (b"x-content-type-options", b"nosniff"),
+                (b"cache-control", b"no-store")]
 
 
 class ApiRoutes:

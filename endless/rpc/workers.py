@@ -39,9 +39,15 @@ def ready() -> bool:
     return True
 
 
-def run(method: str, args: dict) -> dict:
-    """``endless.history`` or ``endless.search`` in this worker; raises ``AnswerError`` as the app does."""
+def run(method: str, args: dict) -> bytes:
+    """The JSON value of ``endless.history`` or ``endless.search``, serialized here.
+
+    Serializing in the worker keeps that work off the server, and bytes cross
+    the process boundary as one copy.  Raises ``AnswerError`` as the app does.
+    """
+    import orjson
+
     reader = _state["readers"].get(args.get("memoryId"))
     if method == "history":
-        return reader.history(args, _state["settings"])
-    return reader.search(args, _state["settings"])
+        return orjson.dumps(reader.history(args, _state["settings"]))
+    return orjson.dumps(reader.search(args, _state["settings"]))

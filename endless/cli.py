@@ -14,6 +14,8 @@ from endless.chat import add_chat_parser
 from endless.doctor import add_doctor_parser
 from endless.importer import add_import_parser
 from endless.mcp_server import add_mcp_parser
+from endless.read_cli import add_read_parsers
+from endless.rpc.serve import add_serve_parser
 from endless.sim.server import add_sim_parser
 
 
@@ -95,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_doctor_parser(sub)
     add_import_parser(sub)
     add_chat_parser(sub)
+    add_read_parsers(sub)
+    add_serve_parser(sub)
     writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today")
     writer.add_argument("action", choices=["status", "resume"])
     writer.add_argument("--memory", help="a memory id (16 hex digits)")

@@ -151,15 +151,18 @@ def _clip(text: str, width: int = 160) -> str:
 
 
 def _serve(folder: Path, memory_id: str, port: int | None, err) -> int:
-    try:
-        from endless.rpc import start_in_thread
-    except ImportError:
-        err.print("[endless.demo] this build has no History page; the memory stays in " + str(folder))
-        return 0
+    """Serve the History page on the demo memory until Ctrl-C."""
     import threading
 
+    from endless.rpc.serve import start_in_thread
+
     settings = load_settings(environ={"ENDLESS_HOME": str(folder)})
-    served = start_in_thread(settings, port if port is not None else settings.rpc_port)
+    try:
+        served = start_in_thread(settings, port, root=folder, current=memory_id)
+    except OSError as exc:
+        err.print(f"[endless.demo] cannot serve the History page on port "
+                  f"{settings.rpc_port if port is None else port} ({exc}); try --port 0 for any free port")
+        return 1
     print(f"History page: {served.url}", flush=True)
     err.print("[endless.demo] serving the History page until Ctrl-C")
     try:

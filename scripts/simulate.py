@@ -51,26 +51,29 @@ PRICE_NAMES = {"deepseek": "DeepSeek v4-pro", "openai-auto": "OpenAI gpt-5.2 (au
                "openai-breakpoints": "OpenAI gpt-5.6-terra (breakpoints)", "anthropic": "Anthropic claude-sonnet-5"}
 
 
-def _settings(name: str) -> Settings:
+def _settings(name: str, writer_calls: int | None = None) -> Settings:
     base = Settings(settle_poll_seconds=1.0)
+    if writer_calls:
+        base = base.replace(writer_calls=writer_calls)
     if name == "spec":
         return base.replace(tries_per_line=5, line_accept_ratio=1.0, lines_per_call=1, recent_block_bytes=1,
                             turn_wait_seconds=7 * 86_400.0)
     return base
 
 
-def _config(name: str, seed: int, writer: dict | None) -> ReplayConfig:
+def _config(name: str, seed: int, writer: dict | None, writer_calls: int | None = None) -> ReplayConfig:
     caches = {"auto": ("deepseek", "openai-auto"), "breakpoints": ("openai-breakpoints",),
               "anthropic": ("anthropic",), "back-to-back": ("deepseek",), "spec": ("deepseek", "openai-auto")}[name]
     return ReplayConfig(api="anthropic" if name == "anthropic" else "openai", caches=caches, window_tokens=WINDOW,
-                        settings=_settings(name), seed=seed, writer_route=writer)
+                        settings=_settings(name, writer_calls), seed=seed, writer_route=writer)
 
 
-def run_pass(name: str, turns: int, seed: int, writer: dict | None) -> dict:
+def run_pass(name: str, turns: int, seed: int, writer: dict | None, writer_calls: int | None = None) -> dict:
     """One pass in its own process; returns plain data."""
-    script = make_script(turns, seed, gaps=name != "back-to-back")
+    # With a real writer the run goes in real time: shorter gaps keep it to minutes.
+    script = make_script(turns, seed, gaps=name != "back-to-back", median_gap=5.0 if writer else 30.0)
     root = Path(tempfile.mkdtemp(prefix=f"endless-sim-{name}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    replay = Replay(root, script, _config(name, seed, writer))
+    replay = Replay(root, script, _config(name, seed, writer, writer_calls))
     result = replay.run()
     facts = [f for t in script for f in t.facts]
     memory = Memory.open(memory_id=result.memory_id, settings=_settings(name), root=root, readonly=True)
@@ -242,13 +245,14 @@ def main() -> None:
     parser.add_argument("--out", default="bench-results")
     parser.add_argument("--writer-base-url", help="a real OpenAI-compatible endpoint for the writer (real time)")
     parser.add_argument("--writer-model", help="the writer's model at --writer-base-url")
+    parser.add_argument("--writer-calls", type=int, help="concurrent writer calls (a local server: 1)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     writer = None
     if args.writer_base_url:
         writer = {"provider": "openai", "model": args.writer_model or "local", "base_url": args.writer_base_url,
-                  "api_key_env": "ENDLESS_WRITER_KEY"}
+                  "api_key_env": "ENDLESS_WRITER_KEY", "timeout": 600.0}
     started = time.perf_counter()
     for turns in args.turns:
         script = make_script(turns, args.seed)
@@ -257,7 +261,7 @@ def main() -> None:
               file=sys.stderr)
         passes: dict[str, dict] = {}
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(run_pass, name, turns, args.seed, writer): name for name in args.passes}
+            futures = {pool.submit(run_pass, name, turns, args.seed, writer, args.writer_calls): name for name in args.passes}
             for future in concurrent.futures.as_completed(futures):
                 name = futures[future]
                 passes[name] = future.result()

@@ -39,3 +39,18 @@ def test_thirty_turns_without_avoidable_misses_or_waits(tmp_path, name):
     facts = [f for t in script for f in t.facts]
     with Memory.open(memory_id=result.memory_id, settings=config.settings, root=tmp_path, readonly=True) as memory:
         assert len(facts) == 5 and all(reachable(memory, f) for f in facts)
+
+
+def test_a_batch_turn_misses_only_from_the_first_merged_line(tmp_path):
+    """A small view ceiling makes merge batches happen; the cache still reads everything before them."""
+    config = ReplayConfig(caches=("deepseek",), settings=Settings(settle_poll_seconds=1.0, view_ceiling=24_000,
+                                                                   view_floor=12_000, view_shrink_slack=4_000))
+    script = make_script(45, seed=5, facts=0)
+    result = Replay(tmp_path, script, config).run()
+    batches = [t for t in result.turns if t.batch]
+    assert batches, "the view passed its ceiling and merged"
+    for turn in batches:
+        first = turn.first
+        assert first.avoidable["deepseek"] == 0, f"turn {turn.number} missed before its first merged line"
+        assert first.read["deepseek"] >= (first.common // 128) * 128 - 128
+        assert first.common < first.tokens, "a batch really changes the view before its end"

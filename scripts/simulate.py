@@ -73,7 +73,11 @@ def run_pass(name: str, turns: int, seed: int, writer: dict | None, writer_calls
     # With a real writer the run goes in real time: shorter gaps keep it to minutes.
     script = make_script(turns, seed, gaps=name != "back-to-back", median_gap=5.0 if writer else 30.0)
     root = Path(tempfile.mkdtemp(prefix=f"endless-sim-{name}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    replay = Replay(root, script, _config(name, seed, writer, writer_calls))
+    def progress(done: int, total: int) -> None:
+        if done % 100 == 0 or done == total:
+            print(f"[endless.simulate] {name}: {done}/{total} turns", file=sys.stderr, flush=True)
+
+    replay = Replay(root, script, _config(name, seed, writer, writer_calls), progress=progress)
     result = replay.run()
     facts = [f for t in script for f in t.facts]
     memory = Memory.open(memory_id=result.memory_id, settings=_settings(name), root=root, readonly=True)

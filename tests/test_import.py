@@ -16,7 +16,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,16 +26,11 @@ from endless.keys import workspace_key
 from endless.memory import Memory
 from endless.messages import Message
 from endless.settings import Settings
+from commands import endless_command
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 CLAUDE_SESSION = "0b6f3c1e-5a2d-4c1e-9f00-3e1d2a7c9b10"
 
-
-def endless_command() -> list[str]:
-    script = Path(sys.executable).parent / "endless"
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,16 +23,11 @@ import pytest
 from endless.keys import workspace_key
 from endless.memory import Memory
 from endless.settings import Settings
+from commands import endless_command
 
 START_TIMEOUT = 20.0
 TURN_TIMEOUT = 60.0
 
-
-def endless_command() -> list[str]:
-    script = Path(sys.executable).parent / "endless"
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
 def free_port() -> int:

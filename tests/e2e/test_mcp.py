@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -28,15 +27,10 @@ from endless.keys import workspace_key
 from endless.memory import Memory
 from endless.messages import Message
 from endless.settings import Settings
+from commands import endless_command
 
 BASE = 1_700_000_000.0
 
-
-def endless_command() -> list[str]:
-    script = Path(sys.executable).parent / "endless"
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
 @pytest.fixture

@@ -157,7 +157,22 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def partial_table(turns: int, passes: dict) -> str:
+    """Without the ``auto`` pass (no baselines): each pass's cache shares, misses and waits."""
+    lines = [f"### {turns} turns: {', '.join(passes)}", "",
+             "| pass | cache model | turn share median (min) | avoidable misses outside batches | "
+             "wait median / p90 / max (s) | refused |", "|---|---|---|---|---|---|"]
+    for name, p in passes.items():
+        for model, m in p["models"].items():
+            lines.append(f"| {name} | {model} | {_pct(m['median'])} ({_pct(m['min'])}) | "
+                         f"{m['avoidable_outside_batches']} tokens | {p['waits']['median']:.2f} / "
+                         f"{p['waits']['p90']:.2f} / {p['waits']['max']:.2f} | {p['refused']} |")
+    return "\n".join(lines)
+
+
 def table(turns: int, passes: dict, baselines: dict, script_mix: dict) -> str:
+    if "auto" not in passes:
+        return partial_table(turns, passes)
     auto = passes["auto"]
     lines = [f"### {turns} turns (seed mix: {script_mix}; window {WINDOW:,} tokens; 3 chats)", ""]
     lines.append("| cache model | turn share median (min) | batch turns (median share) | run share, agent / with writer "

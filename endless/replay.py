@@ -55,6 +55,9 @@ PRICED = {
 }
 UNIT = 128  # the prompt-cache unit of the automatic models (tokens)
 MARKED = ("openai-breakpoints", "anthropic")
+# How long each provider keeps an entry (the lifetime Endless asks for where it may choose): a
+# chat quiet for longer finds its entries gone, which no layout can avoid.
+TTL = {"deepseek": 86_400.0, "openai-auto": 600.0, "openai-breakpoints": 1800.0, "anthropic": 3600.0}
 QUIET_JUMP = 600.0  # gaps longer than this are jumped over once the writer is idle
 
 
@@ -184,7 +187,7 @@ class Replay:
         self.writer_calls = 0
         self._current: ScriptTurn | None = None
         self._step = 0
-        self._previous: dict[int, tuple[bytes, list[int], int]] = {}
+        self._previous: dict[int, tuple[bytes, list[int], int, float]] = {}
         self._views: dict[int, str] = {}
 
     # -- the observer: every request the simulator answers --------------------------------
@@ -199,13 +202,13 @@ class Replay:
         for name, model in self.extra.items():
             got = model.request(prompt.tokens, prompt.block_ends, prompt.marks, request.cache_key, t0,
                                 t0 + record["first_byte"], t0 + (record["latency"] or 0.0), failed=failed)
-            reads[name] = {"input": got.input, "read": got.read, "write": got.write + got.write_1h,
+            reads[name] = {"input": got.input, "read": got.read, "write": got.write, "long": got.write_1h,
                            "uncached": got.uncached}
-        reads[self.primary] = {"input": usage["input"], "read": usage["read"],
-                               "write": usage["write"] + usage["write_1h"], "uncached": usage["uncached"]}
+        reads[self.primary] = {"input": usage["input"], "read": usage["read"], "write": usage["write"],
+                               "long": usage["write_1h"], "uncached": usage["uncached"]}
         costs = {name: cost(PRICED[name], Usage(cached=reads[name]["read"], uncached=reads[name]["uncached"],
-                                                cache_write=reads[name]["write"], output=usage["output"]),
-                            record["wall"])
+                                                cache_write=reads[name]["write"], output=usage["output"],
+                                                cache_write_long=reads[name]["long"]), record["wall"])
                  for name in self.models}
         if is_writer_request(request):
             self.writer_calls += 1
@@ -225,8 +228,11 @@ class Replay:
                          {n: reads[n]["read"] for n in self.models}, cost=costs, output=usage["output"])
         if previous:
             for name in self.models:
-                row.avoidable[name] = avoidable_miss(name, common, row.read[name], previous[1], previous[2])
-        self._previous[turn.chat] = (tokens, marks, len(tokens) // 4)
+                if t0 - previous[3] <= TTL[name]:
+                    row.avoidable[name] = avoidable_miss(name, common, row.read[name], previous[1], previous[2])
+                else:
+                    row.avoidable[name] = 0  # the provider's entries expired: not the layout's doing
+        self._previous[turn.chat] = (tokens, marks, len(tokens) // 4, t0)
         if self._step == 0:
             view = _view_text(prompt.text)
             before = self._views.get(turn.chat)

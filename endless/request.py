@@ -163,33 +163,50 @@ def _openai_part(text: str, marked: bool) -> dict:
     return part
 
 
-def to_anthropic(request: Request, model: str, style: str = "anthropic", ttl: str | None = None) -> dict:
-    """Keyword arguments for ``messages.create``; tool results merge into user messages."""
-    marks = set(anthropic_mark_positions(request)) if style == "anthropic" else set()
-    control: dict = {"type": "ephemeral"}
-    if ttl:
-        control["ttl"] = ttl
+LONG_TTL = "1h"  # system and view marks: a pause of a few minutes must not lose the view
 
-    def text_block(text: str, marked: bool) -> dict:
+
+def to_anthropic(request: Request, model: str, style: str = "anthropic", ttl: str | None = None) -> dict:
+    """Keyword arguments for ``messages.create``; tool results merge into user messages.
+
+    Marks on the system prompt and the view keep a one-hour entry (written
+    at 2× instead of 1.25×, only for what is new): with the default five
+    minutes, every pause longer than that re-bills the whole view.  The end
+    of the request, which changes every turn, keeps five minutes.  ``ttl``
+    sets one lifetime for all marks instead.
+    """
+    positions = sorted(anthropic_mark_positions(request)) if style == "anthropic" else []
+    last = positions[-1] if positions else None
+    marks = set(positions)
+
+    def control_for(position: tuple[int, int]) -> dict:
+        control: dict = {"type": "ephemeral"}
+        chosen = ttl if ttl else (None if position == last and len(positions) > 1 else LONG_TTL)
+        if chosen:
+            control["ttl"] = chosen
+        return control
+
+    def text_block(text: str, position: tuple[int, int] | None) -> dict:
         block: dict = {"type": "text", "text": text}
-        if marked:
-            block["cache_control"] = dict(control)
+        if position is not None and position in marks:
+            block["cache_control"] = control_for(position)
         return block
 
     messages: list[dict] = []
     for index, m in enumerate(request.messages):
         if m.role == "tool":
             result = {"type": "tool_result", "tool_use_id": m.tool_call_id or "",
-                      "content": [text_block(t, False) for t in m.blocks if t]
+                      "content": [text_block(t, None) for t in m.blocks if t]
                       or [{"type": "text", "text": "(empty)"}]}
-            if any((index, k) in marks for k in range(max(1, len(m.blocks)))):
-                result["cache_control"] = dict(control)  # on the result itself: a nested mark is not read
+            marked = [(index, k) for k in range(max(1, len(m.blocks))) if (index, k) in marks]
+            if marked:
+                result["cache_control"] = control_for(marked[0])  # on the result itself: a nested mark is not read
             if messages and messages[-1]["role"] == "user" and _is_results(messages[-1]):
                 messages[-1]["content"].append(result)
             else:
                 messages.append({"role": "user", "content": [result]})
             continue
-        blocks = [text_block(t, (index, k) in marks) for k, t in enumerate(m.blocks) if t]
+        blocks = [text_block(t, (index, k)) for k, t in enumerate(m.blocks) if t]
         for call in m.tool_calls:
             try:
                 arguments = orjson.loads(call.arguments or "{}")
@@ -200,7 +217,7 @@ def to_anthropic(request: Request, model: str, style: str = "anthropic", ttl: st
             blocks = [{"type": "text", "text": "(empty)"}]
         messages.append({"role": m.role, "content": blocks})
     kwargs: dict = {"model": model, "max_tokens": request.max_tokens, "messages": messages,
-                    "system": [text_block(request.system, (-1, 0) in marks)]}
+                    "system": [text_block(request.system, (-1, 0))]}
     if request.tools:
         kwargs["tools"] = [{"name": t["name"], "description": t["description"],
                             "input_schema": copy.deepcopy(t["parameters"])} for t in request.tools]

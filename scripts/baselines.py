@@ -97,8 +97,8 @@ class _Bill:
             marks = marks_for.get(name, {})
             got = model.request(tokens, ends, marks, key, at, at + 1.0, at + 2.0)
             self.result.read[name] += got.read
-            usage = Usage(cached=got.read, uncached=got.uncached, cache_write=got.write + got.write_1h,
-                          output=output)
+            usage = Usage(cached=got.read, uncached=got.uncached, cache_write=got.write, output=output,
+                          cache_write_long=got.write_1h)
             self.result.cost[name] += cost(PRICED[name], usage, at)
             if first:
                 self.result.first_share[name].append(got.read / length if length else 1.0)

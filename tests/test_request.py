@@ -98,3 +98,13 @@ def test_openai_breakpoints_mark_every_whole_view_block_up_to_the_read_limit():
     marks = openai_breakpoint_positions(request)
     assert len(marks) == OPENAI_READ_BREAKPOINTS and marks[0] == (-1, 0)
     assert marks[1:] == [(0, k) for k in range(100 - 79, 100)]
+
+
+def test_anthropic_keeps_system_and_view_marks_for_an_hour_and_the_end_for_five_minutes():
+    request = _request([f"{i}+1|x" for i in range(100)])
+    kwargs = to_anthropic(request, "claude-sonnet-5")
+    controls = [b["cache_control"] for b in kwargs["system"] if "cache_control" in b]
+    controls += [b["cache_control"] for m in kwargs["messages"] for b in m["content"] if "cache_control" in b]
+    assert controls[:-1] and all(c == {"type": "ephemeral", "ttl": "1h"} for c in controls[:-1])
+    assert controls[-1] == {"type": "ephemeral"}, "the end changes every turn: five minutes"
+    assert to_anthropic(request, "m", ttl="5m")["system"][0]["cache_control"]["ttl"] == "5m"

@@ -20,6 +20,7 @@ def test_thirty_turns_without_avoidable_misses_or_waits(tmp_path, name):
     config = PASSES[name]
     config.settings = Settings(settle_poll_seconds=1.0)
     script = make_script(30, seed=11, facts=5)
+    script[15].gap = 20 * 60.0  # a pause past Anthropic's 5-minute entries and OpenAI's 10-minute ones
     result = Replay(tmp_path, script, config).run()
     assert len(result.turns) == 30 and not any(t.refused for t in result.turns)
     assert [t.steps for t in result.turns] == [len(s.results) + 1 for s in script], "the agent followed the script"

@@ -212,3 +212,27 @@ def test_cost_arithmetic():
     assert cost(haiku, Usage(uncached=100_001, output=1000)) == pytest.approx((100_001 * 0.50 + 1000 * 2.50) / 1e6)
     assert price(haiku, prompt_tokens=200_000).long
     assert usage_module.Price("x", "y", input=1, output=2).cost({"uncached": 10**6, "output": 10**6}) == 3.0
+
+
+def test_one_hour_cache_writes_are_billed_at_their_own_price():
+    from writer.providers import Usage, anthropic_usage
+    from writer.usage import cost, price
+
+    route = {"provider": "anthropic", "flavour": "anthropic", "model": "claude-sonnet-5"}
+    table = price(route)
+    assert table.write_long > table.write > table.input
+    short = cost(route, Usage(cache_write=1_000_000))
+    long = cost(route, Usage(cache_write=1_000_000, cache_write_long=1_000_000))
+    mixed = cost(route, Usage(cache_write=1_000_000, cache_write_long=250_000))
+    assert short == pytest.approx(table.write) and long == pytest.approx(table.write_long)
+    assert mixed == pytest.approx(0.75 * table.write + 0.25 * table.write_long)
+
+    class Creation:
+        ephemeral_1h_input_tokens = 300
+        ephemeral_5m_input_tokens = 200
+
+    class Raw:
+        cache_read_input_tokens, input_tokens, cache_creation_input_tokens, output_tokens = 10, 20, 500, 7
+        cache_creation = Creation()
+
+    assert anthropic_usage(Raw()) == Usage(cached=10, uncached=20, cache_write=500, output=7, cache_write_long=300)

@@ -343,20 +343,26 @@ class Usage:
     ``cached`` read from the cache, ``uncached`` neither read nor written,
     ``cache_write`` written to the cache (billed extra on Anthropic and
     OpenAI GPT-5.6+); all three add up to the whole prompt.
+    ``cache_write_long`` is the part of ``cache_write`` kept for the long
+    time-to-live (Anthropic's 1 h), billed at its own price.
     """
 
     cached: int = 0
     uncached: int = 0
     cache_write: int = 0
     output: int = 0
+    cache_write_long: int = 0
 
     @property
     def input(self) -> int:
         return self.cached + self.uncached + self.cache_write
 
     def to_json(self) -> dict:
-        return {"cached": self.cached, "uncached": self.uncached, "cache_write": self.cache_write,
-                "output": self.output}
+        out = {"cached": self.cached, "uncached": self.uncached, "cache_write": self.cache_write,
+               "output": self.output}
+        if self.cache_write_long:
+            out["cache_write_long"] = self.cache_write_long
+        return out
 
 
 @dataclass(frozen=True)
@@ -644,10 +650,12 @@ def anthropic_usage(usage: Any) -> Usage:
     """Usage from a message: ``cache_read_input_tokens``, ``cache_creation_input_tokens``, ``input_tokens``."""
     if usage is None:
         return Usage()
+    creation = getattr(usage, "cache_creation", None)
+    long = _int(getattr(creation, "ephemeral_1h_input_tokens", 0)) if creation is not None else 0
     return Usage(cached=_int(getattr(usage, "cache_read_input_tokens", 0)),
                  uncached=_int(getattr(usage, "input_tokens", 0)),
                  cache_write=_int(getattr(usage, "cache_creation_input_tokens", 0)),
-                 output=_int(getattr(usage, "output_tokens", 0)))
+                 output=_int(getattr(usage, "output_tokens", 0)), cache_write_long=long)
 
 
 class OpenAIProvider(Provider):

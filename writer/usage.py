@@ -81,6 +81,7 @@ class Price:
     cached: float = 0.0
     write: float = 0.0
     output: float = 0.0
+    write_long: float = 0.0  # the long time-to-live's write price (Anthropic 1 h)
     peak: bool = False
     long: bool = False
     known: bool = True
@@ -89,8 +90,10 @@ class Price:
 
     def cost(self, usage: Any) -> float:
         """USD for ``usage`` (a :class:`writer.providers.Usage` or anything with its four fields)."""
+        long = _field(usage, "cache_write_long")
         return (_field(usage, "uncached") * self.input + _field(usage, "cached") * self.cached
-                + _field(usage, "cache_write") * self.write + _field(usage, "output") * self.output) / 1_000_000
+                + (_field(usage, "cache_write") - long) * self.write + long * (self.write_long or self.write)
+                + _field(usage, "output") * self.output) / 1_000_000
 
 
 def _field(usage: Any, name: str) -> int:
@@ -185,13 +188,14 @@ def price(route: Any, when: float | None = None, prompt_tokens: int | None = Non
         values, long = entry["long"], True
     return Price(provider=list_name, model=matched, input=float(values.get("input", 0)),
                  cached=float(values.get("cached", 0)), write=float(values.get("write", 0)),
+                 write_long=float(values.get("write_long", values.get("write", 0))),
                  output=float(values.get("output", 0)), peak=peak, long=long,
                  date=entry.get("date", table["date"]), source=entry.get("source", table["source"]))
 
 
 def cost(route: Any, usage: Any, when: float | None = None) -> float:
     """USD for one call of ``route`` with ``usage`` at ``when``."""
-    prompt = sum(_field(usage, f) for f in ("cached", "uncached", "cache_write"))
+    prompt = sum(_field(usage, f) for f in ("cached", "uncached", "cache_write"))  # the long part is inside
     return price(route, when, prompt).cost(usage)
 
 

@@ -1,0 +1,70 @@
+"""Runs real Hermes Agent 0.19.0 agents in one process, from a JSON script (for the e2e tests).
+
+Run with the Hermes venv's python, ``HERMES_HOME`` set to a home where
+``endless hermes install`` ran.  The script is one JSON argument::
+
+    {"agents": {"a": {"platform": "cli", "gateway_session_key": null}},
+     "turns": [{"agent": "a", "text": "...", "interrupt_after": 1.5}]}
+
+Each agent is an ``AIAgent`` built from the home's ``config.yaml`` model
+settings, keeping its own history across its turns the way the CLI does.
+``interrupt_after`` calls ``agent.interrupt()`` from a timer, as the CLI does
+when the person types during a turn.  Prints one JSON line: per turn,
+``{agent, session_id, final_response, completed, interrupted, failed}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+
+def main() -> int:
+    script = json.loads(sys.argv[1])
+    import yaml
+    from hermes_cli.plugins import discover_plugins
+    from hermes_state import SessionDB
+    from run_agent import AIAgent
+
+    discover_plugins()
+    config = yaml.safe_load((Path(os.environ["HERMES_HOME"]) / "config.yaml").read_text())
+    model = config["model"]
+    db = SessionDB()
+    agents: dict[str, AIAgent] = {}
+    histories: dict[str, list] = {}
+    for name, spec in script["agents"].items():
+        agents[name] = AIAgent(
+            base_url=model["base_url"], api_key=model["api_key"], provider="custom",
+            api_mode=model.get("api_mode"), model=model["default"], quiet_mode=True, session_db=db,
+            platform=spec.get("platform", "cli"), gateway_session_key=spec.get("gateway_session_key"),
+            enabled_toolsets=spec.get("toolsets"))
+        histories[name] = []
+    out = []
+    for turn in script["turns"]:
+        agent = agents[turn["agent"]]
+        timer = None
+        if turn.get("interrupt_after"):
+            timer = threading.Timer(float(turn["interrupt_after"]), agent.interrupt, args=("stop",))
+            timer.start()
+        result = agent.run_conversation(turn["text"], conversation_history=histories[turn["agent"]])
+        if timer is not None:
+            timer.cancel()
+        histories[turn["agent"]] = result.get("messages") or histories[turn["agent"]]
+        out.append({"agent": turn["agent"], "session_id": agent.session_id,
+                    "final_response": result.get("final_response"), "completed": result.get("completed"),
+                    "interrupted": result.get("interrupted"), "failed": result.get("failed")})
+    try:
+        from hermes_cli.plugins import invoke_hook
+        for agent in agents.values():
+            invoke_hook("on_session_finalize", session_id=agent.session_id, platform=agent.platform)
+    except Exception as exc:  # the CLI does this at exit; say so if it fails
+        print(f"on_session_finalize failed: {exc!r}", file=sys.stderr)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

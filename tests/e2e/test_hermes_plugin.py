@@ -1,0 +1,238 @@
+"""End to end: Endless as a plugin of the real Hermes Agent 0.19.0, against ``endless sim serve``.
+
+Each test builds a throwaway Hermes home with ``endless hermes install``,
+runs Hermes headless (the CLI, or ``hermes_driver.py`` for interrupts and
+gateway platforms) and checks what the simulator received and what the
+memory holds.  Skipped when the Hermes venv (with Endless installed in it)
+is missing.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from endless import turn as turn_protocol
+from endless.keys import gateway_key, workspace_key
+
+from hermes_env import Env, HERMES_PYTHON, hermes_ready, outside_view, segments
+
+pytestmark = pytest.mark.skipif(
+    not hermes_ready(),
+    reason=f"no Hermes venv with Endless: {HERMES_PYTHON} (create it with `python3 -m venv .venv-hermes && "
+           ".venv-hermes/bin/pip install 'hermes-agent[anthropic]==0.19.0' && .venv-hermes/bin/pip install -e .`)")
+
+SECTION_START = turn_protocol.system_prompt("").split("\n", 1)[0]
+OUR_TOOLS = ["zoom", "date", "recall_search"]
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    environment = Env(tmp_path)
+    yield environment
+    environment.close()
+
+
+def first_requests(env: Env) -> list[dict]:
+    """The first request of every turn: a chat request whose prompt has no tool result yet."""
+    return [r for r in env.chat_requests() if "<|tool|>" not in r["prompt"]]
+
+
+def person_part(prompt: str) -> str:
+    return [text for role, text in segments(prompt) if role == "user"][-1]
+
+
+def tool_names(prompt: str) -> list[str]:
+    tools = [text for role, text in segments(prompt) if role == "tools"][0]
+    return re.findall(r'"name":"([A-Za-z_]+)"', tools)
+
+
+def test_six_turns_a_tool_turn_and_a_second_chat(env: Env) -> None:
+    words = ["kestrel", "juniper", "obsidian", "tamarind", "quokka", "zeppelin"]
+    prompts = [f"Note the codeword {w}-{n}{n}{n} for later, please. [[tools:0]] [[reply:200]]" for n, w in enumerate(words, 1)]
+    prompts[3] = "Look back at what I said. [[call:date]] [[call:recall_search]] [[zoom:0:1]] [[reply:300]]"
+    first = env.chat(prompts[0])
+    session = first.session
+    for prompt in prompts[1:]:
+        env.chat(prompt, resume=session)
+
+    turns = first_requests(env)
+    assert len(turns) == 6, [r["prompt"][-300:] for r in turns]
+    for n, record in enumerate(turns, 1):
+        prompt = record["prompt"]
+        parts = segments(prompt)
+        roles = [role for role, _ in parts]
+        # system + section, tools with ours last, then one user message: view, recent block, state, message
+        assert roles == ["tools", "system", "user"], (n, roles)
+        assert SECTION_START in parts[1][1], n
+        assert tool_names(prompt)[-3:] == OUR_TOOLS, (n, tool_names(prompt))
+        user = parts[2][1].lstrip("\n")
+        assert user.startswith("<chat>\n") and "\n</chat>\n" in user, (n, user[:200])
+        after_view = user.split("\n</chat>\n", 1)[1]
+        assert "[now: " in after_view and after_view.rstrip().endswith(prompts[n - 1]), (n, after_view[-400:])
+        # no earlier raw message outside the view and the recent block
+        for earlier in prompts[:n - 1]:
+            assert earlier not in outside_view(user.rsplit(prompts[n - 1], 1)[0]), (n, earlier)
+        if n >= 2:
+            assert "0+" in user.split("</chat>")[0] or "0+0|" in after_view, (n, user[:300])
+    # from turn 3 on, >= 95 % of each first request is read from the cache
+    ratios = [r["usage"]["read"] / r["usage"]["input"] for r in turns]
+    assert all(ratio >= 0.95 for ratio in ratios[2:]), ratios
+
+    # the tool turn (turn 4): date, recall_search and zoom answered; every step reuses the frozen head
+    steps = [r for r in env.chat_requests() if person_part(r["prompt"]).rstrip().endswith(prompts[3])]
+    assert len(steps) == 4, [s["reply"] for s in steps]
+    head = steps[0]["prompt"]
+    for step in steps[1:]:
+        assert step["prompt"].startswith(head.rstrip()), "a later step changed the frozen head"
+    results = [text for role, text in segments(steps[-1]["prompt"]) if role == "tool"]
+    assert len(results) == 3, results
+    assert prompts[0] in results[0], results[0]  # zoom(0, 1) gave message 0 word for word
+    assert re.search(r"\d{4}-\d{2}-\d{2}", results[1]), results[1]  # date answered
+    assert results[2].strip() and "not available" not in results[2] and "failed" not in results[2], results[2]
+    memory = env.memory()
+    with memory:
+        kinds = [[m.kind for m in memory.turn_messages(t)] for t in range(memory.turns)]
+        assert memory.turns == 6, kinds
+        assert kinds[3] == ["user", "trace", "reply"], kinds
+        trace = memory.turn_messages(3)[1].text
+        assert "zoom" in trace and "recall_search" in trace and "date" in trace, trace
+        assert all(k[0] == "user" and k[-1] == "reply" for k in kinds), kinds
+        users = [memory.turn_messages(t)[0].text for t in range(6)]
+        assert users == prompts, users
+
+    # a second chat in the same workspace: its first turn carries the view; it quotes chat 1 word for word
+    quote = "Quote my very first message. [[zoom:0:1]] [[reply:300]]"
+    second = env.chat(quote)
+    assert second.session != session
+    request = first_requests(env)[-1]
+    view = person_part(request["prompt"]).split("</chat>")[0]
+    assert "0+" in view and "kestrel" in view.lower() or "0+0|" in person_part(request["prompt"]), view[:500]
+    assert prompts[0] in second.stdout, second.diagnostics()
+    with env.memory() as memory:
+        assert memory.turns == 7
+        sessions = {memory.turn(t).session for t in range(7)}
+        assert sessions == {session, second.session}
+
+
+def statuses(memory) -> list[str]:
+    return [memory.turn(t).status for t in range(memory.turns)]
+
+
+def count_in_memory(memory, text: str) -> int:
+    return sum(m.text.count(text) for t in range(memory.turns) for m in memory.turn_messages(t))
+
+
+def test_an_interrupted_turn_is_stopped_with_the_message_once(env: Env) -> None:
+    slow = "Take your time with this one, heron-808. [[slow:8]] [[tools:0]] [[reply:100]]"
+    results = env.drive({"agents": {"a": {}}, "turns": [
+        {"agent": "a", "text": "Hello there, plover-101. [[tools:0]] [[reply:100]]"},
+        {"agent": "a", "text": slow, "interrupt_after": 2.5},
+        {"agent": "a", "text": "Are you back? [[tools:0]] [[reply:100]]"}]})
+    assert [r["interrupted"] for r in results] == [False, True, False], results
+    with env.memory() as memory:
+        assert statuses(memory) == ["completed", "stopped", "completed"]
+        assert [m.kind for m in memory.turn_messages(1)] == ["user", "status"]
+        assert count_in_memory(memory, "heron-808") == 1
+    last = first_requests(env)[-1]["prompt"]
+    assert person_part(last).count("heron-808") == 1  # in the recent block or the view, once
+
+
+def test_an_http_500_is_reconciled_as_interrupted_exactly_once(env: Env) -> None:
+    first = env.chat("Start of the story, wren-303. [[tools:0]] [[reply:100]]")
+    failed = env.chat("This one breaks, ibis-404. [[fail:500]]", resume=first.session, check=False)
+    assert "ibis-404" not in failed.stdout  # no answer came back
+    env.chat("After the failure, stork-505. [[tools:0]] [[reply:100]]", resume=first.session)
+    with env.memory() as memory:
+        assert statuses(memory) == ["completed", "interrupted", "completed"], statuses(memory)
+        assert count_in_memory(memory, "ibis-404") == 1
+        assert memory.turn_messages(1)[0].text.startswith("This one breaks, ibis-404.")
+    last = first_requests(env)[-1]["prompt"]
+    assert person_part(last).count("ibis-404") == 1, person_part(last)[-800:]
+
+
+def test_two_gateway_conversations_have_two_memories(env: Env) -> None:
+    keys = {"a": "agent:main:telegram:dm:111", "b": "agent:main:telegram:dm:222"}
+    turns = []
+    for n in range(2):
+        for name in ("a", "b"):
+            turns.append({"agent": name, "text": f"Chat {name} says {name}-secret-{n}. [[tools:0]] [[reply:100]]"})
+    env.drive({"agents": {name: {"platform": "telegram", "gateway_session_key": key}
+                          for name, key in keys.items()}, "turns": turns})
+    for name, key in keys.items():
+        other = "b" if name == "a" else "a"
+        with env.memory(gateway_key(None, "telegram", key)) as memory:
+            assert memory.turns == 2
+            assert count_in_memory(memory, f"{name}-secret-0") == 1
+            assert count_in_memory(memory, f"{other}-secret") == 0
+    requests = first_requests(env)
+    assert len(requests) == 4
+    for record, turn in zip(requests, turns):
+        other = "b" if turn["agent"] == "a" else "a"
+        assert f"{other}-secret" not in record["prompt"], turn
+    assert "a-secret-0" in requests[2]["prompt"] and "b-secret-0" in requests[3]["prompt"]
+
+
+def test_subagent_turns_stay_out_of_the_memory(env: Env) -> None:
+    run = env.chat("Delegate a small check, falcon-606. [[call:delegate_task]] [[reply:100]]")
+    requests = env.chat_requests()
+    delegated = [r for r in requests if "<chat>" not in r["prompt"]]
+    assert delegated, "the subagent never ran: " + run.diagnostics()
+    with env.memory() as memory:
+        assert memory.turns == 1, [m.text[:80] for t in range(memory.turns) for m in memory.turn_messages(t)]
+        kinds = [m.kind for m in memory.turn_messages(0)]
+        assert kinds == ["user", "trace", "reply"], kinds
+        assert "delegate_task" in memory.turn_messages(0)[1].text
+
+
+def test_a_stalled_writer_refuses_the_turn_and_delivers_the_message_once(tmp_path: Path) -> None:
+    dead = free_dead_port()
+    env = Env(tmp_path, endless_env={"ENDLESS_RECENT_BLOCK_BYTES": "2000"})
+    try:
+        stalled = {"ENDLESS_WRITER_ROUTE": f'{{"provider": "openai", "model": "w", "base_url": '
+                                           f'"http://127.0.0.1:{dead}/v1", "max_retries": 0, "timeout": 2}}',
+                   "ENDLESS_TURN_WAIT_SECONDS": "3"}
+        long_text = "Here is my long note, osprey-707. " + " ".join(f"item{i} details" for i in range(220))
+        first = env.chat(long_text + " [[tools:0]] [[reply:100]]", env=stalled)
+        refused = env.chat("Short question, puffin-909? [[tools:0]] [[reply:100]]", resume=first.session,
+                           env=stalled)
+        assert turn_protocol.REFUSAL in refused.stdout, refused.diagnostics()
+        minimal = env.chat_requests()[-1]
+        assert "<|tools|>" not in minimal["prompt"] and "<chat>" not in minimal["prompt"]
+        env.chat("Any news, tern-111? [[tools:0]] [[reply:100]]", resume=first.session)
+        with env.memory() as memory:
+            assert memory.turns == 2, statuses(memory)
+            assert count_in_memory(memory, "puffin-909") == 1
+            assert "puffin-909" in memory.turn_messages(1)[0].text and "tern-111" in memory.turn_messages(1)[0].text
+        last = first_requests(env)[-1]["prompt"]
+        assert last.count("puffin-909") == 1
+    finally:
+        env.close()
+
+
+def free_dead_port() -> int:
+    from hermes_env import free_port
+    return free_port()  # nothing listens there: the writer's calls fail to connect
+
+
+def test_two_hermes_processes_in_one_workspace(env: Env) -> None:
+    a = env.chat("Chat A begins, lark-1. [[tools:0]] [[reply:100]]")
+    b = env.chat("Chat B begins, owl-1. [[tools:0]] [[reply:100]]")
+    env.chat("Chat A again, lark-2. [[tools:0]] [[reply:100]]", resume=a.session)
+    env.chat("Chat B again, owl-2. [[tools:0]] [[reply:100]]", resume=b.session)
+    requests = first_requests(env)
+    assert "owl-1" in requests[2]["prompt"] and "lark-2" in requests[3]["prompt"]
+    # and two turns at the same time, one per process
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda args: env.chat(*args), [
+            ("Chat A third, lark-3. [[tools:0]] [[reply:100]]", a.session),
+            ("Chat B third, owl-3. [[tools:0]] [[reply:100]]", b.session)]))
+    assert all(run.proc.returncode == 0 for run in runs)
+    with env.memory() as memory:
+        assert memory.turns == 6
+        for word in ("lark-1", "owl-1", "lark-2", "owl-2", "lark-3", "owl-3"):
+            assert sum(m.text.count(word) for t in range(6) for m in memory.turn_messages(t)
+                       if m.kind == "user") == 1, word

@@ -3,7 +3,8 @@
 Run with the Hermes venv's python, ``HERMES_HOME`` set to a home where
 ``endless hermes install`` ran.  The script is one JSON argument::
 
-    {"agents": {"a": {"platform": "cli", "gateway_session_key": null}},
+    {"agents": {"a": {"platform": "cli", "gateway_session_key": null},
+                "r": {"session_of": "a", "attrs": {"_persist_disabled": true}}},
      "turns": [{"agent": "a", "text": "...", "interrupt_after": 1.5}]}
 
 Each agent is an ``AIAgent`` built from the home's ``config.yaml`` model
@@ -36,11 +37,18 @@ def main() -> int:
     agents: dict[str, AIAgent] = {}
     histories: dict[str, list] = {}
     for name, spec in script["agents"].items():
+        # "session_of": share another agent's session id, as Hermes's background review fork does.
+        session_id = agents[spec["session_of"]].session_id if spec.get("session_of") else None
         agents[name] = AIAgent(
             base_url=model["base_url"], api_key=model["api_key"], provider="custom",
-            api_mode=model.get("api_mode"), model=model["default"], quiet_mode=True, session_db=db,
+            api_mode=model.get("api_mode"), model=model["default"], quiet_mode=True,
+            session_db=None if spec.get("attrs", {}).get("_persist_disabled") else db,
             platform=spec.get("platform", "cli"), gateway_session_key=spec.get("gateway_session_key"),
-            enabled_toolsets=spec.get("toolsets"))
+            enabled_toolsets=spec.get("toolsets"), session_id=session_id,
+            parent_session_id=session_id)
+        # "attrs": what Hermes itself sets on such an agent (e.g. background_review.py on its fork).
+        for attr, value in (spec.get("attrs") or {}).items():
+            setattr(agents[name], attr, value)
         histories[name] = []
     out = []
     for turn in script["turns"]:

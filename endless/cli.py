@@ -10,6 +10,8 @@ import orjson
 from endless import __version__
 from endless.settings import SettingsError, describe, load_settings
 from endless.hermes.install import add_hermes_parser
+from endless.read_cli import add_read_parsers
+from endless.rpc.serve import add_serve_parser
 from endless.sim.server import add_sim_parser
 
 
@@ -87,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(run=_config)
     add_sim_parser(sub)
     add_hermes_parser(sub)
+    add_read_parsers(sub)
+    add_serve_parser(sub)
     writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today")
     writer.add_argument("action", choices=["status", "resume"])
     writer.add_argument("--memory", help="a memory id (16 hex digits)")

@@ -73,6 +73,14 @@ class Settings:
     person_tag: str = "you"
     home: str = ""
     rpc_port: int = 8765
+    # The host RPC and History page (DESIGN §6).
+    rpc_body_bytes: int = 65_536  # largest request body accepted
+    rpc_request_seconds: float = 10.0  # a request still running after this is answered endless/timeout
+    rpc_search_threads: int = 2  # searches and history pages run on their own threads
+    rpc_search_queue: int = 64  # searches and history pages waiting beyond this are answered endless/busy
+    history_limit: int = 50  # turns a history page holds when the caller names no limit
+    history_limit_max: int = 200
+    history_page_bytes: int = 2_000_000  # a history page stops before this many bytes of JSON
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def source(self, name: str) -> str:
@@ -210,7 +218,8 @@ def _check(s: Settings) -> None:
                  "writer_view_ceiling", "writer_calls", "unwritten_ahead", "tries_per_line",
                  "content_rounds", "lines_per_call", "recent_block_bytes", "zoom_page_chars",
                  "search_hits_tool", "search_hits_rpc", "result_cap_chars", "trace_cap_chars",
-                 "message_split_chars"):
+                 "message_split_chars", "rpc_body_bytes", "rpc_search_threads", "rpc_search_queue",
+                 "history_limit", "history_limit_max", "history_page_bytes"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be positive")
     if s.view_floor >= s.view_ceiling:

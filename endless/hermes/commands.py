@@ -84,9 +84,16 @@ def history_address(memory) -> str:
     rt = runtime()
     served = _SERVED.get("page")
     if served is None:
-        served = start_in_thread(rt.settings, rt.settings.rpc_port)
+        try:
+            served = start_in_thread(rt.settings, rt.settings.rpc_port,
+                                     current=memory.memory_id if memory is not None else None)
+        except OSError as exc:
+            return (f"The History page could not listen on 127.0.0.1:{rt.settings.rpc_port} ({exc}); "
+                    "set another port with ENDLESS_RPC_PORT or rpc_port in the settings file.")
         _SERVED["page"] = served
-    url = getattr(served, "url_with_token", None) or getattr(served, "url", "")
+        url = served.url
+    else:
+        url = served.new_url()  # each address works once
     where = f" (memory {memory.memory_id})" if memory is not None else ""
     return f"Endless History page{where}: {url}"
 
@@ -95,40 +102,47 @@ def history_address(memory) -> str:
 
 
 def setup_cli(parser: argparse.ArgumentParser) -> None:
+    """``hermes endless memories|view|zoom|date|search|history`` (the ``endless`` read commands) and ``status``."""
+    from endless.read_cli import add_read_parsers
+
     commands = parser.add_subparsers(dest="endless_command")
-    for name, helptext in (("view", "print the view of this workspace's memory"),
-                           ("status", "turns, messages, view and recent-block size"),
-                           ("search", "search this workspace's memory word for word")):
-        command = commands.add_parser(name, help=helptext)
-        command.add_argument("--memory", help="a memory id (16 hex digits)")
-        command.add_argument("--workspace", help="the workspace whose memory to use (default: this folder)")
-        if name == "search":
-            command.add_argument("words", nargs="+")
+    add_read_parsers(commands)
+    status = commands.add_parser("status", help="turns, messages, view and recent-block size of a memory")
+    status.add_argument("--memory", help="a memory id (16 hex digits)")
+    status.add_argument("--workspace", help="the workspace whose memory to use (default: this folder)")
+    status.set_defaults(run=_status)
 
 
 def run_cli(args: argparse.Namespace) -> int:
+    """Runs the chosen command on this Hermes profile's memory of the workspace."""
+    from endless.hermes.plugin import profile_name
+    from endless.keys import workspace_key
+
+    if not getattr(args, "run", None):
+        print("usage: hermes endless {memories,view,zoom,date,search,history,status} ...", file=sys.stderr)
+        return 2
+    if hasattr(args, "memory") and not args.memory and profile_name() != "default":
+        # a named profile's chats live under its own agent name (DESIGN 2.1)
+        args.memory = workspace_key(profile_name(), Path(args.workspace or ".")).memory_id
+    return args.run(args)
+
+
+def _status(args: argparse.Namespace) -> int:
     from endless.hermes.plugin import profile_name
     from endless.keys import workspace_key
     from endless.memory import Memory, MemoryError_
     from endless.settings import load_settings
 
-    command = getattr(args, "endless_command", None) or "status"
     settings = load_settings()
     try:
-        if getattr(args, "memory", None):
+        if args.memory:
             memory = Memory.open(memory_id=args.memory, settings=settings, readonly=True)
         else:
-            key = workspace_key(profile_name(), Path(getattr(args, "workspace", None) or "."))
+            key = workspace_key(profile_name(), Path(args.workspace or "."))
             memory = Memory.open(key, settings=settings, create=False, readonly=True)
     except (MemoryError_, ValueError) as exc:
         print(f"[endless.hermes] {exc}", file=sys.stderr)
         return 1
     with memory:
-        if command == "view":
-            sys.stdout.write(render_view(memory) + "\n")
-        elif command == "search":
-            from endless import tools as lookback
-            sys.stdout.write(lookback.call(memory, "recall_search", {"query": " ".join(args.words)}) + "\n")
-        else:
-            sys.stdout.write(status_text(memory) + "\n")
+        sys.stdout.write(status_text(memory) + "\n")
     return 0

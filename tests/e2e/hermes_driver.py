@@ -9,7 +9,9 @@ Run with the Hermes venv's python, ``HERMES_HOME`` set to a home where
 
 Each agent is an ``AIAgent`` built from the home's ``config.yaml`` model
 settings, keeping its own history across its turns the way the CLI does.
-``interrupt_after`` calls ``agent.interrupt()`` from a timer, as the CLI does
+A turn ``{"command": "endless", "args": "status", "fetch": false}`` runs a
+plugin slash command the way Hermes looks it up (``fetch``: GET the address
+it answers with).  ``interrupt_after`` calls ``agent.interrupt()`` from a timer, as the CLI does
 when the person types during a turn.  Prints one JSON line: per turn,
 ``{agent, session_id, final_response, completed, interrupted, failed}``.
 """
@@ -52,6 +54,21 @@ def main() -> int:
         histories[name] = []
     out = []
     for turn in script["turns"]:
+        if "command" in turn:  # a slash command, through Hermes's own lookup of plugin commands
+            from hermes_cli.plugins import get_plugin_command_handler
+            answer = get_plugin_command_handler(turn["command"])(turn.get("args", ""))
+            item = {"command": turn["command"], "args": turn.get("args", ""), "answer": answer}
+            if turn.get("fetch"):
+                import http.cookiejar
+                import re
+                import urllib.request
+                url = re.search(r"http://127\.0\.0\.1:\d+/\S*", answer or "").group(0)
+                browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+                with browser.open(url, timeout=10) as page:
+                    item["status"] = page.status
+                    item["page"] = page.read(2000).decode("utf-8", "replace")
+            out.append(item)
+            continue
         agent = agents[turn["agent"]]
         timer = None
         if turn.get("interrupt_after"):

@@ -140,6 +140,13 @@ class Env:
             assert run.session, run.diagnostics()
         return run
 
+    def hermes_cli(self, args: list[str]) -> subprocess.CompletedProcess:
+        """``hermes <args>`` in the workspace (e.g. ``hermes endless view``)."""
+        return subprocess.run([str(HERMES_PYTHON), "-c", "import sys; from hermes_cli.main import main; "
+                               "sys.argv[0] = 'hermes'; sys.exit(main())", *args], env=self.env(),
+                              cwd=self.workspace, capture_output=True, text=True, timeout=HERMES_TIMEOUT,
+                              stdin=subprocess.DEVNULL)
+
     def drive(self, script: dict, env: dict | None = None) -> dict:
         """Run ``hermes_driver.py`` (in-process Hermes agents) with a JSON script; returns its JSON."""
         proc = subprocess.run([str(HERMES_PYTHON), str(DRIVER), json.dumps(script)], env=self.env(env),

@@ -251,3 +251,31 @@ def test_two_hermes_processes_in_one_workspace(env: Env) -> None:
         for word in ("lark-1", "owl-1", "lark-2", "owl-2", "lark-3", "owl-3"):
             assert sum(m.text.count(word) for t in range(6) for m in memory.turn_messages(t)
                        if m.kind == "user") == 1, word
+
+
+def test_endless_commands_and_switching_off_and_on(env: Env) -> None:
+    results = env.drive({"agents": {"a": {}}, "turns": [
+        {"agent": "a", "text": "Remember albatross-121, please. [[tools:0]] [[reply:100]]"},
+        {"command": "endless", "args": "status"},
+        {"command": "endless", "args": "view"},
+        {"command": "endless", "args": "search albatross"},
+        {"command": "endless", "args": "history", "fetch": True},
+        {"command": "endless", "args": "off"},
+        {"agent": "a", "text": "Off the record, petrel-131. [[tools:0]] [[reply:100]]"},
+        {"command": "endless", "args": "on"},
+        {"agent": "a", "text": "Back on, skua-141. [[tools:0]] [[reply:100]]"}]},
+        env={"ENDLESS_RPC_PORT": str(free_dead_port())})
+    status, view, search, history = (r["answer"] for r in results[1:5])
+    assert "1 turns, 2 messages" in status, status
+    assert view.startswith("<chat>") and "albatross-121" in view, view
+    assert "albatross" in search.lower() and "0" in search, search
+    assert results[4]["status"] == 200 and "<html" in results[4]["page"].lower(), results[4]
+    requests = first_requests(env)
+    off, on = requests[1]["prompt"], requests[2]["prompt"]
+    assert not person_part(off).lstrip().startswith("<chat>") and "albatross-121" in off  # Hermes's own history
+    assert person_part(on).lstrip().startswith("<chat>")
+    with env.memory() as memory:
+        users = [memory.turn_messages(t)[0].text for t in range(memory.turns)]
+    assert len(users) == 2 and "petrel-131" not in " ".join(users), users
+    cli = env.hermes_cli(["endless", "view"])
+    assert cli.returncode == 0 and "albatross-121" in cli.stdout, cli.stderr[-2000:]

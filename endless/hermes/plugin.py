@@ -28,9 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 import inspect
 import os
-import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,7 @@ from endless import tools as lookback
 from endless import turn as turn_protocol
 from endless.hermes import wire
 from endless.hermes.runtime import log, runtime
-from endless.keys import Key, KeyError_, gateway_key, workspace_key
+from endless.keys import Key, gateway_key, workspace_key
 from endless.memory import Memory
 from endless.request import Request
 from endless.sessions import key_for_session
@@ -58,6 +56,7 @@ class TurnState:
     memory: Memory | None = None
     title: str = ""
     bypass: str = ""  # why this turn runs without Endless ("" = it runs with it)
+    failure: str = ""  # why Endless failed this turn: it goes out as system prompt + message + notice
     refused: bool = False
     settle_interrupted: bool = False
     turn: turn_protocol.Turn | None = None
@@ -126,9 +125,10 @@ class Plugin:
             state.title = _title(agent, session_id)
             state.route = _route(agent, rt)
             self._settle(state, agent)
-        except Exception as exc:  # never break Hermes's turn: run it without Endless, say why
-            state.bypass = "error"
-            log(f"session {session_id}: this turn runs without Endless: {exc!r}")
+        except Exception as exc:  # never break Hermes's turn, never send the full history: say why
+            state.failure = f"{type(exc).__name__}: {exc}"
+            log(f"session {session_id}: Endless could not prepare this turn ({state.failure}); it is sent "
+                "with the system prompt and this message only")
         return None
 
     def _bypass_reason(self, agent: Any, session: str, platform: str) -> str:
@@ -180,10 +180,13 @@ class Plugin:
             self.note_once(session_id, "mode", f"session {session_id}: {api_mode!r} requests run without Endless")
             return None
         try:
+            if state.failure:
+                raise RuntimeError(state.failure)
             return {"request": self._build(state, request, api_mode)}
         except Exception as exc:
-            log(f"session {session_id}: could not build the Endless request ({exc!r}); sending the system "
-                "prompt and this message only")
+            if not state.failure:
+                log(f"session {session_id}: could not build the Endless request ({exc!r}); sending the "
+                    "system prompt and this message only")
             try:
                 system = wire.system_text(request, api_mode)
                 return {"request": wire.safe_request(request, api_mode, system, state.user_message,
@@ -244,6 +247,8 @@ class Plugin:
             return None
         if state.turn is not None:
             self._close(state, "completed", None, reply=assistant_response or "")
+        elif state.failure:
+            log(f"session {session_id}: this turn is not in the memory ({state.failure})")
         return None
 
     def on_session_end(self, session_id: str = "", turn_id: str = "", completed: bool = False,
@@ -442,4 +447,3 @@ def per_turn_state(state: TurnState) -> str:
     return f"[now: {now}]"
 
 
-__all__ = ["PLUGIN", "Plugin", "TurnState", "chat_key", "find_agent", "KeyError_", "sys", "time"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from endless import turn as turn_protocol
-from endless.keys import gateway_key, workspace_key
+from endless.keys import gateway_key
 
 from hermes_env import Env, HERMES_PYTHON, hermes_ready, outside_view, segments
 
@@ -279,3 +279,16 @@ def test_endless_commands_and_switching_off_and_on(env: Env) -> None:
     assert len(users) == 2 and "petrel-131" not in " ".join(users), users
     cli = env.hermes_cli(["endless", "view"])
     assert cli.returncode == 0 and "albatross-121" in cli.stdout, cli.stderr[-2000:]
+
+
+def test_when_the_memory_fails_the_turn_goes_out_without_the_history(env: Env) -> None:
+    first = env.chat("Keep this private, condor-151. [[tools:0]] [[reply:100]]")
+    broken = env.tmp / "not-a-folder"
+    broken.write_text("a file where the memory root should be\n")
+    second = env.chat("Next question, rhea-161. [[tools:0]] [[reply:100]]", resume=first.session,
+                      env={"ENDLESS_HOME": str(broken)})
+    assert "rhea-161" in second.stdout
+    request = first_requests(env)[-1]["prompt"]
+    assert [role for role, _ in segments(request)] == ["tools", "system", "user"]
+    assert "condor-151" not in request  # never the full history
+    assert "Endless could not load this chat's memory" in person_part(request)

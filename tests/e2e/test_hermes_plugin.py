@@ -36,8 +36,13 @@ def env(tmp_path: Path):
 
 
 def first_requests(env: Env) -> list[dict]:
-    """The first request of every turn: a chat request whose prompt has no tool result yet."""
-    return [r for r in env.chat_requests() if "<|tool|>" not in r["prompt"]]
+    """The first request of every turn: a chat request with no step of the turn yet (no assistant message)."""
+    return [r for r in env.chat_requests() if "assistant" not in [role for role, _ in segments(r["prompt"])]]
+
+
+def head_part(prompt: str) -> str:
+    """The head's user message (view, recent block, state, message): the first user segment."""
+    return [text for role, text in segments(prompt) if role == "user"][0]
 
 
 def person_part(prompt: str) -> str:
@@ -82,7 +87,7 @@ def test_six_turns_a_tool_turn_and_a_second_chat(env: Env) -> None:
     assert all(ratio >= 0.95 for ratio in ratios[2:]), ratios
 
     # the tool turn (turn 4): date, recall_search and zoom answered; every step reuses the frozen head
-    steps = [r for r in env.chat_requests() if person_part(r["prompt"]).rstrip().endswith(prompts[3])]
+    steps = [r for r in env.chat_requests() if head_part(r["prompt"]).rstrip().endswith(prompts[3])]
     assert len(steps) == 4, [s["reply"] for s in steps]
     head = steps[0]["prompt"]
     for step in steps[1:]:
@@ -292,3 +297,33 @@ def test_when_the_memory_fails_the_turn_goes_out_without_the_history(env: Env) -
     assert [role for role, _ in segments(request)] == ["tools", "system", "user"]
     assert "condor-151" not in request  # never the full history
     assert "Endless could not load this chat's memory" in person_part(request)
+
+
+def test_anthropic_messages_chat_shape_marks_and_cache(tmp_path: Path) -> None:
+    env = Env(tmp_path, mode="anthropic_messages", cache="anthropic")
+    try:
+        prompts = [f"Anthropic wire turn {n}, marker puma-{n}{n}. [[tools:0]] [[reply:150]]" for n in range(1, 5)]
+        prompts[2] = "Quote my first message. [[zoom:0:1]] [[reply:200]]"
+        first = env.chat(prompts[0])
+        for prompt in prompts[1:]:
+            env.chat(prompt, resume=first.session)
+        turns = first_requests(env)
+        assert len(turns) == 4
+        for n, record in enumerate(turns, 1):
+            assert record["api"] == "anthropic"
+            parts = segments(record["prompt"])
+            assert [role for role, _ in parts] == ["tools", "system", "user"], n
+            assert SECTION_START in parts[1][1] and tool_names(record["prompt"])[-3:] == OUR_TOOLS
+            user = parts[2][1].lstrip("\n")
+            assert user.startswith("<chat>\n") and user.rstrip().endswith(prompts[n - 1])
+            assert 1 <= len(record["marks"]) <= 4, record["marks"]
+        ratios = [r["usage"]["read"] / r["usage"]["input"] for r in turns]
+        assert all(ratio >= 0.95 for ratio in ratios[2:]), ratios
+        steps = [r for r in env.chat_requests() if head_part(r["prompt"]).rstrip().endswith(prompts[2])]
+        assert len(steps) == 2 and steps[1]["prompt"].startswith(steps[0]["prompt"].rstrip())
+        assert steps[1]["usage"]["read"] / steps[1]["usage"]["input"] >= 0.9, steps[1]["usage"]
+        with env.memory() as memory:
+            assert memory.turns == 4 and [m.kind for m in memory.turn_messages(2)] == ["user", "trace", "reply"]
+            assert prompts[0] in memory.turn_messages(2)[2].text  # the zoomed message quoted word for word
+    finally:
+        env.close()

@@ -17,8 +17,9 @@ def register(ctx: Any) -> None:
     from endless.hermes import commands
     from endless.hermes.engine import EndlessEngine
     from endless.hermes.plugin import PLUGIN
+    from endless.settings import load_settings
 
-    ctx.register_context_engine(EndlessEngine())
+    ctx.register_context_engine(EndlessEngine(load_settings().hermes_transcript_messages))
     ctx.register_middleware("llm_request", PLUGIN.llm_request)
     for hook in ("pre_llm_call", "transform_llm_output", "post_llm_call", "on_session_end",
                  "on_session_finalize"):

@@ -327,3 +327,21 @@ def test_anthropic_messages_chat_shape_marks_and_cache(tmp_path: Path) -> None:
             assert prompts[0] in memory.turn_messages(2)[2].text  # the zoomed message quoted word for word
     finally:
         env.close()
+
+
+def test_hermes_own_transcript_is_compacted_in_place(env: Env) -> None:
+    import sqlite3
+
+    turns = [{"agent": "a", "text": f"Turn {n} of a long chat, crane-{n}. [[tools:0]] [[reply:80]]"}
+             for n in range(1, 7)]
+    results = env.drive({"agents": {"a": {}}, "turns": turns}, env={"ENDLESS_HERMES_TRANSCRIPT_MESSAGES": "8"})
+    assert len({r["session_id"] for r in results}) == 1  # compaction kept the session id
+    with sqlite3.connect(env.home / "state.db") as db:
+        active = db.execute("SELECT count(*) FROM messages WHERE active = 1").fetchone()[0]
+        compacted = db.execute("SELECT count(*) FROM messages WHERE compacted = 1").fetchone()[0]
+    assert compacted > 0 and active <= 8 + 2, (active, compacted)
+    with env.memory() as memory:
+        assert memory.turns == 6 and count_in_memory(memory, "crane-") == 6
+    last = first_requests(env)[-1]["prompt"]
+    assert head_part(last).lstrip().startswith("<chat>") and "crane-1" in head_part(last)
+    assert "kept word for word in Endless's memory" not in last  # Hermes's note never reaches the model

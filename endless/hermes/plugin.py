@@ -141,7 +141,7 @@ class Plugin:
             self.note_once(session, "mode", f"session {session}: Hermes's {mode!r} requests are not "
                            "served by Endless; this chat runs without Endless (Hermes's own history)")
             return "mode"
-        if agent is not None and getattr(agent, "_moa_enabled", False):
+        if _moa_turn():
             self.note_once(session, "moa", f"session {session}: mixture-of-agents sees the whole history "
                            "before Endless could replace it; this chat runs without Endless")
             return "moa"
@@ -341,6 +341,19 @@ def find_agent() -> Any:
             frame = frame.f_back
             depth += 1
         return None
+    finally:
+        del frame
+
+
+def _moa_turn() -> bool:
+    """A mixture-of-agents turn: Hermes's loop holds a ``moa_config`` (its reference models run before us)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_locals.get("moa_config"):
+                return True
+            frame = frame.f_back
+        return False
     finally:
         del frame
 

@@ -62,6 +62,7 @@ class TurnState:
     turn: turn_protocol.Turn | None = None
     head: Request | None = None
     frozen: dict | None = None
+    view_msg: Any = None  # the head's view message object when it was frozen
     style: str = "none"
     steps_added: int = 0
     folded: int = 0
@@ -100,8 +101,11 @@ class Plugin:
         text = user_message if isinstance(user_message, str) else wire.content_text(user_message)
         state = TurnState(session_id, str(turn_id), text)
         with self.lock:
-            self.turns[(session_id, state.turn_id)] = state
             previous = self.current.get(session_id)
+            # keep only this session's previous turn (it may still need closing) and this one
+            for key in [k for k in self.turns if k[0] == session_id and self.turns[k] is not previous]:
+                del self.turns[key]
+            self.turns[(session_id, state.turn_id)] = state
             self.current[session_id] = state
             if not _is_side_agent(agent, platform):
                 self.last_session = session_id
@@ -219,14 +223,16 @@ class Plugin:
                 return self._build(state, request, mode)
             state.turn = turn
             state.head = head
+            state.view_msg = _view_msg(head)
             state.style = wire.mark_style(request, mode, _route_style(state.route))
             state.frozen = wire.render_head(head, request, mode, state.style)
         steps = wire.own_steps(own, mode)
         for step in steps[state.steps_added:]:
             rt.loop.call(state.turn.add_step, step.said, step.calls, step.results)
             state.steps_added += 1
-            if state.turn.head is not state.head:  # the turn protocol rebuilt the head (a long turn)
+            if _rebuilt(state.turn.head, state.head) or _view_msg(state.turn.head) is not state.view_msg:  # the turn protocol rebuilt the head (a long turn)
                 state.head = state.turn.head
+                state.view_msg = _view_msg(state.head)
                 state.frozen = wire.render_head(state.head, request, mode, state.style)
                 state.folded = len(own)
         assert state.frozen is not None
@@ -318,6 +324,17 @@ class Plugin:
 
 
 PLUGIN = Plugin()
+
+
+def _view_msg(head: Request | None) -> Any:
+    if head is None or head.view_message is None or head.view_message >= len(head.messages):
+        return None
+    return head.messages[head.view_message]
+
+
+def _rebuilt(now: Request | None, frozen: Request | None) -> bool:
+    """True when the turn protocol replaced the head with a new Request."""
+    return now is not frozen
 
 
 # -- reading Hermes's agent ----------------------------------------------------------------

@@ -275,8 +275,9 @@ def test_endless_commands_and_switching_off_and_on(env: Env) -> None:
     assert view.startswith("<chat>") and "albatross-121" in view, view
     assert "albatross" in search.lower() and "0" in search, search
     assert results[4]["status"] == 200 and "<html" in results[4]["page"].lower(), results[4]
-    requests = first_requests(env)
-    off, on = requests[1]["prompt"], requests[2]["prompt"]
+    requests = env.chat_requests()
+    off = [r["prompt"] for r in requests if "petrel-131" in person_part(r["prompt"])][0]
+    on = [r["prompt"] for r in requests if "skua-141" in person_part(r["prompt"])][0]
     assert not person_part(off).lstrip().startswith("<chat>") and "albatross-121" in off  # Hermes's own history
     assert person_part(on).lstrip().startswith("<chat>")
     with env.memory() as memory:

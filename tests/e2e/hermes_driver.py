@@ -70,6 +70,8 @@ def main() -> int:
             out.append(item)
             continue
         agent = agents[turn["agent"]]
+        if turn.get("title"):  # as Hermes's title generator would have named the session
+            db.set_session_title(agent.session_id, turn["title"])
         timer = None
         if turn.get("interrupt_after"):
             timer = threading.Timer(float(turn["interrupt_after"]), agent.interrupt, args=("stop",))

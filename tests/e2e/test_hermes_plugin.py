@@ -228,6 +228,7 @@ def test_a_stalled_writer_refuses_the_turn_and_delivers_the_message_once(tmp_pat
             assert "puffin-909" in memory.turn_messages(1)[0].text and "tern-111" in memory.turn_messages(1)[0].text
         last = first_requests(env)[-1]["prompt"]
         assert last.count("puffin-909") == 1
+        assert any(r["stream"] is False for r in env.requests())  # the chat's own route wrote the lines
     finally:
         env.close()
 
@@ -335,6 +336,7 @@ def test_hermes_own_transcript_is_compacted_in_place(env: Env) -> None:
 
     turns = [{"agent": "a", "text": f"Turn {n} of a long chat, crane-{n}. [[tools:0]] [[reply:80]]"}
              for n in range(1, 7)]
+    turns[3]["title"] = "Crane planning"  # Hermes names the session after a few turns
     results = env.drive({"agents": {"a": {}}, "turns": turns}, env={"ENDLESS_HERMES_TRANSCRIPT_MESSAGES": "8"})
     assert len({r["session_id"] for r in results}) == 1  # compaction kept the session id
     with sqlite3.connect(env.home / "state.db") as db:
@@ -343,6 +345,13 @@ def test_hermes_own_transcript_is_compacted_in_place(env: Env) -> None:
     assert compacted > 0 and active <= 8 + 2, (active, compacted)
     with env.memory() as memory:
         assert memory.turns == 6 and count_in_memory(memory, "crane-") == 6
+        assert [memory.turn(t).title for t in range(6)] == [""] * 3 + ["Crane planning"] * 3
+        # the writer route is the chat's own model, recorded for this session (no key)
+        recorded = memory.recorded(results[0]["session_id"])
+        route = {k: recorded["route"].get(k) for k in ("provider", "model", "base_url")}
+        assert route == {"provider": "openai", "model": "sim-model",
+                         "base_url": f"http://127.0.0.1:{env.port}/v1"}, recorded["route"]
+        assert "sk-sim-test" not in (memory.folder / "routes.jsonl").read_text()
     last = first_requests(env)[-1]["prompt"]
     assert head_part(last).lstrip().startswith("<chat>") and "crane-1" in head_part(last)
     assert "kept word for word in Endless's memory" not in last  # Hermes's note never reaches the model

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -76,13 +77,16 @@ def main() -> int:
         if turn.get("interrupt_after"):
             timer = threading.Timer(float(turn["interrupt_after"]), agent.interrupt, args=("stop",))
             timer.start()
+        started = time.monotonic()
         result = agent.run_conversation(turn["text"], conversation_history=histories[turn["agent"]])
+        elapsed = time.monotonic() - started
         if timer is not None:
             timer.cancel()
         histories[turn["agent"]] = result.get("messages") or histories[turn["agent"]]
         out.append({"agent": turn["agent"], "session_id": agent.session_id,
                     "final_response": result.get("final_response"), "completed": result.get("completed"),
-                    "interrupted": result.get("interrupted"), "failed": result.get("failed")})
+                    "interrupted": result.get("interrupted"), "failed": result.get("failed"),
+                    "seconds": round(elapsed, 2)})
     try:
         from hermes_cli.plugins import invoke_hook
         for agent in agents.values():

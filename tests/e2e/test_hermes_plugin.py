@@ -355,3 +355,27 @@ def test_hermes_own_transcript_is_compacted_in_place(env: Env) -> None:
     last = first_requests(env)[-1]["prompt"]
     assert head_part(last).lstrip().startswith("<chat>") and "crane-1" in head_part(last)
     assert "kept word for word in Endless's memory" not in last  # Hermes's note never reaches the model
+
+
+def test_an_interrupt_while_waiting_for_the_writer_stops_the_turn(tmp_path: Path) -> None:
+    env = Env(tmp_path, endless_env={"ENDLESS_RECENT_BLOCK_BYTES": "2000"})
+    try:
+        dead = free_dead_port()
+        stalled = {"ENDLESS_WRITER_ROUTE": f'{{"provider": "openai", "model": "w", "base_url": '
+                                           f'"http://127.0.0.1:{dead}/v1", "max_retries": 0, "timeout": 2}}',
+                   "ENDLESS_TURN_WAIT_SECONDS": "60"}
+        long_text = "A long note, shrike-171. " + " ".join(f"entry{i} more words" for i in range(220))
+        results = env.drive({"agents": {"a": {}}, "turns": [
+            {"agent": "a", "text": long_text + " [[tools:0]] [[reply:100]]"},
+            {"agent": "a", "text": "Quick one, vireo-181. [[tools:0]] [[reply:100]]", "interrupt_after": 3}]},
+            env=stalled)
+        assert results[1]["interrupted"] is True, results
+        assert results[1]["seconds"] < 30, results  # the wait ended with the interrupt, not at its 60 s limit
+        assert not any("vireo-181" in r["prompt"] and "<chat>" in head_part(r["prompt"])
+                       for r in env.chat_requests())  # it never went out with the view
+        with env.memory() as memory:
+            assert statuses(memory) == ["completed", "stopped"]
+            assert [m.kind for m in memory.turn_messages(1)] == ["user", "status"]
+            assert count_in_memory(memory, "vireo-181") == 1
+    finally:
+        env.close()

@@ -100,15 +100,22 @@ class Plugin:
         agent = find_agent()
         text = user_message if isinstance(user_message, str) else wire.content_text(user_message)
         state = TurnState(session_id, str(turn_id), text)
+        if _is_side_agent(agent, platform):
+            # subagents, cron, review forks (which share the parent's session id): left alone, and
+            # never taking the parent's place as the session's current turn
+            state.bypass = "side-agent"
+            with self.lock:
+                self.turns[(session_id, state.turn_id)] = state
+            return None
         with self.lock:
             previous = self.current.get(session_id)
             # keep only this session's previous turn (it may still need closing) and this one
-            for key in [k for k in self.turns if k[0] == session_id and self.turns[k] is not previous]:
+            for key in [k for k in self.turns if k[0] == session_id and self.turns[k] is not previous
+                        and self.turns[k].bypass != "side-agent"]:
                 del self.turns[key]
             self.turns[(session_id, state.turn_id)] = state
             self.current[session_id] = state
-            if not _is_side_agent(agent, platform):
-                self.last_session = session_id
+            self.last_session = session_id
         try:
             state.bypass = self._bypass_reason(agent, session_id, platform)
             if state.bypass:
@@ -260,6 +267,10 @@ class Plugin:
     def on_session_end(self, session_id: str = "", turn_id: str = "", completed: bool = False,
                        interrupted: bool = False, **_: Any) -> None:
         state = self.state_for(session_id, str(turn_id))
+        if state is not None and state.bypass == "side-agent":
+            with self.lock:
+                self.turns.pop((session_id, str(turn_id)), None)
+            return None
         if state is None or state.bypass or state.finished:
             return None
         if state.turn is not None:

@@ -62,7 +62,12 @@ class EndlessEngine(ContextEngine):
             if frame.f_code.co_name != "build_turn_context":
                 return False
             messages = frame.f_locals.get("messages")
-            return isinstance(messages, list) and len(messages) > self.transcript_limit
+            if not isinstance(messages, list) or len(messages) <= self.transcript_limit:
+                return False
+            agent = frame.f_locals.get("agent")
+            from endless.hermes.plugin import PLUGIN
+            # a chat switched off with /endless off runs on this transcript: never cut it
+            return getattr(agent, "session_id", None) not in PLUGIN.off_sessions
         finally:
             del frame
 

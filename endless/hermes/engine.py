@@ -23,9 +23,9 @@ from typing import Any, Dict, List, Optional
 from agent.context_engine import ContextEngine
 
 from endless.hermes.install import ENGINE_NAME
+from endless.hermes.reconcile import TRANSCRIPT_NOTE
 
-NOTE = ("(Earlier messages of this chat are kept word for word in Endless's memory. "
-        "Every request shows them through the memory's view instead of this transcript.)")
+NOTE = TRANSCRIPT_NOTE
 ACK = "Understood."
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from endless import tools as lookback
 from endless import turn as turn_protocol
-from endless.hermes import wire
+from endless.hermes import reconcile, wire
 from endless.hermes.runtime import log, runtime
 from endless.keys import Key, gateway_key, workspace_key
 from endless.memory import Memory
@@ -78,6 +78,7 @@ class Plugin:
     turns: dict[tuple[str, str], TurnState] = field(default_factory=dict)
     current: dict[str, TurnState] = field(default_factory=dict)  # session -> its latest turn
     off_sessions: set[str] = field(default_factory=set)
+    off_texts: dict[str, set[str]] = field(default_factory=dict)  # messages sent while off: never reconciled
     noted: set[tuple[str, str]] = field(default_factory=set)
     last_session: str | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -96,7 +97,7 @@ class Plugin:
     # -- pre_llm_call --------------------------------------------------------------
 
     def pre_llm_call(self, session_id: str = "", turn_id: str = "", user_message: Any = "",
-                     platform: str = "", **_: Any) -> None:
+                     platform: str = "", conversation_history: list | None = None, **_: Any) -> None:
         agent = find_agent()
         text = user_message if isinstance(user_message, str) else wire.content_text(user_message)
         state = TurnState(session_id, str(turn_id), text)
@@ -119,6 +120,8 @@ class Plugin:
         try:
             state.bypass = self._bypass_reason(agent, session_id, platform)
             if state.bypass:
+                if state.bypass == "off":
+                    self.off_texts.setdefault(session_id, set()).add(text.strip())
                 return None
             if previous is not None and not previous.finished and previous.turn is not None:
                 self._close(previous, "interrupted",
@@ -135,6 +138,12 @@ class Plugin:
             state.memory = rt.memory(key, state.window)
             state.title = _title(agent, session_id)
             state.route = _route(agent, rt)
+            if conversation_history:
+                found = rt.loop.call(reconcile.reconcile, state.memory, session_id, state.title,
+                                     list(conversation_history), text, self.off_texts.get(session_id, ()))
+                if found:
+                    log(f"session {session_id}: {found} message(s) Hermes kept but Endless never saw are now "
+                        "in the memory as interrupted turns")
             self._settle(state, agent)
         except Exception as exc:  # never break Hermes's turn, never send the full history: say why
             state.failure = f"{type(exc).__name__}: {exc}"

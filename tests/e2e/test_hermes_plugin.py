@@ -299,6 +299,14 @@ def test_when_the_memory_fails_the_turn_goes_out_without_the_history(env: Env) -
     assert [role for role, _ in segments(request)] == ["tools", "system", "user"]
     assert "condor-151" not in request  # never the full history
     assert "Endless could not load this chat's memory" in person_part(request)
+    # once the memory is back, the message Hermes kept but Endless never saw is reconciled, once
+    env.chat("Memory is back, emu-171. [[tools:0]] [[reply:100]]", resume=first.session)
+    env.chat("And again, emu-181. [[tools:0]] [[reply:100]]", resume=first.session)
+    with env.memory() as memory:
+        assert statuses(memory) == ["completed", "interrupted", "completed", "completed"], statuses(memory)
+        assert [m.kind for m in memory.turn_messages(1)] == ["user", "status"]
+        assert memory.turn_messages(1)[0].text == "Next question, rhea-161. [[tools:0]] [[reply:100]]"
+        assert count_in_memory(memory, "rhea-161") == 1
 
 
 def test_anthropic_messages_chat_shape_marks_and_cache(tmp_path: Path) -> None:

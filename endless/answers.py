@@ -8,6 +8,10 @@ turns while they answer.
 
 A function that cannot answer raises :class:`AnswerError` with one of the
 DESIGN §6 codes and a message saying what went wrong and what to do.
+
+The functions read the memory as it is: a caller that keeps a memory open
+catches it up first (``memory.refresh()``, or the RPC reader's cheaper check);
+a freshly opened memory is already caught up.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ class AnswerError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+    def __reduce__(self):  # crosses from a search worker process intact
+        return AnswerError, (self.code, self.message)
 
 
 # -- arguments -------------------------------------------------------------------------
@@ -133,7 +140,6 @@ def memory_summary(memory: Memory, usage: Any = None) -> dict:
     """One entry of ``endless.memories``; ``usage``: the memory's ``UsageLog`` if one is kept open."""
     from writer.usage import UsageLog
 
-    memory.refresh()
     first = memory.message(0) if memory.total else None
     last = memory.message(memory.total - 1) if memory.total else None
     if usage is None:
@@ -201,7 +207,6 @@ def line_value(memory: Memory, part: views.Part, times: TimeCache | None = None)
 
 def view(memory: Memory, times: TimeCache | None = None) -> dict:
     """``endless.view``: the chat view's lines, oldest first."""
-    memory.refresh()
     times = times or TimeCache()
     return {"lines": [line_value(memory, part, times) for part in memory.chat.parts]}
 
@@ -211,7 +216,6 @@ def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
     ident = int_arg("id", args.get("id"), 0)
     n = int_arg("n", args.get("n"), 1)
     page = int_arg("page", args.get("page", 1) if args.get("page") is not None else 1, 1)
-    memory.refresh()
     part = views.parse_name(ident, n, memory.total)
     if part is None:
         raise AnswerError(NO_LINE, f"no line {ident}+{n} in memory {memory.memory_id} "
@@ -243,7 +247,6 @@ def date(memory: Memory, args: dict) -> dict:
     from endless.tools import local_time
 
     ident = int_arg("id", args.get("id"), 0)
-    memory.refresh()
     if ident >= memory.total:
         raise AnswerError(NO_LINE, f"no message {ident}: memory {memory.memory_id} holds "
                                    f"messages 0 to {memory.total - 1}")
@@ -264,7 +267,6 @@ class LogSnapshot:
 
 
 def snapshot(memory: Memory) -> LogSnapshot:
-    memory.refresh()
     log = memory.log
     return LogSnapshot(log.path, log.end, log.total, len(log.offsets))
 

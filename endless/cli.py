@@ -10,6 +10,11 @@ import orjson
 from endless import __version__
 from endless.settings import SettingsError, describe, load_settings
 from endless.hermes.install import add_hermes_parser
+from endless.demo import add_demo_parser
+from endless.chat import add_chat_parser
+from endless.doctor import add_doctor_parser
+from endless.importer import add_import_parser
+from endless.mcp_server import add_mcp_parser
 from endless.read_cli import add_read_parsers
 from endless.rpc.serve import add_serve_parser
 from endless.sim.server import add_sim_parser
@@ -89,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(run=_config)
     add_sim_parser(sub)
     add_hermes_parser(sub)
+    add_demo_parser(sub)
+    add_mcp_parser(sub)
+    add_doctor_parser(sub)
+    add_import_parser(sub)
+    add_chat_parser(sub)
     add_read_parsers(sub)
     add_serve_parser(sub)
     writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today")

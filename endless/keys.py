@@ -42,7 +42,7 @@ def memory_id(agent: str, project: str) -> str:
 
 def check_memory_id(value: object) -> str:
     """Accept only 16 lowercase hex digits, never a path."""
-    if not isinstance(value, str) or not MEMORY_ID.match(value):
+    if not isinstance(value, str) or not MEMORY_ID.fullmatch(value):
         raise KeyError_(f"{value!r} is not a memory id (16 hex digits, lowercase)")
     return value
 

@@ -31,7 +31,7 @@ from endless.view import Part, Sawtooth, ViewError, ViewState
 FORMAT = 1
 TEXT_CACHE = 8192  # node texts kept in memory: every view line and then some
 SIZE_CACHE = 65536  # rendered sizes of written lines
-STATUSES = ("completed", "stopped", "interrupted")
+STATUSES = ("completed", "stopped", "interrupted", "continued")  # continued: a long turn's earlier part
 INTERRUPTED_NOTE = "This turn was interrupted before it finished (the process ended); what is above is all that happened."
 STOPPED_NOTE = "The person stopped this turn before it finished; what is above is all that happened."
 
@@ -258,7 +258,8 @@ class Memory:
     def commit_turns(self, turns: list[tuple], sync: bool = True) -> list[TurnInfo]:
         """Commit several turns in one write (imports and fixtures: one fsync per batch).
 
-        Each item is ``(session, title, messages, status, status_text, tid)``.
+        Each item is ``(session, title, messages, status, status_text, tid)``, optionally
+        followed by the turn's time (an import keeps the original one; default: now).
         """
         self._writable()
         import secrets
@@ -270,21 +271,23 @@ class Memory:
             turn_no = self.turns
             at_now = self.clock()
             in_hand: dict[int, Message] = {}
-            for session, title, messages, status, status_text, tid in turns:
+            for item in turns:
+                session, title, messages, status, status_text, tid = item[:6]
+                at_turn = item[6] if len(item) > 6 and item[6] is not None else at_now
                 if status not in STATUSES:
                     raise MemoryError_(f"turn status must be one of {', '.join(STATUSES)}, not {status!r}")
                 messages = list(messages)
                 for m in messages:
                     check_kind(m.kind, self.granularity)
-                if status != "completed":
+                if status not in ("completed", "continued"):
                     note = status_text or (STOPPED_NOTE if status == "stopped" else INTERRUPTED_NOTE)
-                    messages.append(Message("status", note, at_now))
+                    messages.append(Message("status", note, at_turn))
                 if not messages:
                     continue
                 tid = tid or secrets.token_hex(8)
                 lines.append(self.log.encode(tid=tid, session=session, title=title, status=status,
-                                             at=at_now, messages=messages, turn=turn_no, first=first))
-                infos.append(TurnInfo(turn_no, first, len(messages), session, title, status, at_now, tid))
+                                             at=at_turn, messages=messages, turn=turn_no, first=first))
+                infos.append(TurnInfo(turn_no, first, len(messages), session, title, status, at_turn, tid))
                 for k, m in enumerate(messages):
                     in_hand[first + k] = m
                 first += len(messages)
@@ -644,14 +647,14 @@ class Memory:
 
     def recent_block(self, start: int) -> str:
         """Messages ``[start, T)`` as ``id+0|tag: text`` lines, oldest first."""
-        out = []
-        for message_id in range(start, self.total):
-            stored = self.message(message_id)
-            if stored is None:
-                out.append(f"{message_id}+0|note: (this message is damaged in the log)")
-                continue
-            out.append(f"{message_id}+0|{stored.source_text(self.settings, self.agent_name)}")
-        return "\n".join(out)
+        return "\n".join(self.recent_line(m) for m in range(start, self.total))
+
+    def recent_line(self, message_id: int) -> str:
+        """Message ``message_id`` as the recent block shows it: ``id+0|tag: text``."""
+        stored = self.message(message_id)
+        if stored is None:
+            return f"{message_id}+0|note: (this message is damaged in the log)"
+        return f"{message_id}+0|{stored.source_text(self.settings, self.agent_name)}"
 
     # -- the writer's side -----------------------------------------------------------
 

@@ -105,11 +105,23 @@ def anthropic_mark_positions(request: Request) -> list[tuple[int, int]]:
     return sorted(set(marks))[:ANTHROPIC_MAX_MARKS]
 
 
+OPENAI_READ_BREAKPOINTS = 80  # OpenAI reads at the latest 80 breakpoints of a request
+
+
 def openai_breakpoint_positions(request: Request) -> list[tuple[int, int]]:
-    """The end of the system prompt and of the view's last whole block."""
+    """The end of the system prompt and of every whole view block (the latest 79).
+
+    OpenAI reads only at breakpoints of the current request, never at an
+    unmarked prefix.  Marking just the view's last whole block would lose the
+    whole view each time a new block fills up: the previous request wrote its
+    entry at the block before, which the new request would no longer mark.
+    Marking every block keeps each earlier entry readable; writes go to the
+    latest few marks only, so old blocks cost nothing more.
+    """
     marks = [(-1, 0)]
     if request.view_message is not None and request.view_blocks > 0:
-        marks.append((request.view_message, request.view_blocks - 1))
+        first = max(0, request.view_blocks - (OPENAI_READ_BREAKPOINTS - 1))
+        marks.extend((request.view_message, k) for k in range(first, request.view_blocks))
     return marks
 
 
@@ -168,8 +180,10 @@ def to_anthropic(request: Request, model: str, style: str = "anthropic", ttl: st
     for index, m in enumerate(request.messages):
         if m.role == "tool":
             result = {"type": "tool_result", "tool_use_id": m.tool_call_id or "",
-                      "content": [text_block(t, (index, k) in marks) for k, t in enumerate(m.blocks) if t]
+                      "content": [text_block(t, False) for t in m.blocks if t]
                       or [{"type": "text", "text": "(empty)"}]}
+            if any((index, k) in marks for k in range(max(1, len(m.blocks)))):
+                result["cache_control"] = dict(control)  # on the result itself: a nested mark is not read
             if messages and messages[-1]["role"] == "user" and _is_results(messages[-1]):
                 messages[-1]["content"].append(result)
             else:

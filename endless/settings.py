@@ -53,6 +53,7 @@ class Settings:
     turn_wait_seconds: float = 180.0
     recent_block_bytes: int = 16_384
     long_turn_fraction: float = 0.25
+    default_window_tokens: int = 200_000  # when the harness does not say its model's window
     # Messages (DESIGN §2.2).
     granularity: str = "turn"
     result_cap_chars: int = 15_000
@@ -78,8 +79,9 @@ class Settings:
     # The host RPC and History page (DESIGN §6).
     rpc_body_bytes: int = 65_536  # largest request body accepted
     rpc_request_seconds: float = 10.0  # a request still running after this is answered endless/timeout
-    rpc_search_threads: int = 2  # searches and history pages run on their own threads
-    rpc_search_queue: int = 64  # searches and history pages waiting beyond this are answered endless/busy
+    rpc_search_workers: int = 2  # worker processes for searches and history pages
+    rpc_search_nice: int = 10  # the workers' niceness: view and zoom go first on a busy machine
+    rpc_search_queue: int = 256  # searches and history pages waiting beyond this are answered endless/busy
     history_limit: int = 50  # turns a history page holds when the caller names no limit
     history_limit_max: int = 200
     history_page_bytes: int = 2_000_000  # a history page stops before this many bytes of JSON
@@ -220,7 +222,7 @@ def _check(s: Settings) -> None:
                  "writer_view_ceiling", "writer_calls", "unwritten_ahead", "tries_per_line",
                  "content_rounds", "lines_per_call", "recent_block_bytes", "zoom_page_chars",
                  "search_hits_tool", "search_hits_rpc", "result_cap_chars", "trace_cap_chars",
-                 "message_split_chars", "rpc_body_bytes", "rpc_search_threads", "rpc_search_queue",
+                 "message_split_chars", "rpc_body_bytes", "rpc_search_workers", "rpc_search_queue",
                  "history_limit", "history_limit_max", "history_page_bytes"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be positive")
@@ -236,7 +238,8 @@ def _check(s: Settings) -> None:
             problems.append(f"{f.name} must be a finite number, not {value!r}")
         elif f.name.endswith("_seconds") and value < 0:
             problems.append(f"{f.name} must not be negative")
-    for name in ("regex_seconds", "line_accept_ratio", "line_retry_ratio", "smallest_window_tokens"):
+    for name in ("regex_seconds", "line_accept_ratio", "line_retry_ratio", "smallest_window_tokens",
+                 "default_window_tokens"):
         if not getattr(s, name) > 0:
             problems.append(f"{name} must be positive")
     if s.hermes_transcript_messages < 8:

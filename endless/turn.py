@@ -24,6 +24,7 @@ from endless.memory import Memory, TurnInProgress
 from endless.messages import TraceBuilder
 from endless.request import Msg, Request, ToolCallOut, view_message_blocks
 
+CONTINUED = "continued"  # the status of a long turn's parts before its last
 REFUSAL = ("I can't answer yet: my memory is still catching up on the last messages. "
            "Please send your message again in a minute; I have kept it and will read it then.")
 
@@ -51,6 +52,12 @@ def recent_bytes(memory: Memory, start: int | None = None) -> int:
     start = recent_start(memory) if start is None else start
     block = memory.recent_block(start)
     return len(block.encode("utf-8")) + (1 if block else 0)
+
+
+def refresh_bytes(memory: Memory) -> int:
+    """A quarter of the window, in bytes: a token is at least a byte, so this errs early."""
+    window = memory.window_tokens or memory.settings.default_window_tokens
+    return int(window * memory.settings.long_turn_fraction)
 
 
 def fits(memory: Memory) -> bool:
@@ -100,8 +107,11 @@ class Turn:
     head: Request | None = None
     refused: bool = False
     delivered_pending: list[str] = field(default_factory=list)
+    state: str = ""
+    refreshes: int = 0
     _journal: TurnInProgress | None = None
     _trace: TraceBuilder | None = None
+    _step_bytes: int = 0
 
     async def begin(self, message: str, state: str = "", route: dict | None = None,
                     timeout: float | None = None) -> Request | None:
@@ -122,6 +132,7 @@ class Turn:
         self._journal = memory.journal(self.session, self.title)
         self._journal.add("user", new)
         self._trace = TraceBuilder(memory.settings)
+        self.state = state
         self.head = build_request(memory, self.system, self.tools, self.context, state, new)
         return self.head
 
@@ -146,7 +157,38 @@ class Turn:
             self._trace.add("did", f"{call.name} {call.arguments}", words)
             self._trace.add("result", result, "" if words else None)
             head.messages.append(Msg("tool", [result], tool_call_id=call.id))
+            self._step_bytes += len(call.arguments.encode()) + len(result.encode())
+        self._step_bytes += len(said.encode())
+        if self._step_bytes > refresh_bytes(self.memory):
+            return self.refresh()
         return head
+
+    def refresh(self) -> Request:
+        """Rebuild the head so a long turn never outgrows the window (one cache miss).
+
+        The turn so far is committed as a part with status ``continued``: its
+        messages get real ids (the agent can ``zoom`` them, the writer starts on
+        them, a crash later loses none of it) and the new head shows them in the
+        recent block, whatever its size: the turn is already running, so it
+        does not wait.  The rest of the turn goes to a fresh journal and is
+        committed by ``finish`` as the turn's last part.
+        """
+        assert self._journal is not None and self._trace is not None
+        memory = self.memory
+        if not self._trace.empty:
+            self._journal.add("trace", self._trace.text(), writer_text=self._trace.writer_text())
+        self._journal.commit(CONTINUED)
+        drop_pending(memory, self.session)
+        self.refreshes += 1
+        self._journal = memory.journal(self.session, self.title)
+        self._trace = TraceBuilder(memory.settings)
+        self._step_bytes = 0
+        durable.log("turn", f"a turn of {self.session!r} passed a quarter of the window; "
+                            f"its steps so far are committed and the head rebuilt ({self.refreshes})")
+        self.head = build_request(memory, self.system, self.tools, self.context, self.state,
+                                  prompts.text("turn/continued.txt").strip(),
+                                  recent_limit=refresh_bytes(memory))
+        return self.head
 
     def finish(self, reply: str, status: str = "completed", status_text: str | None = None):
         """Journal the trace and the reply, commit the turn, and drop delivered pending messages."""
@@ -160,12 +202,36 @@ class Turn:
         return info
 
 
+def bounded_recent_block(memory: Memory, start: int, limit: int) -> str:
+    """``[start, T)`` when it fits ``limit`` bytes; else its newest messages and a note naming the rest.
+
+    Only a long turn's refresh needs this, when the writer lags behind the
+    turn's own steps: the left-out messages are in the memory, and ``zoom``
+    reads them by id.
+    """
+    block = memory.recent_block(start)
+    if len(block.encode("utf-8")) <= limit:
+        return block
+    kept: list[str] = []
+    size = 256  # room for the note
+    first = memory.total
+    for message_id in range(memory.total - 1, start - 1, -1):
+        line = memory.recent_line(message_id)
+        size += len(line.encode("utf-8")) + 1
+        if size > limit:
+            break
+        kept.insert(0, line)
+        first = message_id
+    note = prompts.text("turn/left_out.txt").strip().format(first=start, last=first - 1)
+    return "\n".join([f"{start}+0|note: {note}", *kept])
+
+
 def build_request(memory: Memory, system: str, tools: list[dict], context: list[str], state: str,
-                  new: str) -> Request:
+                  new: str, recent_limit: int | None = None) -> Request:
     """The head of DESIGN §4, in neutral form."""
     lines, p = memory.written_prefix()
     rendered = [line.render() for line in lines]
-    recent = memory.recent_block(p)
+    recent = memory.recent_block(p) if recent_limit is None else bounded_recent_block(memory, p, recent_limit)
     tail = []
     if recent:
         tail.append(recent + "\n")

@@ -25,7 +25,7 @@ TITLES = ["Planning the trip", "Fix the build", "Garden notes"]
 def small_settings(**values) -> Settings:
     """Small views, so a few dozen turns give merged lines; ``values`` override."""
     base = dict(view_ceiling=6000, view_floor=3000, writer_view_ceiling=2400, writer_view_floor=1200,
-                view_shrink_slack=1500, zoom_page_chars=1000)
+                view_shrink_slack=1500, zoom_page_chars=1000, rpc_search_workers=1)
     base.update(values)
     return Settings(**base)
 

@@ -201,3 +201,12 @@ def test_bind_refuses_after_a_crash_left_the_turn_in_a_memory(two_keys, tmp_path
     with pytest.raises(sessions.AlreadyBound):
         sessions.bind(root, "doomed", b)
     assert sessions.bind(root, "doomed", a).has_turns
+
+
+def test_a_memory_id_is_exactly_sixteen_hex_digits() -> None:
+    from endless.keys import KeyError_, check_memory_id
+
+    assert check_memory_id("0123456789abcdef") == "0123456789abcdef"
+    for bad in ("0123456789abcdef\n", "0123456789ABCDEF", "../0123456789abc", "0123456789abcde", 16):
+        with pytest.raises(KeyError_):
+            check_memory_id(bad)

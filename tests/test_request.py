@@ -66,7 +66,7 @@ def test_openai_forms():
     assert marked["prompt_cache_key"] == "0123456789abcdef"
     parts = marked["messages"][1]["content"]
     flagged = [p["text"] for p in parts if "prompt_cache_breakpoint" in p]
-    assert flagged == ["4+1|x\n5+1|x\n6+1|x\n7+1|x\n"]
+    assert flagged == ["<chat>\n0+1|x\n1+1|x\n2+1|x\n3+1|x\n", "4+1|x\n5+1|x\n6+1|x\n7+1|x\n"]
     assert "prompt_cache_breakpoint" in marked["messages"][0]["content"][0]
 
 
@@ -86,3 +86,15 @@ def test_tool_calls_and_results_in_both_forms():
     results = anthropic["messages"][2]["content"]
     assert [r["tool_use_id"] for r in results] == ["c1", "c2"]
     assert anthropic["tool_choice"] == {"type": "none"}
+    marked = to_anthropic(request, "m")
+    last = marked["messages"][2]["content"][-1]
+    assert last["cache_control"] == {"type": "ephemeral"}, "a tool step's request is marked at its end"
+    assert all("cache_control" not in block for block in last["content"]), "on the result, not inside it"
+
+
+def test_openai_breakpoints_mark_every_whole_view_block_up_to_the_read_limit():
+    from endless.request import OPENAI_READ_BREAKPOINTS, openai_breakpoint_positions
+    request = _request([f"{i}+1|x" for i in range(4 * 100 + 2)])
+    marks = openai_breakpoint_positions(request)
+    assert len(marks) == OPENAI_READ_BREAKPOINTS and marks[0] == (-1, 0)
+    assert marks[1:] == [(0, k) for k in range(100 - 79, 100)]

@@ -518,14 +518,14 @@ def test_search_module_stops_with_fake_clock(mem):
 
 
 def test_pattern_search_real_time_limit(tmp_path):
-    memory = open_memory(tmp_path / "m", Settings(regex_seconds=0.2))
-    for _ in range(8):                                  # eight catastrophic messages
+    memory = open_memory(tmp_path / "m", Settings(regex_seconds=0.5))
+    for _ in range(10):                                 # ten catastrophic messages
         add(memory, CATASTROPHIC)
     started = time.monotonic()
     answer = tools.call(memory, "recall_search", {"query": "/(a+)+$/"})
     elapsed = time.monotonic() - started
-    assert elapsed < 1.0, elapsed                       # one shared deadline, not 0.2 s per message
-    assert "stopped after 0.2 s" in answer
+    assert elapsed < 2.5, elapsed                       # one shared deadline, not 0.5 s per message (5 s)
+    assert "stopped after 0.5 s" in answer
     memory.close()
 
 

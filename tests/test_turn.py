@@ -119,3 +119,53 @@ def test_steps_keep_the_head_and_the_writer_reads_lookbacks_in_words(tmp_path):
     trace = messages[1]
     assert 'did: zoom {"id": 0, "n": 1}' in trace.text and "result: 0+0|you: port is 5433" in trace.text
     assert "looked back at message 0" in trace.writer_text and "result:" not in trace.writer_text
+
+
+def test_a_long_turn_refreshes_its_head_and_never_outgrows_the_window(tmp_path):
+    import random
+
+    from endless.sim.tokens import load_o200k_base
+    from endless.tools import call
+    from endless.turn import CONTINUED, refresh_bytes
+
+    encoding = load_o200k_base()
+    clock = SimClock()
+    window = 32_768
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=Settings(), root=tmp_path,
+                         clock=clock.wall, window_tokens=window)
+    for t in range(40):
+        memory.commit_turn("s1", "Chat", [Message("user", f"q{t} " + "x" * 300, 1.0),
+                                          Message("reply", f"a{t} " + "y" * 900, 1.0)], sync=False)
+    _write_all(memory)
+    turn = _turn(memory)
+    request = run(turn.begin("build the whole project"), clock)
+    first_head = request.messages[:len(request.messages)]
+    rng = random.Random(7)
+    largest = 0
+    for step in range(50):
+        result = f"step {step} output: " + " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "7781"])
+                                                     for _ in range(600))
+        calls = [ToolCallOut(f"c{step}", "terminal", orjson_dumps({"cmd": f"make part{step}"}))]
+        request = turn.add_step(f"running part {step}", calls, {f"c{step}": result})
+        tokens = len(encoding.encode(request.rendered()))
+        largest = max(largest, tokens)
+        assert tokens < window, f"step {step}: {tokens} tokens do not fit a {window}-token window"
+    assert turn.refreshes >= 3, "50 steps of ~3 KB each pass a quarter of a 32k window several times"
+    assert refresh_bytes(memory) == window // 4
+    assert request.messages[:1] == first_head[:1], "context messages stay in front after a refresh"
+    info = turn.finish("all parts built")
+    parts = [memory.turn(n) for n in range(memory.turns - turn.refreshes - 1, memory.turns)]
+    assert [p.status for p in parts] == [CONTINUED] * turn.refreshes + ["completed"]
+    first_part = memory.turn_messages(parts[0].turn)
+    assert first_part[0].text == "build the whole project" and first_part[0].kind == "user"
+    assert info.turn == parts[-1].turn
+    # The refreshed head shows the committed steps in the recent block, and the agent can zoom them.
+    trace_id = first_part[-1].id
+    assert "did: terminal" in call(memory, "zoom", orjson_dumps({"id": trace_id, "n": 1}))
+    assert largest > window // 8, "the steps really grew before each refresh"
+
+
+def orjson_dumps(value) -> str:
+    import orjson
+
+    return orjson.dumps(value).decode()

@@ -329,6 +329,26 @@ def test_no_route_means_the_offline_writer(tmp_path, capfd):
 
 
 
+def test_the_writer_route_setting_writes_for_chats_without_a_route(tmp_path, capfd):
+    clock = SimClock()
+    sim = simulator(ScriptedWriter(seed=19, mix=FIT))
+    memory = open_memory(tmp_path, clock.wall, writer_route=orjson.dumps(DEEPSEEK.to_json()).decode())
+    fill(memory, 3, route=None)
+    stats = run(_pool(memory, sim).run(until_idle=True), clock)
+    assert _all_written(memory) and stats.calls > 0 and stats.offline_lines == 0
+    assert {r["model"] for r in sim.records} == {"deepseek-v4-pro"}
+
+
+def test_an_unusable_writer_route_setting_is_named_and_ignored(tmp_path, capfd):
+    clock = SimClock()
+    sim = simulator(ScriptedWriter(seed=20))
+    memory = open_memory(tmp_path, clock.wall, writer_route='{"provider": "openai"}')
+    fill(memory, 2, route=None)
+    stats = run(_pool(memory, sim).run(until_idle=True), clock)
+    assert _all_written(memory) and stats.calls == 0 and stats.offline_lines > 0
+    assert "writer_route setting is unusable" in capfd.readouterr().err
+
+
 def test_every_task_the_pool_sends_is_a_writer_task(tmp_path):
     from writer.checks import is_writer_task
     from writer.task import describe, task_text

@@ -26,7 +26,7 @@ from endless.memory import Job, Memory
 from endless.request import Msg, Request
 from endless.settings import Settings
 from writer import checks, offline
-from writer.providers import Completion, ProviderError, Route
+from writer.providers import Completion, ProviderError, Route, RouteError
 from writer.task import JobText, build_request, describe, feedback, split_reply
 from writer.usage import UsageLog
 
@@ -88,7 +88,7 @@ class WriterPool:
         self.memory = memory
         self.settings = settings or memory.settings
         self.providers = providers
-        self.override = route
+        self.override = route if route is not None else configured_route(self.settings)
         self.usage = usage or UsageLog(memory.folder)
         self.wall = wall or memory.clock
         self.stats = PoolStats()
@@ -441,6 +441,19 @@ def lift_pause(memory: Memory, wall: float | None = None) -> None:
     state = read_pause(memory)
     state["lifted"] = _day(wall if wall is not None else time.time())
     durable.write_json(memory.folder / "writer-pause.json", state)
+
+
+def configured_route(settings: Settings) -> Route | None:
+    """The ``writer_route`` setting (a JSON route), or None: then each chat's own route writes."""
+    text = settings.writer_route.strip()
+    if not text:
+        return None
+    try:
+        return Route.from_json(text)
+    except (RouteError, ValueError) as exc:
+        log(f"the writer_route setting is unusable ({exc}); each chat's own route writes instead. "
+            "Check it with `endless config`.")
+        return None
 
 
 async def run_pool(memory: Memory, providers: ProviderFactory, **kwargs) -> PoolStats:

@@ -33,7 +33,9 @@ def last_known_text(memory: Memory, session: str) -> str | None:
     for n in range(memory.turns - 1, max(-1, memory.turns - 1 - LOOKBACK_TURNS), -1):
         info = memory.turn(n)
         if info is not None and info.session == session:
-            return "".join(m.text for m in memory.turn_messages(n) if m.kind == "user")
+            text = "".join(m.text for m in memory.turn_messages(n) if m.kind == "user")
+            if text:  # the later parts of a long turn hold no message of the person
+                return text
     return None
 
 

@@ -87,10 +87,8 @@ class Runtime:
 
     def _start_pool(self, entry: Open) -> asyncio.Task:
         from writer.pool import WriterPool
-        from writer.providers import Route
 
-        override = Route.from_json(self.settings.writer_route) if self.settings.writer_route else None
-        pool = WriterPool(entry.memory, self._provider, route=override)
+        pool = WriterPool(entry.memory, self._provider)  # the writer_route setting, else each chat's own
         task = asyncio.ensure_future(pool.run(entry.stop))
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log(
             f"the writer pool of {entry.memory.memory_id} stopped: {t.exception()!r}"))

@@ -24,18 +24,23 @@ end in ``endless/timeout`` (it ran past ``rpc_request_seconds``),
 ``endless/internal`` (a bug; the message never carries a stack trace, which
 goes to stderr).
 
-View, zoom, memories and bind run on a small thread pool of their own;
-history pages and searches on another, bounded one, so a slow search cannot
-hold up a view.
+View and zoom run on the event loop itself (a catch-up, then cached text or
+one record); memories and bind on a small thread pool; history pages and
+searches in worker processes with a bounded queue, so a slow search can
+neither hold the interpreter lock nor stand in line before a view.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import multiprocessing
+import re
 import secrets
 import threading
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -43,7 +48,8 @@ from typing import Any
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import Request, cookie_parser
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
@@ -133,17 +139,37 @@ class EndlessApp:
         self.current = current
         self.readers = Readers(settings, self.root)
         self.quick = ThreadPoolExecutor(4, thread_name_prefix="endless-rpc")
-        self.slow = ThreadPoolExecutor(settings.rpc_search_threads, thread_name_prefix="endless-rpc-slow")
+        self._slow: ProcessPoolExecutor | None = None
         self._slow_waiting = 0
         self._slow_lock = threading.Lock()
         self.keys = PageKeys()
+
+    @property
+    def slow(self) -> ProcessPoolExecutor:
+        """The worker processes for searches and history pages, started on first use."""
+        with self._slow_lock:
+            if self._slow is None:
+                from endless.rpc import workers
+                self._slow = ProcessPoolExecutor(
+                    self.settings.rpc_search_workers, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=workers.start, initargs=(self.settings, str(self.root)))
+            return self._slow
+
+    def warm_up(self) -> None:
+        """Start the worker processes now, so the first search does not wait for them."""
+        from endless.rpc import workers
+        for _ in range(self.settings.rpc_search_workers):
+            self.slow.submit(workers.ready)
 
     def cookie_name(self, port: int) -> str:
         return f"endless_page_{port}"
 
     def close(self) -> None:
         self.quick.shutdown(wait=False, cancel_futures=True)
-        self.slow.shutdown(wait=False, cancel_futures=True)
+        with self._slow_lock:
+            slow, self._slow = self._slow, None
+        if slow is not None:
+            slow.shutdown(wait=True, cancel_futures=True)
         self.readers.close()
 
     # -- running a method ------------------------------------------------------------
@@ -167,6 +193,11 @@ class EndlessApp:
 
     async def run(self, method: str, args: dict) -> Any:
         loop = asyncio.get_running_loop()
+        if method in ("view", "zoom") and self.readers.is_open(args.get("memoryId")):
+            # Short work on an open memory (a catch-up, then cached text or one record): answered
+            # on the event loop itself, so a queue of slower requests never stands before them.
+            # A memory's first use (opening it) goes to the thread pool instead.
+            return self.call(method, args)
         if method not in ("history", "search"):
             return await loop.run_in_executor(self.quick, self.call, method, args)
         with self._slow_lock:
@@ -174,72 +205,82 @@ class EndlessApp:
                 raise AnswerError(BUSY, f"{self._slow_waiting} searches and history pages are "
                                         "waiting already; try again in a moment")
             self._slow_waiting += 1
-        return await loop.run_in_executor(self.slow, self._slow_call, method, args)
-
-    def _slow_call(self, method: str, args: dict) -> Any:
-        # Counted until the work ends, even when its caller gave up waiting (a time limit).
+        from endless.rpc import workers
         try:
-            return self.call(method, args)
-        finally:
+            future = self.slow.submit(workers.run, method, args)
+        except BaseException:
+            self._done_slow(None)
+            raise
+        # Counted until the work ends, even when its caller gave up waiting (a time limit).
+        future.add_done_callback(self._done_slow)
+        try:
+            return await asyncio.wrap_future(future)
+        except BrokenProcessPool:
             with self._slow_lock:
-                self._slow_waiting -= 1
+                if self._slow is not None:
+                    self._slow.shutdown(wait=False, cancel_futures=True)
+                    self._slow = None  # a worker died: the next search starts new ones
+            raise
+
+    def _done_slow(self, _future: Any) -> None:
+        with self._slow_lock:
+            self._slow_waiting -= 1
 
 
 # -- envelopes ---------------------------------------------------------------------------
 
 
-def _envelope(rpc_id: Any, result: bytes) -> bytes:
-    return b'{"type":"server-response","rpcId":' + orjson.dumps(rpc_id) + b',"result":' + result + b"}"
-
-
-def ok_body(rpc_id: Any, value: Any) -> bytes:
+def ok_parts(rpc_id: Any, value: Any) -> list[bytes]:
+    """The success envelope in pieces: a value serialized once and kept (the view) is never copied."""
     raw = value if isinstance(value, bytes) else orjson.dumps(value)
-    return _envelope(rpc_id, b'{"ok":true,"value":' + raw + b"}")
+    return [b'{"type":"server-response","rpcId":' + orjson.dumps(rpc_id) + b',"result":{"ok":true,"value":',
+            raw, b"}}"]
 
 
 def error_body(rpc_id: Any, code: str, message: str) -> bytes:
-    return _envelope(rpc_id, orjson.dumps({"ok": False, "error": {"code": code, "message": message}}))
-
-
-def _json(body: bytes, status: int = 200) -> Response:
-    return Response(body, status_code=status, media_type=_JSON, headers=_SECURITY_HEADERS)
+    return orjson.dumps({"type": "server-response", "rpcId": rpc_id,
+                         "result": {"ok": False, "error": {"code": code, "message": message}}})
 
 
 # -- the checks -----------------------------------------------------------------------------
 
 
-def _port(request: Request) -> int:
-    server = request.scope.get("server")
+def _port(scope: dict) -> int:
+    server = scope.get("server")
     return int(server[1]) if server and server[1] is not None else 0
 
 
-def check_caller(request: Request) -> str:
+def check_caller(scope: dict, host: str) -> str:
     """Loopback peer and a loopback ``Host`` naming our port; returns the page's own origin."""
-    client = request.client
-    if client is None or client.host not in LOOPBACK:
+    client = scope.get("client")
+    if not client or client[0] not in LOOPBACK:
         raise Refused(403, "only callers on this machine (loopback) may use this server")
-    port = _port(request)
-    host = request.headers.get("host", "")
-    allowed = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
-    if host not in allowed:
+    port = _port(scope)
+    if host not in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
         raise Refused(403, f"the Host header must be 127.0.0.1:{port} (this server's loopback address)")
     return f"http://{host}"
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
+async def read_body(receive: Any, headers: dict[str, str], limit: int) -> bytes:
+    """The request body, refused as soon as it passes ``limit`` bytes (declared or not)."""
+    declared = headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
             raise Refused(400, "the Content-Length header is not a number")
         if int(declared) > limit:
             raise Refused(413, f"the request body is larger than {limit} bytes")
     chunks, size = [], 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Refused(400, "the client hung up before sending the whole body")
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise Refused(413, f"the request body is larger than {limit} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def parse_envelope(body: bytes, method: str) -> tuple[Any, dict]:
@@ -286,18 +327,12 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
     """
     core = state or EndlessApp(settings, root, current)
 
-    async def rpc(request: Request) -> Response:
-        return await _handle(request, core, ui=False)
-
-    async def ui(request: Request) -> Response:
-        return await _handle(request, core, ui=True)
-
     async def page(request: Request) -> Response:
         try:
-            check_caller(request)
+            check_caller(request.scope, request.headers.get("host", ""))
         except Refused as refused:
             return _text(refused.message, refused.status)
-        cookie_name = core.cookie_name(_port(request))
+        cookie_name = core.cookie_name(_port(request.scope))
         token = request.query_params.get("token")
         if token:
             value = core.keys.redeem(token)
@@ -315,7 +350,7 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
 
     async def asset(request: Request) -> Response:
         try:
-            check_caller(request)
+            check_caller(request.scope, request.headers.get("host", ""))
         except Refused as refused:
             return _text(refused.message, refused.status)
         name = request.path_params["name"]
@@ -324,51 +359,95 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
         return _static(name)
 
     routes = [Route("/", page, methods=["GET"]),
-              Route("/static/{name}", asset, methods=["GET"]),
-              Route("/api/endless.{method}", rpc, methods=["POST"]),
-              Route("/api/endless-ui.{method}", ui, methods=["POST"])]
-    app = Starlette(routes=routes)
+              Route("/static/{name}", asset, methods=["GET"])]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette):
+        yield
+        core.close()  # the worker processes and open memories end with the server
+
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ApiRoutes, core=core)])
     app.state.endless = core
     return app
 
 
-async def _handle(request: Request, core: EndlessApp, ui: bool) -> Response:
+_API_PATH = re.compile(r"/api/(endless|endless-ui)\.([A-Za-z0-9_-]{1,64})")
+# JSON is never rendered, so the page's policy headers are left off (uvicorn checks each header it sends).
+_API_HEADERS = [(b"content-type", b"application/json"), (b"x-content-type-options", b"nosniff"),
+                (b"cache-control", b"no-store")]
+
+
+class ApiRoutes:
+    """``POST /api/endless.<method>`` and ``/api/endless-ui.<method>`` as plain ASGI.
+
+    Starlette's request and response objects and its routing cost about as
+    much as a view or a zoom itself, so these two routes are answered here,
+    before the router; every other path goes on to the Starlette app.
+    """
+
+    def __init__(self, app: Any, core: EndlessApp) -> None:
+        self.app, self.core = app, core
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+        status, parts = await _handle(scope, receive, self.core)
+        length = sum(len(part) for part in parts)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": _API_HEADERS + [(b"content-length", str(length).encode())]})
+        if len(parts) == 1 or length < 16384:
+            await send({"type": "http.response.body", "body": b"".join(parts)})
+            return
+        for k, part in enumerate(parts):
+            await send({"type": "http.response.body", "body": part, "more_body": k < len(parts) - 1})
+
+
+async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, list[bytes]]:
+    """``(status, body pieces)`` of one API request: the checks, the envelope, the method."""
     settings = core.settings
     rpc_id = None
     try:
-        origin = check_caller(request)
-        method = request.path_params["method"]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        origin = check_caller(scope, headers.get("host", ""))
+        route = _API_PATH.fullmatch(scope["path"])
+        if route is None:
+            raise Refused(404, f"there is no route {scope['path'][:80]}; the host RPC is POST /api/endless.<method>")
+        ui, method = route.group(1) == "endless-ui", route.group(2)
+        if scope["method"] != "POST":
+            raise Refused(405, "send the envelope with POST")
         allowed = UI_METHODS if ui else RPC_METHODS
         if method not in allowed:
             raise Refused(404, f"there is no method endless.{method} here; the methods are "
                                + ", ".join(f"endless.{m}" for m in allowed))
-        sent_origin = request.headers.get("origin")
+        sent_origin = headers.get("origin")
         if ui:
             if sent_origin != origin:
                 raise Refused(403, "the page's routes answer only the page itself (Origin must be "
                                    f"{origin})")
-            if not core.keys.valid(request.cookies.get(core.cookie_name(_port(request)))):
+            cookies = cookie_parser(headers.get("cookie", ""))
+            if not core.keys.valid(cookies.get(core.cookie_name(_port(scope)))):
                 raise Refused(403, "open the page's address with its token first (no valid cookie)")
         elif sent_origin is not None:
             raise Refused(403, "the host RPC refuses requests from web pages (an Origin header was sent)")
-        if request.headers.get("content-type", _JSON).split(";")[0].strip().lower() != _JSON:
+        if headers.get("content-type", _JSON).split(";")[0].strip().lower() != _JSON:
             raise Refused(415, "send the envelope as application/json")
         async with asyncio.timeout(settings.rpc_request_seconds):
-            body = await read_body(request, settings.rpc_body_bytes)
+            body = await read_body(receive, headers, settings.rpc_body_bytes)
             rpc_id, args = parse_envelope(body, method)
             value = await core.run(method, args)
-        return _json(ok_body(rpc_id, value))
+        return 200, ok_parts(rpc_id, value)
     except Refused as refused:
-        return _json(error_body(refused.rpc_id if refused.rpc_id is not None else rpc_id,
-                                answers.BAD_REQUEST, refused.message), refused.status)
+        return refused.status, [error_body(refused.rpc_id if refused.rpc_id is not None else rpc_id,
+                                           answers.BAD_REQUEST, refused.message)]
     except AnswerError as exc:
-        return _json(error_body(rpc_id, exc.code, exc.message))
+        return 200, [error_body(rpc_id, exc.code, exc.message)]
     except TimeoutError:
-        return _json(error_body(rpc_id, TIMEOUT, f"the request took longer than "
-                                                 f"{settings.rpc_request_seconds:g} s and was abandoned"))
+        return 200, [error_body(rpc_id, TIMEOUT, f"the request took longer than "
+                                                 f"{settings.rpc_request_seconds:g} s and was abandoned")]
     except Exception:  # noqa: BLE001 - a bug must not leak a stack trace to the caller
         durable.log("rpc", "a request failed:\n" + traceback.format_exc())
-        return _json(error_body(rpc_id, INTERNAL, "the server failed to answer; see its log"))
+        return 200, [error_body(rpc_id, INTERNAL, "the server failed to answer; see its log")]
 
 
 def _text(message: str, status: int) -> Response:

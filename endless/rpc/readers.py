@@ -10,9 +10,12 @@ polling ``endless.view`` costs a catch-up and a copy.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Iterator
 
 import orjson
 
@@ -30,15 +33,37 @@ class Reader:
         self.memory = memory
         self.lock = threading.Lock()
         self.times = answers.TimeCache()
+        self._seen: tuple | None = None
+        folder = memory.folder
+        self._watched = tuple(str(p) for p in (memory.log.path, memory.tree.path, folder / "view.json",
+                                               folder / "writer-view.json"))
         self._view_key: tuple | None = None
         self._view_json: bytes = b""
         self._usage = None
 
+    def _catch_up(self) -> None:
+        """Catch up on other processes' writes, if the files say there are any (under the lock).
+
+        Four ``stat`` calls when nothing changed: the order log and the tree
+        only grow, and a view is replaced by a rename, so equal inodes, sizes
+        and times mean nothing new.  Sizes are taken before catching up, so a write
+        landing meanwhile is caught at the next request.
+        """
+        seen = tuple(_stamp(path) for path in self._watched)
+        if seen != self._seen:
+            self.memory.refresh()
+            self._seen = seen
+
+    @contextlib.contextmanager
+    def fresh(self) -> Iterator[Memory]:
+        """The memory, caught up, for the ``with`` block (holding the lock)."""
+        with self.lock:
+            self._catch_up()
+            yield self.memory
+
     def view_json(self) -> bytes:
         """The serialized value of ``endless.view``, recomputed only when the memory changed."""
-        with self.lock:
-            m = self.memory
-            m.refresh()
+        with self.fresh() as m:
             key = (m.total, m.tree.count, m._view_stamp, len(m.chat.parts), m.chat.shrinking)
             if key != self._view_key:
                 self._view_json = orjson.dumps(answers.view(m, self.times))
@@ -46,25 +71,52 @@ class Reader:
             return self._view_json
 
     def zoom(self, args: dict) -> dict:
-        with self.lock:
-            return answers.zoom(self.memory, args, self.times)
+        with self.fresh() as m:
+            return answers.zoom(m, args, self.times)
 
     def summary(self) -> dict:
-        with self.lock:
+        with self.fresh() as m:
             if self._usage is None:
                 from writer.usage import UsageLog
-                self._usage = UsageLog(self.memory.folder, readonly=True)
-            return answers.memory_summary(self.memory, self._usage)
+                self._usage = UsageLog(m.folder, readonly=True)
+            return answers.memory_summary(m, self._usage)
 
     def history(self, args: dict, settings: Settings) -> dict:
-        return answers.history(self.memory, args, settings, guard=self.lock)
+        return answers.history(self.memory, args, settings, guard=_Fresh(self))
 
     def search(self, args: dict, settings: Settings) -> dict:
-        return answers.search(self.memory, args, settings, guard=self.lock)
+        return answers.search(self.memory, args, settings, guard=_Fresh(self))
 
     def close(self) -> None:
         with self.lock:
             self.memory.close()
+
+
+class _Fresh:
+    """A reusable ``with`` guard (search enters it twice): the lock, and a catch-up."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+
+    def __enter__(self) -> Memory:
+        self.reader.lock.acquire()
+        try:
+            self.reader._catch_up()
+        except BaseException:
+            self.reader.lock.release()
+            raise
+        return self.reader.memory
+
+    def __exit__(self, *exc: object) -> None:
+        self.reader.lock.release()
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class Readers:
@@ -94,6 +146,9 @@ class Readers:
                 _, old = self._open.popitem(last=False)
                 old.close()
             return reader
+
+    def is_open(self, memory_id: object) -> bool:
+        return isinstance(memory_id, str) and memory_id in self._open
 
     def summary(self, memory_id: str) -> dict:
         return self.get(memory_id).summary()

@@ -131,7 +131,7 @@ class Simulator:
     def __init__(self, routes: Mapping[str, Route] | Route, tokenizer: Any = None,
                  log_path: str | os.PathLike | None = None, clock: Any = None, *,
                  advertise: list[str] | None = None, log_prompts: bool = True,
-                 piece_chars: int = 48) -> None:
+                 piece_chars: int = 48, observer: Any = None) -> None:
         self.routes: dict[str, Route] = ({DEFAULT_ROUTE: routes} if isinstance(routes, Route)
                                          else dict(routes))
         if tokenizer is None:
@@ -143,6 +143,7 @@ class Simulator:
         self.advertise = list(advertise) if advertise else []
         self.log_prompts = log_prompts
         self.piece_chars = piece_chars
+        self.observer = observer
         self.records: list[dict] = []
         self._seq = itertools.count(1)
         self._log_lock = threading.Lock()
@@ -347,6 +348,8 @@ class Simulator:
                    "write_1h": usage.write_1h, "uncached": usage.uncached, "output": output},
             reply={"text_chars": len(reply.text), "tool_calls": [c.name for c in reply.tool_calls]})
         self._record(record)
+        if self.observer is not None:
+            self.observer(request, prompt, record)
 
         if reply.stall:
             await asyncio.Event().wait()  # never set: the client's timeout (or disconnect) ends this

@@ -1,0 +1,356 @@
+"""Reading conversations from other tools into one neutral shape, for ``endless import``.
+
+Three sources: a generic JSONL (``{role, content, at?, session?, title?}`` per
+line), Claude Code session transcripts (JSONL, one event per line), and Hermes
+Agent sessions in its SQLite ``state.db``.  Each reader returns :class:`Entry`
+records in the source's order, or raises :class:`FormatError` naming the file
+and line (or table row) that cannot be read: a whole file is read and checked
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import orjson
+
+FORMATS = ("auto", "generic", "claude", "hermes")
+GENERIC_ROLES = ("user", "assistant", "tool", "note")
+HERMES_JSON_PREFIX = "\x00json:"  # how Hermes stores structured content in a TEXT column
+SQLITE_MAGIC = b"SQLite format 3\x00"
+CLAUDE_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation",
+                "progress", "attachment"}
+
+
+class FormatError(ValueError):
+    """A line (or row) of an import source that cannot be read; the message names where."""
+
+
+@dataclass
+class Entry:
+    """One thing said or done, as read from a source.
+
+    ``role``: ``user``, ``assistant`` (the agent's words), ``call`` (a tool
+    call: ``name`` and ``args`` JSON text), ``result`` (a tool's answer) or
+    ``note`` (a memory from before the chat).
+    """
+
+    role: str
+    text: str
+    at: float | None
+    session: str
+    title: str
+    where: str
+    name: str | None = None
+    args: str | None = None
+
+
+def parse_time(value: Any, where: str) -> float | None:
+    """Unix seconds from a number or an ISO 8601 text (``Z`` allowed); None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise FormatError(f"{where}: 'at' must be a time, not {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+        return number / 1000.0 if number > 1e11 else number  # milliseconds since the epoch
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            moment = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise FormatError(f"{where}: {value!r} is not a time (use Unix seconds or ISO 8601, "
+                              "e.g. 2026-05-01T09:30:00Z)") from None
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # a time without a zone is local time
+        return moment.timestamp()
+    raise FormatError(f"{where}: 'at' must be Unix seconds or an ISO 8601 text, not {type(value).__name__}")
+
+
+def _json_lines(path: Path) -> Iterable[tuple[str, Any]]:
+    """(``file:line``, decoded value) for each non-blank line; a bad line is a FormatError."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            yield where, orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise FormatError(f"{where}: not valid JSON ({exc})") from None
+
+
+def detect(path: Path) -> str:
+    """``hermes`` for an SQLite file, ``claude`` for a Claude Code transcript, else ``generic``."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+            if head == SQLITE_MAGIC:
+                return "hermes"
+            handle.seek(0)
+            for raw in handle:
+                if raw.strip():
+                    try:
+                        first = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        return "generic"  # the generic reader names the bad line
+                    if isinstance(first, dict) and first.get("type") in CLAUDE_TYPES and "role" not in first:
+                        return "claude"
+                    return "generic"
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return "generic"
+
+
+# -- generic JSONL ---------------------------------------------------------------------------
+
+
+def read_generic(path: Path) -> list[Entry]:
+    """``{role, content, at?, session?, title?}`` per line; a line without ``at`` takes the previous time."""
+    entries: list[Entry] = []
+    default_session = f"import:{path.name}"
+    titles: dict[str, str] = {}
+    last_at: float | None = None
+    for where, record in _json_lines(path):
+        if not isinstance(record, dict):
+            raise FormatError(f"{where}: each line must be a JSON object with role and content")
+        unknown = sorted(set(record) - {"role", "content", "at", "session", "title", "name"})
+        if unknown:
+            raise FormatError(f"{where}: unknown field(s) {', '.join(unknown)}; a line has role, content "
+                              "and optionally at, session, title (and name for a tool)")
+        role = record.get("role")
+        if role not in GENERIC_ROLES:
+            raise FormatError(f"{where}: role must be one of {', '.join(GENERIC_ROLES)}, not {role!r}")
+        content = record.get("content")
+        if not isinstance(content, str):
+            raise FormatError(f"{where}: content must be a text, not {type(content).__name__}")
+        session = record.get("session", default_session)
+        if not isinstance(session, str) or not session:
+            raise FormatError(f"{where}: session must be a non-empty text")
+        title = record.get("title")
+        if title is not None and not isinstance(title, str):
+            raise FormatError(f"{where}: title must be a text")
+        if title:
+            titles[session] = title
+        at = parse_time(record.get("at"), where)
+        at = last_at if at is None else at
+        last_at = at
+        kind = {"tool": "result"}.get(role, role)
+        entries.append(Entry(kind, content, at, session, titles.get(session, ""), where,
+                             name=record.get("name") if isinstance(record.get("name"), str) else None))
+    for entry in entries:
+        entry.title = titles.get(entry.session, entry.title) or entry.session
+    return entries
+
+
+# -- Claude Code transcripts ------------------------------------------------------------------
+
+
+def _block_text(content: Any) -> str:
+    """The text of a tool result's content: a string, or text blocks (other blocks named in brackets)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif isinstance(block, dict):
+                parts.append(f"[{block.get('type', 'block')}]")
+        return "\n".join(parts)
+    return "" if content is None else str(content)
+
+
+def read_claude(path: Path) -> list[Entry]:
+    """A Claude Code session transcript: user/assistant events with content blocks.
+
+    Skipped: meta lines (``isMeta``), sidechains (subagents), thinking, and
+    event types that carry no conversation (snapshots, system notes).  A
+    ``summary`` line names the session's title.
+    """
+    entries: list[Entry] = []
+    summary = ""
+    for where, record in _json_lines(path):
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            raise FormatError(f"{where}: not a Claude Code transcript event (an object with a 'type')")
+        kind = record["type"]
+        if kind == "summary":
+            if isinstance(record.get("summary"), str):
+                summary = record["summary"]
+            continue
+        if kind not in ("user", "assistant") or record.get("isMeta") or record.get("isSidechain"):
+            continue
+        message = record.get("message")
+        if not isinstance(message, dict) or "content" not in message:
+            raise FormatError(f"{where}: a {kind} event without a message and its content")
+        session = record.get("sessionId") or path.stem
+        if not isinstance(session, str):
+            raise FormatError(f"{where}: sessionId must be a text")
+        at = parse_time(record.get("timestamp"), where)
+        content = message["content"]
+        if isinstance(content, str):
+            entries.append(Entry("user" if kind == "user" else "assistant", content, at, session, "", where))
+            continue
+        if not isinstance(content, list):
+            raise FormatError(f"{where}: message content must be a text or a list of blocks")
+        for block in content:
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                raise FormatError(f"{where}: a content block must be an object with a 'type'")
+            btype = block["type"]
+            if btype == "text":
+                if not isinstance(block.get("text"), str):
+                    raise FormatError(f"{where}: a text block without its text")
+                entries.append(Entry("user" if kind == "user" else "assistant", block["text"], at,
+                                     session, "", where))
+            elif btype == "tool_use":
+                name = block.get("name")
+                if not isinstance(name, str):
+                    raise FormatError(f"{where}: a tool_use block without its name")
+                args = orjson.dumps(block.get("input", {})).decode()
+                entries.append(Entry("call", args, at, session, "", where, name=name, args=args))
+            elif btype == "tool_result":
+                text = _block_text(block.get("content"))
+                if block.get("is_error"):
+                    text = f"(error) {text}"
+                entries.append(Entry("result", text, at, session, "", where))
+            elif btype == "image":
+                entries.append(Entry("user" if kind == "user" else "assistant", "[image]", at, session, "", where))
+            # thinking and redacted_thinking are never logged (DESIGN §2.2)
+    for entry in entries:
+        entry.title = summary or f"Claude Code {entry.session[:8]}"
+    return entries
+
+
+# -- Hermes state.db --------------------------------------------------------------------------
+
+
+def _hermes_content(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str) and value.startswith(HERMES_JSON_PREFIX):
+        try:
+            return _block_text(orjson.loads(value[len(HERMES_JSON_PREFIX):]))
+        except orjson.JSONDecodeError:
+            raise FormatError(f"{where}: structured content that is not valid JSON") from None
+    return str(value)
+
+
+@dataclass
+class HermesSession:
+    id: str
+    title: str
+    cwd: str | None
+    source: str
+    started_at: float
+
+
+def hermes_sessions(path: Path) -> list[HermesSession]:
+    with _connect(path) as db:
+        rows = db.execute("SELECT id, title, cwd, source, started_at FROM sessions ORDER BY started_at, id")
+        return [HermesSession(r[0], r[1] or "", r[2], r[3] or "", float(r[4] or 0)) for r in rows]
+
+
+class _connect:
+    """A read-only connection to a Hermes ``state.db`` (it may be in use by Hermes: WAL, no lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.Error as exc:
+            raise FormatError(f"{self.path}: cannot read it as an SQLite database ({exc})") from None
+        if not {"sessions", "messages"} <= tables:
+            self.db.close()
+            raise FormatError(f"{self.path}: not a Hermes state.db (no sessions and messages tables)")
+        return self.db
+
+    def __exit__(self, *exc: object) -> None:
+        self.db.close()
+
+
+def read_hermes(path: Path, sessions: list[str] | None) -> list[Entry]:
+    """Messages of the chosen sessions, in insertion order; rewound (inactive, not compacted) rows skipped.
+
+    Rows a compaction archived (``active = 0, compacted = 1``) are the original
+    history, so they are imported; system rows are not conversation.
+    """
+    known = {s.id: s for s in hermes_sessions(path)}
+    chosen = list(known) if sessions is None else sessions
+    for sid in chosen:
+        if sid not in known:
+            raise FormatError(f"{path}: no session {sid!r} (it has {len(known)} sessions)")
+    entries: list[Entry] = []
+    with _connect(path) as db:
+        columns = {r[1] for r in db.execute("PRAGMA table_info(messages)")}
+        needed = {"id", "session_id", "role", "content", "tool_calls", "timestamp"}
+        if not needed <= columns:
+            raise FormatError(f"{path}: its messages table lacks {', '.join(sorted(needed - columns))}; "
+                              "is it from Hermes Agent 0.19 or later?")
+        keep = ("(active = 1 OR compacted = 1)" if {"active", "compacted"} <= columns else "1")
+        name_col = "tool_name" if "tool_name" in columns else "NULL"
+        for sid in chosen:
+            session = known[sid]
+            rows = db.execute(f"SELECT id, role, content, tool_calls, {name_col}, timestamp FROM messages "
+                              f"WHERE session_id = ? AND {keep} ORDER BY id", (sid,))
+            title = session.title or f"Hermes {sid}"
+            for row_id, role, content, tool_calls, tool_name, timestamp in rows:
+                where = f"{path}: messages row {row_id}"
+                at = parse_time(timestamp, where)
+                text = _hermes_content(content, where)
+                if role == "user":
+                    entries.append(Entry("user", text, at, sid, title, where))
+                elif role == "assistant":
+                    if text.strip():
+                        entries.append(Entry("assistant", text, at, sid, title, where))
+                    for call in _hermes_calls(tool_calls, where):
+                        entries.append(Entry("call", call[1], at, sid, title, where, name=call[0], args=call[1]))
+                elif role == "tool":
+                    entries.append(Entry("result", text, at, sid, title, where, name=tool_name))
+    return entries
+
+
+def _hermes_calls(raw: Any, where: str) -> list[tuple[str, str]]:
+    if not raw:
+        return []
+    try:
+        calls = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise FormatError(f"{where}: tool_calls is not valid JSON") from None
+    if not isinstance(calls, list):
+        raise FormatError(f"{where}: tool_calls must be a list")
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise FormatError(f"{where}: a tool call without function.name")
+        args = function.get("arguments", "{}")
+        out.append((function["name"], args if isinstance(args, str) else orjson.dumps(args).decode()))
+    return out
+
+
+def read(path: Path, fmt: str, sessions: list[str] | None = None) -> tuple[str, list[Entry]]:
+    """The entries of one source, and the format it was read as."""
+    if not path.exists():
+        raise FormatError(f"{path}: no such file")
+    fmt = detect(path) if fmt == "auto" else fmt
+    if fmt == "generic":
+        return fmt, read_generic(path)
+    if fmt == "claude":
+        return fmt, read_claude(path)
+    if fmt == "hermes":
+        return fmt, read_hermes(path, sessions)
+    raise FormatError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")

@@ -1,0 +1,182 @@
+"""End to end: ``endless chat`` as a subprocess against ``endless sim serve`` (a real HTTP server process).
+
+Two turns (one with tool calls the scripted agent makes on our look-back
+tools), then a SIGINT while a slow reply (``[[slow:60]]``) is on its way: the
+turn is in the memory as ``stopped``, with the person's message exactly once,
+and the chat goes on; a further turn works; SIGINT at the prompt ends the
+chat with exit 0; the end of input does too.  Both wire styles.  The test
+waits on real conditions (the port listening, turns committed, the turn's
+journal on disk), never on timed sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from endless.keys import workspace_key
+from endless.memory import Memory
+from endless.settings import Settings
+
+START_TIMEOUT = 20.0
+TURN_TIMEOUT = 60.0
+
+
+def endless_command() -> list[str]:
+    script = Path(sys.executable).parent / "endless"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def poll(condition, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process ended ({proc.returncode}) while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)  # polling interval; the condition decides
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture
+def sim(tmp_path: Path):
+    """``endless sim serve`` on a free port; yields a function giving its base URL for a style."""
+    servers = {}
+
+    def start(cache: str) -> int:
+        port = free_port()
+        err = open(tmp_path / f"sim-{cache}.err", "wb")
+        proc = subprocess.Popen([*endless_command(), "sim", "serve", "--port", str(port), "--cache", cache,
+                                 "--latency", "0.05"], stdout=subprocess.DEVNULL, stderr=err)
+        servers[cache] = proc
+
+        def listening() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return True
+            except OSError:
+                return False
+
+        poll(listening, START_TIMEOUT, "endless sim serve to listen", proc)
+        return port
+
+    yield start
+    for proc in servers.values():
+        stop(proc)
+
+
+STYLES = {"openai": ("deepseek", "http://127.0.0.1:{port}/v1", "sim-model"),
+          "anthropic": ("anthropic", "http://127.0.0.1:{port}", "claude-sim")}
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_two_turns_then_ctrl_c_during_a_slow_reply(sim, tmp_path: Path, style: str) -> None:
+    cache, url, model = STYLES[style]
+    port = sim(cache)
+    home, workspace = tmp_path / "home", tmp_path / "work"
+    workspace.mkdir()
+    env = {**os.environ, "ENDLESS_HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+           "PYTHONUNBUFFERED": "1"}
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ENDLESS_WRITER_ROUTE"):
+        env.pop(name, None)  # a server on this machine needs no key
+    out = open(tmp_path / "chat.out", "wb")
+    err_path = tmp_path / "chat.err"
+    chat = subprocess.Popen([*endless_command(), "chat", "--base-url", url.format(port=port), "--model", model,
+                             "--api-style", style, "--workspace", str(workspace), "--title", "Trying Endless"],
+                            stdin=subprocess.PIPE, stdout=out, stderr=open(err_path, "wb"), env=env)
+    memory_id = workspace_key(None, workspace).memory_id
+    settings = Settings(home=str(home))
+
+    def turns() -> int:
+        try:
+            with Memory.open(memory_id=memory_id, settings=settings, readonly=True) as memory:
+                return memory.turns
+        except Exception:  # not created yet
+            return 0
+
+    def say(text: str) -> None:
+        chat.stdin.write(text.encode() + b"\n")
+        chat.stdin.flush()
+
+    try:
+        say("Hello! My locker code is 4471-KESTREL; remember it. [[reply:120]]")
+        poll(lambda: turns() == 1, TURN_TIMEOUT, "the first turn", chat)
+        say("Which code did I give you? [[tools:2]] [[reply:150]]")
+        poll(lambda: turns() == 2, TURN_TIMEOUT, "the second turn", chat)
+        poll(lambda: (tmp_path / "chat.out").read_bytes().count(b"\n") >= 2, TURN_TIMEOUT, "two replies", chat)
+
+        slow = "Write me a long poem about kestrels. [[slow:60]]"
+        say(slow)
+        journal = home / "memories" / memory_id / "journal"
+        poll(lambda: journal.is_dir() and any(journal.glob("*.jsonl")), TURN_TIMEOUT, "the slow turn in flight", chat)
+        chat.send_signal(signal.SIGINT)
+        poll(lambda: turns() == 3, 20.0, "the stopped turn to be committed", chat)
+
+        say("Are you still there? [[reply:60]]")
+        poll(lambda: turns() == 4, TURN_TIMEOUT, "a turn after the stop", chat)
+        chat.send_signal(signal.SIGINT)  # at the prompt: the chat ends
+        assert chat.wait(30) == 0, err_path.read_text()
+    finally:
+        stop(chat)
+
+    with Memory.open(memory_id=memory_id, settings=settings, readonly=True) as memory:
+        infos = [memory.turn(t) for t in range(memory.turns)]
+        assert [i.status for i in infos] == ["completed", "completed", "stopped", "completed"]
+        assert {i.title for i in infos} == {"Trying Endless"} and len({i.session for i in infos}) == 1
+        second = [m.kind for m in memory.turn_messages(1)]
+        assert second == ["user", "trace", "reply"], second  # the agent's two look-back calls are in the trace
+        stopped = memory.turn_messages(2)
+        assert [m.kind for m in stopped] == ["user", "status"]
+        assert stopped[0].text == slow and "stopped" in stopped[1].text
+        every = [memory.message(i) for i in range(memory.total)]
+        assert sum(1 for m in every if m.kind == "user" and m.text == slow) == 1
+        assert not any(journal.glob("*.jsonl"))
+        # The chat's own route was recorded for its session, so its writer calls go there.
+        assert memory.route_for(infos[0].session)[0]["model"] == model
+    replies = (tmp_path / "chat.out").read_text().splitlines()
+    assert len(replies) == 3, replies
+    assert "stopped" in err_path.read_text()
+
+
+def test_the_end_of_input_ends_the_chat(sim, tmp_path: Path) -> None:
+    port = sim("deepseek")
+    env = {**os.environ, "ENDLESS_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    (tmp_path / "work").mkdir()
+    proc = subprocess.run([*endless_command(), "chat", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m",
+                           "--workspace", str(tmp_path / "work")], input=b"One question. [[reply:80]]\n",
+                          capture_output=True, timeout=TURN_TIMEOUT, env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert len(proc.stdout.decode().splitlines()) == 1
+
+
+def test_a_missing_key_is_a_clear_error(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["ENDLESS_HOME"] = str(tmp_path / "home")
+    proc = subprocess.run([*endless_command(), "chat", "--base-url", "https://api.example.com/v1", "--model", "m"],
+                          input=b"", capture_output=True, timeout=60, env=env)
+    assert proc.returncode == 2 and b"OPENAI_API_KEY" in proc.stderr
+    assert not (tmp_path / "home").exists()

@@ -1,0 +1,210 @@
+"""``endless doctor`` as a person runs it: a subprocess, on real memories, with real other processes.
+
+A healthy memory is all ok (exit 0); a torn last line and a dead process's
+unfinished turn are warnings that ``--repair`` mends; a real process holding
+the change lock is named by its pid; a memory of a newer format is an error
+(exit 1).  Child processes are started with ``python -c`` and report on
+stdout when they hold what the test needs; the test waits for that line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+
+from endless.keys import workspace_key
+from endless.memory import Memory
+from endless.messages import Message
+from endless.settings import Settings
+
+CHILD_TIMEOUT = 30.0
+
+
+def endless_command() -> list[str]:
+    script = Path(sys.executable).parent / "endless"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict:
+    home = tmp_path / "endless-home"
+    hermes = tmp_path / "hermes"
+    hermes.mkdir()
+    (hermes / "config.yaml").write_text("model: {provider: custom}\nplugins:\n  enabled:\n    - endless\n")
+    (tmp_path / "xdg").mkdir()
+    return {**os.environ, "ENDLESS_HOME": str(home), "HERMES_HOME": str(hermes),
+            "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture
+def memory(env, tmp_path: Path):
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    memory = Memory.open(workspace_key(None, workspace), settings=Settings(home=env["ENDLESS_HOME"]))
+    for k in range(5):
+        memory.commit_turn("s1", "Chat", [Message("user", f"question {k}", 1000.0 + k),
+                                          Message("reply", f"answer {k}", 1000.5 + k)])
+    yield memory
+    memory.close()
+
+
+def doctor(env: dict, *args: str) -> tuple[int, dict]:
+    proc = subprocess.run([*endless_command(), "doctor", "--json", *args], capture_output=True, timeout=60,
+                          env=env)
+    return proc.returncode, orjson.loads(proc.stdout)
+
+
+def findings(report: dict, check: str) -> list[dict]:
+    return [f for f in report["findings"] if f["check"] == check]
+
+
+def child(env: dict, code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env)
+
+
+def wait_for(proc: subprocess.Popen, word: bytes) -> None:
+    line = proc.stdout.readline()  # blocks until the child says it holds what we need (or dies)
+    assert line.strip() == word, f"child said {line!r}, exit {proc.poll()}"
+
+
+OPEN = """
+import sys
+from endless.memory import Memory
+from endless.settings import load_settings
+memory = Memory.open(memory_id=sys.argv[1] if len(sys.argv) > 1 else {mid!r}, settings=load_settings())
+"""
+
+
+def test_a_healthy_memory_is_all_ok(env, memory) -> None:
+    code, report = doctor(env)
+    assert code == 0
+    assert report["status"] == "ok", [f for f in report["findings"] if f["status"] != "ok"]
+    assert any(memory.memory_id in f["message"] and "5 turns, 10 messages" in f["message"]
+               and "format 1" in f["message"] for f in findings(report, "memory"))
+    assert findings(report, "hermes.plugin")[0]["status"] == "ok"
+    assert "offline writer" in findings(report, "writer.route")[0]["message"]
+    human = subprocess.run([*endless_command(), "doctor"], capture_output=True, timeout=60, env=env)
+    assert human.returncode == 0 and b"ok: " in human.stdout and b"0 errors" in human.stdout
+
+
+def test_hermes_without_the_plugin_is_a_warning(env, memory, tmp_path) -> None:
+    (Path(env["HERMES_HOME"]) / "config.yaml").write_text("plugins:\n  enabled: [other]\n")
+    code, report = doctor(env)
+    assert code == 0 and report["status"] == "warning"
+    plugin = findings(report, "hermes.plugin")[0]
+    assert plugin["status"] == "warning" and "hermes plugins enable endless" in plugin["fix"]
+    code, report = doctor({**env, "HERMES_HOME": str(tmp_path / "nowhere")})
+    assert findings(report, "hermes.home")[0]["status"] == "warning"
+
+
+def test_a_torn_line_is_a_warning_and_repair_moves_it_aside(env, memory) -> None:
+    with open(memory.log.path, "ab") as handle:
+        handle.write(b'{"turn": 5, "id": 10, "tid": "ab')
+    code, report = doctor(env)
+    assert code == 0
+    torn = findings(report, "memory.torn")
+    assert len(torn) == 1 and torn[0]["status"] == "warning" and "turn log" in torn[0]["message"]
+    assert "32 bytes" in torn[0]["message"]
+    code, report = doctor(env, "--repair")
+    assert code == 0 and not findings(report, "memory.torn")
+    assert "1 torn lines were moved aside" in findings(report, "memory.quarantine")[0]["message"]
+    assert memory.quarantine.read_bytes().count(b"\n") == 1
+
+
+def test_an_unfinished_turn_in_flight_then_of_a_dead_process(env, memory) -> None:
+    proc = child(env, OPEN.format(mid=memory.memory_id) + """
+turn = memory.journal("sess-A", "Half")
+turn.add("user", "a question whose answer never came")
+print("J", flush=True)
+sys.stdin.readline()
+""")
+    try:
+        wait_for(proc, b"J")
+        code, report = doctor(env)
+        journal = findings(report, "memory.journal")
+        assert code == 0 and len(journal) == 1
+        assert journal[0]["status"] == "ok" and f"in flight in pid {proc.pid}" in journal[0]["message"]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(CHILD_TIMEOUT)
+        code, report = doctor(env)
+        journal = findings(report, "memory.journal")
+        assert code == 0 and journal[0]["status"] == "warning"
+        assert f"pid {proc.pid}" in journal[0]["message"] and "'sess-A' (1 messages)" in journal[0]["message"]
+        code, report = doctor(env, "--repair")
+        assert not findings(report, "memory.journal")
+        with Memory.open(memory_id=memory.memory_id, settings=memory.settings, readonly=True) as ro:
+            last = ro.turn(ro.turns - 1)
+            assert (last.session, last.status) == ("sess-A", "interrupted")
+            assert ro.message(last.first).text == "a question whose answer never came"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(CHILD_TIMEOUT)
+
+
+def test_a_process_holding_the_lock_is_named(env, memory) -> None:
+    proc = child(env, OPEN.format(mid=memory.memory_id) + """
+with memory.lock:
+    print("L", flush=True)
+    sys.stdin.readline()
+print("U", flush=True)
+sys.stdin.readline()
+""")
+    try:
+        wait_for(proc, b"L")
+        code, report = doctor(env)
+        lock = findings(report, "memory.lock")[0]
+        assert code == 0 and lock["status"] == "warning" and f"pid {proc.pid}" in lock["message"]
+        proc.stdin.write(b"go on\n")
+        proc.stdin.flush()
+        wait_for(proc, b"U")
+        code, report = doctor(env)
+        assert findings(report, "memory.lock")[0]["status"] == "ok"
+    finally:
+        proc.kill()
+        proc.wait(CHILD_TIMEOUT)
+
+
+def test_a_newer_format_is_an_error(env, memory) -> None:
+    key = memory.folder / "key.json"
+    data = orjson.loads(key.read_bytes())
+    data["format"] = 99
+    key.write_bytes(orjson.dumps(data))
+    code, report = doctor(env)
+    assert code == 1 and report["status"] == "error"
+    error = [f for f in report["findings"] if f["status"] == "error"][0]
+    assert "format 99" in error["message"] and "upgrade endless-memory" in error["message"]
+
+
+def test_an_unreadable_settings_file_is_an_error(env, memory) -> None:
+    config = Path(env["XDG_CONFIG_HOME"]) / "endless" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("line_budget = [oops\n")
+    code, report = doctor(env)
+    assert code == 1 and findings(report, "settings")[0]["status"] == "error"
+
+
+def test_pending_writer_work(env, memory) -> None:
+    memory.commit_turn("s2", "Paste", [Message("user", "pasted: " + "x " * 6000, 2000.0)])
+    code, report = doctor(env)
+    writer = findings(report, "memory.writer")[0]
+    assert code == 0 and writer["status"] == "ok" and "1 message wait for their lines" in writer["message"]
+    memory.commit_turn("s2", "Paste", [Message("user", "another: " + "y " * 6000, 2001.0)])
+    code, report = doctor(env)
+    writer = findings(report, "memory.writer")[0]
+    assert writer["status"] == "warning" and "2 messages wait" in writer["message"]
+    assert "the next turn waits for the writer" in writer["message"]
+    memory.store_line(0, 10, "you: pasted a page of x")
+    memory.store_line(0, 11, "you: pasted a page of y")
+    code, report = doctor(env)
+    assert findings(report, "memory.writer")[0]["message"].endswith("every message has its line")

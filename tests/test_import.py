@@ -1,0 +1,364 @@
+"""``endless import`` on fixtures of each format, run as a person runs it (a subprocess).
+
+Checked for every format: the turns land with their kinds, titles and
+original times, after what the memory held, in time order; a second import
+of the same source adds nothing; a malformed line names its file and line
+and nothing is written.  Also: an import overlapping turns the Hermes plugin
+captured live (same session id, same words) adds only the missing turns;
+an import killed mid-way is resumed by running it again; ``--dry-run``
+writes nothing and prints the turns and the writer's estimate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from endless.keys import workspace_key
+from endless.memory import Memory
+from endless.messages import Message
+from endless.settings import Settings
+
+FIXTURES = Path(__file__).parent / "fixtures" / "import"
+CLAUDE_SESSION = "0b6f3c1e-5a2d-4c1e-9f00-3e1d2a7c9b10"
+
+
+def endless_command() -> list[str]:
+    script = Path(sys.executable).parent / "endless"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+@pytest.fixture
+def place(tmp_path: Path):
+    home, workspace = tmp_path / "home", tmp_path / "work"
+    workspace.mkdir()
+    (tmp_path / "xdg").mkdir()
+    env = {**os.environ, "ENDLESS_HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "TZ": "UTC"}
+    env.pop("ENDLESS_WRITER_ROUTE", None)
+    return home, workspace, env
+
+
+def run_import(place, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    home, workspace, env = place
+    proc = subprocess.run([*endless_command(), "import", "--workspace", str(workspace), *args],
+                          capture_output=True, timeout=120, env=env, text=True)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def open_memory(place, readonly: bool = True) -> Memory:
+    home, workspace, _ = place
+    return Memory.open(workspace_key(None, workspace), settings=Settings(home=str(home)), readonly=readonly,
+                       create=not readonly)
+
+
+def turns_of(memory: Memory) -> list[tuple]:
+    out = []
+    for t in range(memory.turns):
+        info = memory.turn(t)
+        out.append((info.session, info.title, info.at, [(m.kind, m.text, m.at) for m in memory.turn_messages(t)]))
+    return out
+
+
+def iso(text: str) -> float:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# -- generic JSONL -------------------------------------------------------------------------
+
+
+def test_generic_jsonl(place) -> None:
+    proc = run_import(place, str(FIXTURES / "generic.jsonl"))
+    assert "imported 4 turns (8 messages)" in proc.stdout
+    with open_memory(place) as memory:
+        turns = turns_of(memory)
+    # Time order, not file order: the note of 1 March comes first.
+    assert [t[0] for t in turns] == ["notes", "planning", "planning", "errands"]
+    assert turns[0][3] == [("note", "The team moved staging to a new host in February.", iso("2026-03-01T08:00:00Z"))]
+    session, title, at, messages = turns[1]
+    assert (title, at) == ("Staging setup", iso("2026-03-02T09:00:00Z"))
+    assert [m[0] for m in messages] == ["user", "trace", "reply"]
+    assert messages[1][1] == 'said: Let me check the compose file.\nresult: services:\n  db:\n    ports: ["5433:5432"]'
+    assert messages[2] == ("reply", "Staging listens on port 5433.", iso("2026-03-02T09:00:09Z"))
+    # A line without 'at' keeps the previous line's time; a number is Unix seconds.
+    assert turns[2][3] == [("user", "And production?", 1772442060.0),
+                           ("reply", "Production uses the default, 5432.", 1772442060.0)]
+    assert turns[3][1] == "Errands"
+
+    again = run_import(place, str(FIXTURES / "generic.jsonl"))
+    assert "imported 0 turns (0 messages)" in again.stdout and "4 turns were there already" in again.stdout
+    with open_memory(place) as memory:
+        assert turns_of(memory) == turns
+
+
+def test_a_malformed_line_names_file_and_line_and_writes_nothing(place, tmp_path) -> None:
+    source = tmp_path / "bad.jsonl"
+    lines = (FIXTURES / "generic.jsonl").read_text().splitlines()
+    lines.insert(6, '{"role": "user", "content": "unterminated')
+    source.write_text("\n".join(lines) + "\n")
+    proc = run_import(place, str(source), check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"{source}:7: not valid JSON" in proc.stderr and "Nothing was imported" in proc.stderr
+    home = place[0]
+    assert not (home / "memories").exists()  # not even the memory was created
+
+    # Into a memory that exists: it stays exactly as it was.
+    run_import(place, str(FIXTURES / "generic.jsonl"))
+    with open_memory(place) as memory:
+        before = (memory.total, memory.log.path.read_bytes())
+    wrong_role = tmp_path / "role.jsonl"
+    wrong_role.write_text('{"role": "user", "content": "new words"}\n{"role": "robot", "content": "beep"}\n')
+    proc = run_import(place, str(wrong_role), check=False)
+    assert proc.returncode == 2 and f"{wrong_role}:2: role must be one of" in proc.stderr
+    with open_memory(place) as memory:
+        assert (memory.total, memory.log.path.read_bytes()) == before
+
+
+# -- Claude Code ---------------------------------------------------------------------------
+
+
+def test_claude_code_transcript(place) -> None:
+    proc = run_import(place, str(FIXTURES / "claude_session.jsonl"))
+    assert "imported 2 turns (5 messages)" in proc.stdout
+    with open_memory(place) as memory:
+        turns = turns_of(memory)
+    assert [(t[0], t[1]) for t in turns] == [(CLAUDE_SESSION, "Fix the flaky upload test")] * 2
+    first = turns[0][3]
+    assert [m[0] for m in first] == ["user", "trace", "reply"]
+    assert first[0] == ("user", "The upload test fails one run in ten. Can you find out why?",
+                        iso("2026-04-10T14:00:05Z"))
+    trace = first[1][1]
+    assert trace.startswith("said: I'll look at the test first.\n"
+                            'did: Read {"file_path":"/home/ana/proj/tests/test_upload.py"}\n'
+                            "result: def test_upload(tmp_path):")
+    assert ('did: Bash {"command":"pytest -x tests/test_upload.py --count 20","description":"Run the test 20 times"}'
+            in trace)
+    assert "result: (error) 2 failed, 18 passed: OSError: [Errno 98] Address already in use" in trace
+    text = orjson.dumps(turns).decode()
+    assert "temp dir cleanup" not in text  # thinking is never logged
+    assert "init is analyzing" not in text and "Subagent" not in text  # meta lines and sidechains
+    assert turns[1][3][0][1] == "Great, please do that."
+    assert run_import(place, str(FIXTURES / "claude_session.jsonl")).stdout.startswith("imported 0 turns")
+
+
+def test_a_malformed_claude_line(place, tmp_path) -> None:
+    source = tmp_path / "session.jsonl"
+    lines = (FIXTURES / "claude_session.jsonl").read_text().splitlines()
+    lines[9] = '{"type":"assistant","sessionId":"x","timestamp":"2026-04-10T14:00:14.000Z"}'
+    source.write_text("\n".join(lines) + "\n")
+    proc = run_import(place, str(source), check=False)
+    assert proc.returncode == 2
+    assert f"{source}:10: a assistant event without a message" in proc.stderr
+    assert not (place[0] / "memories").exists()
+
+
+# -- Hermes state.db ---------------------------------------------------------------------------
+
+
+def make_state_db(path: Path, workspace: Path) -> None:
+    """A state.db with the tables and columns Hermes 0.19.0 keeps sessions in (the ones read here)."""
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, model TEXT, title TEXT,
+                               cwd TEXT, parent_session_id TEXT, started_at REAL NOT NULL, ended_at REAL);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, role TEXT NOT NULL,
+                               content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT,
+                               timestamp REAL NOT NULL, active INTEGER NOT NULL DEFAULT 1,
+                               compacted INTEGER NOT NULL DEFAULT 0, api_content TEXT);
+    """)
+    db.execute("INSERT INTO sessions VALUES ('20260501_0900_ab12', 'cli', 'm', 'Backup plan', ?, NULL, 1777626000, NULL)",
+               (str(workspace),))
+    db.execute("INSERT INTO sessions VALUES ('20260502_1000_cd34', 'telegram', 'm', 'Elsewhere', NULL, NULL, 1777716000, NULL)")
+    rows = [
+        ("20260501_0900_ab12", "system", "You are Hermes.", None, None, None, 1777626000.0, 1, 0),
+        ("20260501_0900_ab12", "user", "How often do the backups run?", None, None, None, 1777626001.0, 0, 1),
+        ("20260501_0900_ab12", "assistant", "", None,
+         orjson.dumps([{"id": "call_1", "type": "function",
+                        "function": {"name": "terminal", "arguments": "{\"command\": \"crontab -l\"}"}}]).decode(),
+         None, 1777626002.0, 0, 1),
+        ("20260501_0900_ab12", "tool", "0 3 * * * /usr/local/bin/backup.sh", "call_1", None, "terminal",
+         1777626003.0, 0, 1),
+        ("20260501_0900_ab12", "assistant", "Every night at 03:00.", None, None, None, 1777626004.0, 0, 1),
+        ("20260501_0900_ab12", "user", "Scratch that question.", None, None, None, 1777626100.0, 0, 0),  # rewound
+        ("20260501_0900_ab12", "user", "\x00json:" + orjson.dumps([{"type": "text", "text": "Move them to 04:00."}]).decode(),
+         None, None, None, 1777626200.0, 1, 0),
+        ("20260501_0900_ab12", "assistant", "Done: backups now run at 04:00.", None, None, None, 1777626210.0, 1, 0),
+        ("20260502_1000_cd34", "user", "Unrelated telegram chat", None, None, None, 1777716001.0, 1, 0),
+    ]
+    db.executemany("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp,"
+                   " active, compacted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]) for r in rows])
+    db.commit()
+    db.close()
+
+
+def test_hermes_state_db(place, tmp_path) -> None:
+    db = tmp_path / "state.db"
+    make_state_db(db, place[1])
+    proc = run_import(place, str(db))
+    assert "imported 2 turns (5 messages)" in proc.stdout  # only the session run in this workspace
+    with open_memory(place) as memory:
+        turns = turns_of(memory)
+    assert [(t[0], t[1], t[2]) for t in turns] == [("20260501_0900_ab12", "Backup plan", 1777626001.0),
+                                                   ("20260501_0900_ab12", "Backup plan", 1777626200.0)]
+    assert turns[0][3] == [("user", "How often do the backups run?", 1777626001.0),
+                           ("trace", 'did: terminal {"command": "crontab -l"}\nresult: 0 3 * * * /usr/local/bin/backup.sh',
+                            1777626003.0),
+                           ("reply", "Every night at 03:00.", 1777626004.0)]
+    assert turns[1][3][0][1] == "Move them to 04:00."
+    assert "Scratch that" not in orjson.dumps(turns).decode()
+    everything = run_import(place, str(db), "--all-sessions")
+    assert "imported 1 turns" in everything.stdout and "2 turns were there already" in everything.stdout
+
+
+def test_a_malformed_hermes_row(place, tmp_path) -> None:
+    db = tmp_path / "state.db"
+    make_state_db(db, place[1])
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE messages SET tool_calls = '[{\"function\": ' WHERE id = 3")
+    proc = run_import(place, str(db), check=False)
+    assert proc.returncode == 2 and f"{db}: messages row 3: tool_calls is not valid JSON" in proc.stderr
+    assert not (place[0] / "memories").exists()
+    not_db = tmp_path / "notes.db"
+    not_db.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
+    proc = run_import(place, str(not_db), check=False)
+    assert proc.returncode == 2 and str(not_db) in proc.stderr
+
+
+def test_overlap_with_turns_captured_live(place, tmp_path) -> None:
+    """The plugin logged the second turn live; the import adds the first, after it, and nothing twice."""
+    db = tmp_path / "state.db"
+    make_state_db(db, place[1])
+    with open_memory(place, readonly=False) as memory:
+        memory.commit_turn("live-other", "Other chat", [Message("user", "an earlier chat", 1777000000.0)])
+        memory.commit_turn("20260501_0900_ab12", "Backup plan", [
+            Message("user", "Move them to 04:00.", 1777626200.0),
+            Message("reply", "Done: backups now run at 04:00.", 1777626210.0)])
+    proc = run_import(place, str(db))
+    assert "imported 1 turns (3 messages)" in proc.stdout and "1 turns were there already" in proc.stdout
+    with open_memory(place) as memory:
+        turns = turns_of(memory)
+    assert [(t[0], t[3][0][1]) for t in turns] == [("live-other", "an earlier chat"),
+                                                   ("20260501_0900_ab12", "Move them to 04:00."),
+                                                   ("20260501_0900_ab12", "How often do the backups run?")]
+    assert run_import(place, str(db)).stdout.startswith("imported 0 turns")
+
+
+# -- dry run, long imports, interruption -----------------------------------------------------------
+
+
+def test_dry_run_writes_nothing_and_estimates(place, tmp_path) -> None:
+    home, workspace, env = place
+    proc = run_import(place, "--dry-run", str(FIXTURES / "generic.jsonl"), str(FIXTURES / "claude_session.jsonl"))
+    lines = proc.stdout.splitlines()
+    assert sum(1 for line in lines if line.startswith("+ ")) == 6
+    assert "«Staging setup»  1 user, 1 trace, 1 reply  user: Which port does the staging database use?" in proc.stdout
+    assert "would add 6 turns (13 messages)" in proc.stdout
+    assert "offline writer" in proc.stdout
+    assert not (home / "memories").exists()
+    route = '{"provider": "openai", "model": "deepseek-v4-flash", "base_url": "https://api.deepseek.com"}'
+    priced = subprocess.run([*endless_command(), "import", "--workspace", str(workspace), "--dry-run", "--json",
+                             str(FIXTURES / "generic.jsonl")], capture_output=True, text=True, timeout=60,
+                            env={**env, "ENDLESS_WRITER_ROUTE": route})
+    summary = orjson.loads(priced.stdout)
+    assert summary["turns"] == 4 and summary["messages"] == 8 and len(summary["new"]) == 4
+    assert summary["writer"]["calls"] >= 1 and summary["writer"]["cost"] > 0
+    assert "deepseek-v4-flash" in summary["writer"]["route"]
+    assert not (home / "memories").exists()
+
+
+def big_source(path: Path, turns: int) -> None:
+    with open(path, "w") as handle:
+        for k in range(turns):
+            at = 1_760_000_000 + 60 * k
+            handle.write(orjson.dumps({"role": "user", "content": f"question number {k}", "at": at,
+                                       "session": f"s{k % 3}"}).decode() + "\n")
+            handle.write(orjson.dumps({"role": "assistant", "content": f"answer number {k}", "at": at + 1,
+                                       "session": f"s{k % 3}"}).decode() + "\n")
+
+
+def test_an_interrupted_import_resumes(place, tmp_path) -> None:
+    """SIGKILL an import once its first batch has landed; running it again adds exactly the rest."""
+    home, workspace, env = place
+    source = tmp_path / "big.jsonl"
+    big_source(source, 20_000)
+    proc = subprocess.Popen([*endless_command(), "import", "--workspace", str(workspace), str(source)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    log_path = home / "memories" / workspace_key(None, workspace).memory_id / "turns.turn.v1.jsonl"
+    deadline = time.monotonic() + 120
+    while not (log_path.exists() and log_path.stat().st_size > 0):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.005)  # polling a real condition (the log grew), not a timed wait
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    with open_memory(place) as memory:
+        landed = memory.turns
+    if landed == 20_000:
+        pytest.skip("the import finished before it could be interrupted")
+    assert 0 < landed < 20_000
+    rerun = run_import(place, str(source))
+    assert f"imported {20_000 - landed} turns" in rerun.stdout
+    with open_memory(place) as memory:
+        assert memory.turns == 20_000 and memory.total == 40_000
+        texts = [memory.message(2 * t).text for t in range(0, 20_000, 997)]
+        assert texts == [f"question number {t}" for t in range(0, 20_000, 997)]  # in time order, each once
+        firsts = {memory.turn_messages(t)[0].text for t in range(memory.turns)}
+        assert len(firsts) == 20_000
+
+
+HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON",
+                                    Path(__file__).resolve().parents[1] / ".venv-hermes" / "bin" / "python"))
+
+WRITE_WITH_HERMES = """
+import sys
+from pathlib import Path
+from hermes_state import SessionDB
+db = SessionDB(db_path=Path(sys.argv[1]))
+sid = "20260601_120000_real"
+db.create_session(sid, "cli", model="sim-model", cwd=sys.argv[2])
+db.set_session_title(sid, "Real Hermes session")
+db.append_message(sid, "user", content="Where are the nightly logs kept?")
+db.append_message(sid, "assistant", content="",
+                  tool_calls=[{"id": "call_9", "type": "function",
+                               "function": {"name": "terminal", "arguments": "{\\"command\\": \\"ls /var/log/nightly\\"}"}}])
+db.append_message(sid, "tool", content="run-01.log run-02.log", tool_call_id="call_9", tool_name="terminal")
+db.append_message(sid, "assistant", content="They are in /var/log/nightly.")
+db.append_message(sid, "user", content=[{"type": "text", "text": "Thanks!"}])
+db.append_message(sid, "assistant", content="You're welcome.")
+db.close()
+"""
+
+
+@pytest.mark.skipif(not HERMES_PYTHON.is_file(), reason=f"no Hermes venv at {HERMES_PYTHON}")
+def test_a_state_db_written_by_the_real_hermes(place, tmp_path) -> None:
+    """Hermes Agent 0.19.0's own SessionDB writes the state.db; the import reads it."""
+    home, workspace, env = place
+    db = tmp_path / "state.db"
+    hermes_env = {**env, "HERMES_HOME": str(tmp_path / "hermes"), "HOME": str(tmp_path)}
+    written = subprocess.run([str(HERMES_PYTHON), "-c", WRITE_WITH_HERMES, str(db), str(workspace)],
+                             capture_output=True, text=True, timeout=120, env=hermes_env)
+    assert written.returncode == 0, written.stderr
+    proc = run_import(place, str(db))
+    assert "imported 2 turns (5 messages)" in proc.stdout, proc.stdout + proc.stderr
+    with open_memory(place) as memory:
+        turns = turns_of(memory)
+    assert [(t[0], t[1]) for t in turns] == [("20260601_120000_real", "Real Hermes session")] * 2
+    assert [(m[0], m[1]) for m in turns[0][3]] == [
+        ("user", "Where are the nightly logs kept?"),
+        ("trace", 'did: terminal {"command": "ls /var/log/nightly"}\nresult: run-01.log run-02.log'),
+        ("reply", "They are in /var/log/nightly.")]
+    assert [(m[0], m[1]) for m in turns[1][3]] == [("user", "Thanks!"), ("reply", "You're welcome.")]
+    assert run_import(place, str(db)).stdout.startswith("imported 0 turns")

@@ -387,3 +387,29 @@ def test_an_interrupt_while_waiting_for_the_writer_stops_the_turn(tmp_path: Path
             assert count_in_memory(memory, "vireo-181") == 1
     finally:
         env.close()
+
+
+def test_a_long_turn_rebuilds_its_head_and_keeps_going(tmp_path: Path) -> None:
+    """The turn protocol's long-turn refresh (a quarter of the window) through Hermes: a 64K window, a zoom
+    answer of 18 KB.  The steps so far are committed as a ``continued`` part and the head is rebuilt."""
+    env = Env(tmp_path, config={"model": {"context_length": 65536}})
+    try:
+        big = "A big note, tanager-191. " + " ".join(f"paragraph{i} holds some detail" for i in range(600))
+        first = env.chat(big + " [[tools:0]] [[reply:100]]", toolsets="endless")
+        env.chat("Read my big note back. [[zoom:0:1]] [[reply:150]]", resume=first.session, toolsets="endless")
+        steps = [r for r in env.chat_requests() if "Read my big note back." in head_part(r["prompt"])
+                 or "This turn is still going" in head_part(r["prompt"])]
+        assert len(steps) >= 2, [head_part(r["prompt"])[-200:] for r in steps]
+        assert "This turn is still going" not in head_part(steps[0]["prompt"])
+        rebuilt = steps[1]["prompt"]
+        assert "This turn is still going" in head_part(rebuilt)
+        assert [role for role, _ in segments(rebuilt)] == ["tools", "system", "user"]  # the steps moved into it
+        for later in steps[2:]:
+            assert later["prompt"].startswith(rebuilt.rstrip())  # the rebuilt head is frozen in turn
+        with env.memory() as memory:
+            statuses_ = statuses(memory)
+            assert statuses_[0] == "completed" and statuses_[1] == "continued" and statuses_[-1] == "completed"
+            assert [m.kind for m in memory.turn_messages(1)] == ["user", "trace"]
+            assert "tanager-191" in memory.turn_messages(1)[1].text  # the zoom result is in the trace
+    finally:
+        env.close()

@@ -9,6 +9,7 @@ import orjson
 
 from endless import __version__
 from endless.settings import SettingsError, describe, load_settings
+from endless.hermes.install import add_hermes_parser
 from endless.demo import add_demo_parser
 from endless.chat import add_chat_parser
 from endless.doctor import add_doctor_parser
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--json", action="store_true", help="print JSON")
     config.set_defaults(run=_config)
     add_sim_parser(sub)
+    add_hermes_parser(sub)
     add_demo_parser(sub)
     add_mcp_parser(sub)
     add_doctor_parser(sub)

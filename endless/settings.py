@@ -74,6 +74,8 @@ class Settings:
     person_tag: str = "you"
     home: str = ""
     rpc_port: int = 8765
+    # Hermes: past this many messages in Hermes's own transcript, it is compacted in place at a turn's start.
+    hermes_transcript_messages: int = 120
     # The host RPC and History page (DESIGN §6).
     rpc_body_bytes: int = 65_536  # largest request body accepted
     rpc_request_seconds: float = 10.0  # a request still running after this is answered endless/timeout
@@ -240,6 +242,8 @@ def _check(s: Settings) -> None:
                  "default_window_tokens"):
         if not getattr(s, name) > 0:
             problems.append(f"{name} must be positive")
+    if s.hermes_transcript_messages < 8:
+        problems.append("hermes_transcript_messages must be at least 8")
     if not 0 <= s.rpc_port <= 65535:
         problems.append("rpc_port must be a port number from 0 to 65535")
     if s.view_shrink_slack < 0:

@@ -505,6 +505,19 @@ def test_zoom_with_other_tools_quotes_the_right_result():
     assert not any(f"answer to {c.id}" in final.text for c in calls[1:])
 
 
+def test_call_markers_call_the_named_tools_in_order_and_nothing_else():
+    agent = ScriptedAgent(3)
+    calls, final = run_turn(agent, "Check [[call:date]] then [[call:terminal]] and [[zoom:80:4]]")
+    assert [c.name for c in calls] == ["zoom", "date", "terminal"]
+    for call in calls[1:]:
+        jsonschema.validate(json.loads(call.arguments), _SCHEMAS[call.name])
+    assert final.text and not final.tool_calls
+    calls, _ = run_turn(agent, "Check [[call:terminal]] [[tools:2]]")
+    assert len(calls) == 3 and calls[0].name == "terminal"
+    calls, _ = run_turn(agent, "A tool this request does not offer [[call:no_such_tool]]")
+    assert calls == []
+
+
 @pytest.mark.parametrize("count", [0, 1, 3, 7])
 def test_tool_count_scripts_make_that_many_calls_one_per_step(count):
     agent = ScriptedAgent(5)

@@ -17,6 +17,10 @@ recent block, ``id+n|…``, are ignored):
 ``[[zoom:ID:N]]``
     call ``zoom`` with that id and n first, then quote in the final reply what
     the tool message answering it returned (several markers: in order);
+``[[call:NAME]]``
+    call the request's tool NAME once (arguments made up from the request,
+    as for ``[[tools:K]]``), after any zooms and before the ``[[tools:K]]``
+    draws; several markers: in order; without ``[[tools:K]]`` no other call;
 ``[[fail:STATUS]]``, ``[[fail:STATUS:RETRY_AFTER]]``, ``[[fail:STATUS:RETRY_AFTER:TIMES]]``
     fail with that HTTP status (429 gets ``retry_after``, default
     ``retry_after`` seconds); with TIMES, only the turn's first TIMES requests
@@ -44,7 +48,7 @@ from typing import Any, Mapping, Sequence
 
 from endless.sim.model import ChatMessage, SimReply, SimRequest, ToolCall
 
-_MARKER = re.compile(r"\[\[\s*(tools|zoom|fail|stall|slow|reply)\s*(?::([^\]]*))?\]\]", re.I)
+_MARKER = re.compile(r"\[\[\s*(tools|zoom|call|fail|stall|slow|reply)\s*(?::([^\]]*))?\]\]", re.I)
 _VIEW_LINE = re.compile(r"^\d+\+\d+\|.*$", re.M)
 _CHAT = re.compile(r"<chat>.*?</chat>", re.S)
 _CHAT_BLOCK = re.compile(r"<chat>(.*?)</chat>", re.S)
@@ -281,6 +285,7 @@ class ScriptedAgent:
         plan.reply_bytes = rng.randint(min(lo, hi), max(lo, hi))
         count: int | None = None
         zooms: list[tuple[int, int]] = []
+        named: list[str] = []
         for match in _MARKER.finditer(own):
             word, arg = match.group(1).lower(), (match.group(2) or "").strip()
             parts = [p.strip() for p in arg.split(":")] if arg else []
@@ -289,6 +294,9 @@ class ScriptedAgent:
                     count = max(0, int(parts[0]))
                 elif word == "zoom":
                     zooms.append((int(parts[0]), int(parts[1]) if len(parts) > 1 else 1))
+                elif word == "call":
+                    if parts and parts[0]:
+                        named.append(parts[0])
                 elif word == "fail":
                     status = int(parts[0])
                     retry_after = float(parts[1]) if len(parts) > 1 and parts[1] else None
@@ -303,6 +311,8 @@ class ScriptedAgent:
                     plan.exact_size = True
             except (IndexError, ValueError):
                 continue  # a marker with bad arguments is just words
+        if count is None and named:
+            count = 0
         if count is None:
             choices = sorted(self.tool_weights)
             weights = [self.tool_weights[c] for c in choices]
@@ -312,6 +322,11 @@ class ScriptedAgent:
             plan.calls.append(PlannedCall("zoom", {"id": ident, "n": n},
                                           f"{prefix}{rng.getrandbits(64):016x}", quote=True))
         tools = [t for t in request.tools if _tool_name(t)]
+        by_name = {_tool_name(t): t for t in tools}
+        for name in named:
+            if name in by_name:
+                plan.calls.append(PlannedCall(name, _Context(request, own).arguments(
+                    name, _tool_schema(by_name[name]), rng), f"{prefix}{rng.getrandbits(64):016x}"))
         if tools:
             names = [_tool_name(t) for t in tools]
             weights = [self.tool_preference.get(name or "", 1.0) for name in names]

@@ -1,0 +1,92 @@
+"""``endless hermes install|uninstall``: idempotent, keeps every other setting, undoes exactly what it did."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from endless.hermes.install import STATE_FILE, InstallError, install, uninstall
+
+CONFIG = b"""# my Hermes settings
+model:
+  provider: custom
+  base_url: http://127.0.0.1:9/v1   # local
+  default: sim-model
+plugins:
+  enabled: [disk-cleanup]
+memory:
+  nudge_interval: 7
+  memory_enabled: true
+display: {compact: true}
+"""
+
+
+def test_install_then_uninstall_is_byte_identical(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_bytes(CONFIG)
+    said = install(tmp_path)
+    assert said
+    data = yaml.safe_load(config.read_text())
+    assert data["plugins"]["enabled"] == ["disk-cleanup", "endless"]
+    assert data["context"]["engine"] == "endless"
+    assert data["memory"] == {"nudge_interval": 0, "memory_enabled": True}
+    assert data["skills"]["creation_nudge_interval"] == 0
+    assert data["compression"]["in_place"] is True
+    assert data["model"]["base_url"] == "http://127.0.0.1:9/v1" and data["display"] == {"compact": True}
+    after_first = config.read_bytes()
+    assert install(tmp_path) == []  # idempotent
+    assert config.read_bytes() == after_first
+    uninstall(tmp_path)
+    assert config.read_bytes() == CONFIG
+    assert not (tmp_path / STATE_FILE).exists()
+
+
+def test_uninstall_after_other_edits_restores_only_what_install_changed(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_bytes(CONFIG)
+    install(tmp_path)
+    data = yaml.safe_load(config.read_text())
+    data["display"]["compact"] = False  # the person changes something else meanwhile
+    data["skills"]["creation_nudge_interval"] = 3  # and one of the keys install set
+    config.write_text(yaml.safe_dump(data))
+    said = uninstall(tmp_path)
+    restored = yaml.safe_load(config.read_text())
+    original = yaml.safe_load(CONFIG)
+    assert restored["display"] == {"compact": False}
+    assert restored["plugins"]["enabled"] == ["disk-cleanup"]
+    assert restored["memory"] == original["memory"]
+    assert "context" not in restored and "compression" not in restored
+    assert restored["skills"] == {"creation_nudge_interval": 3}
+    assert any("changed since install" in line for line in said), said
+
+
+def test_install_into_an_empty_home_and_back(tmp_path: Path) -> None:
+    install(tmp_path)
+    assert (tmp_path / "config.yaml").exists()
+    uninstall(tmp_path)
+    assert not (tmp_path / "config.yaml").exists()
+
+
+def test_bad_yaml_and_uninstall_without_install_say_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("model: [unclosed\n")
+    with pytest.raises(InstallError, match="not valid YAML"):
+        install(tmp_path)
+    assert (tmp_path / "config.yaml").read_text() == "model: [unclosed\n"  # nothing lost
+    with pytest.raises(InstallError, match="nothing to undo"):
+        uninstall(tmp_path)
+
+
+def test_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_bytes(CONFIG)
+    run = [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
+    first = subprocess.run(run + ["hermes", "install", "--home", str(tmp_path)], capture_output=True, text=True)
+    assert first.returncode == 0 and "plugins.enabled: added 'endless'" in first.stderr, first.stderr
+    assert first.stdout == ""
+    second = subprocess.run(run + ["hermes", "uninstall", "--home", str(tmp_path)], capture_output=True,
+                            text=True)
+    assert second.returncode == 0, second.stderr
+    assert (tmp_path / "config.yaml").read_bytes() == CONFIG

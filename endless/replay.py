@@ -305,8 +305,9 @@ class Replay:
                                          route=self.route.to_json() if config.model_writer else None,
                                          run_tool=run_tool)
                 first = self.requests[before] if len(self.requests) > before else None
-                rows.append(TurnRow(number, item.chat, item.kind,
-                                    (first.at - began) if first else 0.0, bool(first and first.batch),
+                # The wait: until the first request, or, for a refused turn, until the refusal.
+                waited = (first.at if first else asyncio.get_running_loop().time()) - began
+                rows.append(TurnRow(number, item.chat, item.kind, waited, bool(first and first.batch),
                                     outcome.refused,
                                     outcome.steps, first))
                 transcript.append({"chat": item.chat, "person": item.person, "steps": steps,

@@ -117,7 +117,7 @@ def run_pass(name: str, turns: int, seed: int, writer: dict | None, writer_calls
         "refused": sum(1 for t in result.turns if t.refused),
         "writer": {"calls": stats.calls, "model_lines": written, "calls_per_line": stats.calls / max(1, written),
                    "trimmed": stats.trimmed, "invented": stats.invented, "offline_fallbacks": stats.offline_fallbacks,
-                   "offline_lines": stats.offline_lines},
+                   "offline_lines": stats.offline_lines, "rejected": dict(stats.rejected)},
         "facts": {"planted": len(facts), "reachable": reached},
         "view_sizes": result.view_sizes, "view_bytes": view_bytes,
         "messages": memory.total, "simulated_hours": result.simulated_seconds / 3600,

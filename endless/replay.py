@@ -114,7 +114,6 @@ class ReplayConfig:
     settings: Settings = field(default_factory=lambda: Settings(settle_poll_seconds=1.0))
     seed: int = 7
     model_writer: bool = True  # False: no route is recorded, the offline writer writes every line
-    writer_invented_rate: float | None = None
     settle_all: bool = False  # wait at the end until every line is written
     writer_route: dict | None = None  # a real endpoint for the writer: then the run goes in real time
 
@@ -164,8 +163,7 @@ class Replay:
         primary = "anthropic" if api == "anthropic" else config.caches[0]
         self.primary = primary
         self.extra = {name: make_cache(name) for name in config.caches if name != primary}
-        writer = ScriptedWriter(seed=config.seed, **({} if config.writer_invented_rate is None
-                                                     else {"invented_rate": config.writer_invented_rate}))
+        writer = ScriptedWriter(seed=config.seed)
         self.agent = ScriptedAgent(seed=config.seed, tool_preference={"terminal": 1.0, "zoom": 0.0,
                                                                         "recall_search": 0.0, "date": 0.0})
         steered = _Steered(self.agent, lambda: self._current.markers if self._current else "")
@@ -381,10 +379,6 @@ def _view_text(prompt: str) -> str:
     start = prompt.find("<chat>")
     end = prompt.find("</chat>", start)
     return prompt[start:end].rstrip() if start >= 0 and end >= 0 else ""
-
-
-def share(read: int, tokens: int) -> float:
-    return read / tokens if tokens else 1.0
 
 
 def median(values: list[float]) -> float:

@@ -16,8 +16,6 @@ from typing import Any, Callable
 
 import orjson
 
-import orjson
-
 import prompts
 from endless import search as searching
 from endless import view as views

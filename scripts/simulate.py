@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from endless.memory import Memory  # noqa: E402
 from endless.recall_check import reachable  # noqa: E402
-from endless.replay import MARKED, Replay, ReplayConfig, median, percentile  # noqa: E402
+from endless.replay import Replay, ReplayConfig, median, percentile  # noqa: E402
 from endless.settings import Settings  # noqa: E402
 from endless.sim.script import make_script, mix_summary  # noqa: E402
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 
 def test_demo_replays_offline_and_prints_the_table(tmp_path):

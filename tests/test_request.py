@@ -9,7 +9,7 @@ TOOLS = [{"name": "zoom", "description": "open a line", "parameters": {"type": "
 
 
 def _request(lines: list[str], tail: str = "new question") -> Request:
-    blocks, whole = view_message_blocks(lines, [f"recent\n", tail])
+    blocks, whole = view_message_blocks(lines, ["recent\n", tail])
     return Request("SYSTEM", TOOLS, [Msg("user", blocks)], view_message=0, view_blocks=whole,
                    cache_key="0123456789abcdef")
 

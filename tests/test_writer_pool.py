@@ -8,7 +8,6 @@ import time
 import orjson
 import pytest
 
-from endless import view as views
 from endless.sim.clock import SimClock, run
 from endless.sim.model import SimReply
 from endless.sim.writer_model import ScriptedWriter
@@ -296,7 +295,7 @@ def test_lease_handover_the_new_holder_finishes(tmp_path):
     second.refresh()
     assert _all_written(second)
     built = [r for r in second.tree.catch_up(False)]
-    lines = (second.folder / f"tree.turn.v1.jsonl").read_text().splitlines()
+    lines = (second.folder / "tree.turn.v1.jsonl").read_text().splitlines()
     keys = [(l.split('"l":')[1].split(",")[0], l.split('"i":')[1].split(",")[0]) for l in lines]
     assert len(keys) == len(set(keys)), "nothing is written twice"
     del built

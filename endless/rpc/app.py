@@ -56,7 +56,7 @@ from starlette.routing import Route
 from endless import answers, durable
 from endless.answers import AnswerError
 from endless.rpc.readers import Readers
-from endless.settings import Settings
+from endless.settings import Settings, search_workers
 
 TIMEOUT = "endless/timeout"
 BUSY = "endless/busy"
@@ -151,14 +151,14 @@ class EndlessApp:
             if self._slow is None:
                 from endless.rpc import workers
                 self._slow = ProcessPoolExecutor(
-                    self.settings.rpc_search_workers, mp_context=multiprocessing.get_context("spawn"),
+                    search_workers(self.settings), mp_context=multiprocessing.get_context("spawn"),
                     initializer=workers.start, initargs=(self.settings, str(self.root)))
             return self._slow
 
     def warm_up(self) -> None:
         """Start the worker processes now, so the first search does not wait for them."""
         from endless.rpc import workers
-        for _ in range(self.settings.rpc_search_workers):
+        for _ in range(search_workers(self.settings)):
             self.slow.submit(workers.ready)
 
     def cookie_name(self, port: int) -> str:

@@ -14,7 +14,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +21,8 @@ from endless.hermes.install import install
 from endless.keys import Key, workspace_key
 from endless.memory import Memory
 from endless.settings import load_settings
+from commands import endless_command
+from endless.sim.server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON", ROOT / ".venv-hermes" / "bin" / "python"))
@@ -38,19 +39,6 @@ def hermes_ready() -> bool:
     probe = subprocess.run([str(HERMES_PYTHON), "-c", "import endless.hermes, run_agent"],
                            capture_output=True, timeout=120)
     return probe.returncode == 0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def endless_command() -> list[str]:
-    script = Path(sys.executable).parent / "endless"
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
 class Env:

@@ -24,16 +24,10 @@ from endless.keys import workspace_key
 from endless.memory import Memory
 from endless.settings import Settings
 from commands import endless_command
+from endless.sim.server import free_port
 
 START_TIMEOUT = 20.0
 TURN_TIMEOUT = 60.0
-
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def poll(condition, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:

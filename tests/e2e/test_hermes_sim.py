@@ -22,11 +22,12 @@ import os
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from commands import endless_command
+from endless.sim.server import free_port
 
 HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON",
                                     Path(__file__).resolve().parents[2] / ".venv-hermes" / "bin" / "python"))
@@ -38,19 +39,6 @@ pytestmark = pytest.mark.skipif(
     not HERMES_PYTHON.is_file(),
     reason=f"no Hermes venv: {HERMES_PYTHON} missing (set ENDLESS_HERMES_PYTHON, or create it with "
            f"`python3 -m venv .venv-hermes && .venv-hermes/bin/pip install 'hermes-agent[anthropic]==0.19.0'`)")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _endless_command() -> list[str]:
-    script = Path(sys.executable).parent / "endless"
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from endless.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
 def _hermes_has_anthropic() -> bool:
@@ -106,7 +94,7 @@ def test_hermes_turn_with_a_tool_call_against_the_simulator(mode: str, tmp_path:
     if mode == "anthropic_messages" and not _hermes_has_anthropic():
         pytest.skip("the Hermes venv has no `anthropic` SDK (install hermes-agent[anthropic]==0.19.0)")
 
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "requests.jsonl"
     server_err = tmp_path / "server.err"
     hermes_home = tmp_path / "hermes_home"
@@ -124,7 +112,7 @@ def test_hermes_turn_with_a_tool_call_against_the_simulator(mode: str, tmp_path:
 
     with open(server_err, "wb") as err:
         server = subprocess.Popen(
-            _endless_command() + ["sim", "serve", "--port", str(port), "--cache", cache,
+            endless_command() + ["sim", "serve", "--port", str(port), "--cache", cache,
                                   "--log", str(log_path), "--latency", "0.05"],
             stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
     try:

@@ -18,6 +18,7 @@ from endless.mcp_server import add_mcp_parser
 from endless.read_cli import add_read_parsers
 from endless.rpc.serve import add_serve_parser
 from endless.sim.server import add_sim_parser
+from endless.choose import add_memory_arguments
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -33,29 +34,16 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_memory(args: argparse.Namespace):
-    """The memory a read or writer command is about: ``--memory``, else ``--workspace`` (default: here)."""
-    from pathlib import Path
-
-    from endless.keys import workspace_key
-    from endless.memory import Memory
-
-    settings = load_settings()
-    if args.memory:
-        return Memory.open(memory_id=args.memory, settings=settings)
-    return Memory.open(workspace_key(None, Path(args.workspace or ".")), settings=settings, create=False)
-
-
 def _writer(args: argparse.Namespace) -> int:
     import time
 
-    from endless.memory import MemoryError_
+    from endless.choose import ChoiceError, choose
     from writer.pool import lift_pause, lifted_today, read_pause
     from writer.usage import UsageLog
 
     try:
-        memory = _open_memory(args)
-    except (MemoryError_, ValueError) as exc:
+        memory = choose(args, readonly=args.action == "status")
+    except ChoiceError as exc:
         print(f"[endless] {exc}", file=sys.stderr)
         return 1
     with memory:
@@ -103,8 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(sub)
     writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today")
     writer.add_argument("action", choices=["status", "resume"])
-    writer.add_argument("--memory", help="a memory id (16 hex digits)")
-    writer.add_argument("--workspace", help="the workspace whose memory to use (default: this folder)")
+    add_memory_arguments(writer)
     writer.add_argument("--json", action="store_true", help="print JSON")
     writer.set_defaults(run=_writer)
     return parser

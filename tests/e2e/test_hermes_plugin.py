@@ -330,8 +330,11 @@ def test_anthropic_messages_chat_shape_marks_and_cache(tmp_path: Path) -> None:
         ratios = [r["usage"]["read"] / r["usage"]["input"] for r in turns]
         assert all(ratio >= 0.95 for ratio in ratios[2:]), ratios
         steps = [r for r in env.chat_requests() if head_part(r["prompt"]).rstrip().endswith(prompts[2])]
-        assert len(steps) == 2 and steps[1]["prompt"].startswith(steps[0]["prompt"].rstrip())
-        assert steps[1]["usage"]["read"] / steps[1]["usage"]["input"] >= 0.9, steps[1]["usage"]
+        # The tool step, and any retry Hermes makes when a slow machine times a request out, reuse the head.
+        assert len(steps) >= 2 and all(s["prompt"].startswith(steps[0]["prompt"].rstrip()) for s in steps[1:])
+        tool_step = max(steps, key=lambda s: len(s["prompt"]))
+        assert len(tool_step["prompt"]) > len(steps[0]["prompt"]), "the turn's tool step appended to its head"
+        assert tool_step["usage"]["read"] / tool_step["usage"]["input"] >= 0.9, tool_step["usage"]
         with env.memory() as memory:
             assert memory.turns == 4 and [m.kind for m in memory.turn_messages(2)] == ["user", "trace", "reply"]
             assert prompts[0] in memory.turn_messages(2)[2].text  # the zoomed message quoted word for word

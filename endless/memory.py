@@ -689,17 +689,21 @@ class Memory:
         return ready
 
     def job_input(self, job: Job) -> str:
-        """What the writer compresses: ``tag: the whole message``, or the two child lines."""
+        """What the writer compresses: ``tag: message`` (tool output trimmed), or the two child lines."""
         if job.level == 0:
             stored = self.message(job.index)
             if stored is None:
                 raise MemoryError_(f"message {job.index} cannot be read from the log")
-            return stored.writer_source(self.settings, self.agent_name)
+            return stored.writer_task_input(self.settings, self.agent_name)
         left, right = views.children(job.part)
         return "\n".join(ViewLine(p, self.node_text(*p)).render() for p in (left, right))
 
     def job_sources(self, job: Job) -> list[str]:
-        """Everything a line may draw facts from: its input, and for a merge its messages."""
+        """Everything a line may draw facts from: its whole message, or a merge's lines and messages."""
+        if job.level == 0:
+            stored = self.message(job.index)
+            return [self.job_input(job) if stored is None
+                    else stored.writer_source(self.settings, self.agent_name)]
         sources = [self.job_input(job)]
         if job.level > 0:
             start = views.first(job.part)

@@ -7,6 +7,7 @@ when it is very long.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from endless.settings import Settings
@@ -60,6 +61,11 @@ class Stored:
         return render(self.kind, self.writer_text if self.writer_text is not None else self.text,
                       settings, agent_name)
 
+    def writer_task_input(self, settings: Settings, agent_name: str | None = None) -> str:
+        """The writer source as one writer call reads it: tool output trimmed (:func:`writer_input`)."""
+        text = self.writer_text if self.writer_text is not None else self.text
+        return render(self.kind, writer_input(self.kind, text, settings), settings, agent_name)
+
 
 def tag(kind: str, settings: Settings, agent_name: str | None = None) -> str | None:
     if kind == "user":
@@ -94,6 +100,34 @@ def cap_middle(text: str, keep: int) -> str:
     cut = len(text) - 2 * keep
     unit = "character" if cut == 1 else "characters"
     return f"{text[:keep]}\n[… {cut:,} {unit} cut …]\n{text[-keep:]}"
+
+
+_STEP_START = re.compile(r"^(?:did|result|said): ", re.M)
+
+
+def writer_input(kind: str, text: str, settings: Settings) -> str:
+    """What a writer call reads of a tool message: the steps whole, each result's middle left out.
+
+    A 512-byte line cannot carry what the middle of a 40 KB build log says,
+    yet reading it costs the writer as much as the agent paid for it once.
+    Every ``did:`` and ``said:`` step stays (what was done to what), each
+    ``result:`` keeps its head and tail, where commands echo and errors end,
+    and the whole keeps its first and last ``writer_input_keep_chars``.  Person
+    messages and replies are never shortened.  The log keeps every character.
+    """
+    if kind not in ("trace", "result", "call"):
+        return text
+    keep = settings.writer_result_keep_chars
+    if kind == "result":
+        text = cap_middle(text, keep)
+    elif kind == "trace" and len(text) > 2 * keep:
+        starts = [m.start() for m in _STEP_START.finditer(text)]
+        if not starts or starts[0] != 0:
+            starts.insert(0, 0)
+        steps = [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+        text = "".join(cap_middle(step.rstrip("\n"), keep) + ("\n" if step.endswith("\n") else "")
+                       if step.startswith("result: ") else step for step in steps)
+    return cap_middle(text, settings.writer_input_keep_chars)
 
 
 def split_long(text: str, limit: int) -> list[str]:

@@ -95,7 +95,7 @@ class ReplayResult:
     turns: list[TurnRow]
     requests: list[RequestRow]
     writer_calls: int
-    writer_tokens: dict[str, dict[str, int]]  # model -> {input, read}
+    writer_tokens: dict[str, dict[str, int]]  # model -> {input, read, uncached, output}
     writer_cost: dict[str, float]
     stats: PoolStats
     memory_folder: Path
@@ -180,7 +180,7 @@ class Replay:
                                api_key_env="SIM_KEY")
         self.models = ["anthropic"] if api == "anthropic" else list(config.caches)
         self.requests: list[RequestRow] = []
-        self.writer_tokens = {m: {"input": 0, "read": 0} for m in self.models}
+        self.writer_tokens = {m: {"input": 0, "read": 0, "uncached": 0, "output": 0} for m in self.models}
         self.writer_cost = {m: 0.0 for m in self.models}
         self.writer_calls = 0
         self._current: ScriptTurn | None = None
@@ -213,6 +213,8 @@ class Replay:
             for name in self.models:
                 self.writer_tokens[name]["input"] += reads[name]["input"]
                 self.writer_tokens[name]["read"] += reads[name]["read"]
+                self.writer_tokens[name]["uncached"] += reads[name]["uncached"]
+                self.writer_tokens[name]["output"] += usage["output"]
                 self.writer_cost[name] += costs[name]
             return
         turn = self._current

@@ -64,6 +64,11 @@ class Settings:
     result_cap_chars: int = 15_000
     trace_cap_chars: int = 30_000
     message_split_chars: int = 30_000
+    # What one writer call reads of a tool message (not in DESIGN §7; see README "Limits and costs"):
+    # each result inside it keeps its first and last writer_result_keep_chars, the whole its first
+    # and last writer_input_keep_chars.  The log keeps every character; zoom shows them.
+    writer_result_keep_chars: int = 1_500
+    writer_input_keep_chars: int = 6_000
     # Tools (DESIGN §5).
     zoom_page_chars: int = 25_000
     regex_seconds: float = 2.0
@@ -229,7 +234,8 @@ def _check(s: Settings) -> None:
                  "writer_view_ceiling", "writer_calls", "unwritten_ahead", "tries_per_line",
                  "content_rounds", "lines_per_call", "recent_block_bytes", "zoom_page_chars",
                  "search_hits_tool", "search_hits_rpc", "result_cap_chars", "trace_cap_chars",
-                 "message_split_chars", "rpc_body_bytes", "rpc_search_queue",
+                 "message_split_chars", "writer_result_keep_chars", "writer_input_keep_chars",
+                 "rpc_body_bytes", "rpc_search_queue",
                  "history_limit", "history_limit_max", "history_page_bytes"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be positive")

@@ -106,6 +106,8 @@ def run_pass(name: str, turns: int, seed: int, writer: dict | None, writer_calls
             "agent_cost": sum(r.cost[model] for r in result.requests),
             "writer_cost": result.writer_cost[model],
             "agent_input": agent_input, "writer_input": writer["input"],
+            "writer_read": writer["read"], "writer_uncached": writer["uncached"], "writer_output": writer["output"],
+            "agent_output": sum(r.output for r in result.requests),
             "shares": [s for s, _ in firsts],
         }
     stats = result.stats

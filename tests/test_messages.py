@@ -12,7 +12,7 @@ from endless.keys import workspace_key
 from endless.memory import Memory
 from endless.messages import (KINDS, Message, MessageError, Stored, TraceBuilder, cap_middle,
                               check_kind, prepare, render, split_long, tag)
-from endless.settings import Settings
+from endless.settings import Settings, SettingsError
 
 AT = 1_700_000_000.0
 S = Settings()
@@ -265,3 +265,76 @@ def test_trace_builder_steps_and_tags():
         trace.add("thought", "hmm")
     with pytest.raises(MessageError):
         trace.add("you", "hi")
+
+
+# -- what one writer call reads of a message ---------------------------------------------------
+
+SMALL = Settings(writer_result_keep_chars=50, writer_input_keep_chars=400)
+
+
+def test_writer_input_leaves_person_and_reply_whole():
+    long_text = distinct(5_000)
+    for kind in ("user", "reply", "said", "work"):
+        assert msgs.writer_input(kind, long_text, SMALL) == long_text
+
+
+def test_writer_input_trims_a_result_to_head_and_tail():
+    body = distinct(1_000, seed=3)
+    got = msgs.writer_input("result", body, SMALL)
+    head, cut, tail = MARKER.split(got)
+    assert head == body[:50] and tail == body[-50:]
+    assert int(cut.replace(",", "")) == 900
+    short = distinct(100, seed=4)
+    assert msgs.writer_input("result", short, SMALL) == short
+
+
+def test_writer_input_keeps_every_step_of_a_trace_and_trims_its_results():
+    builder = TraceBuilder(Settings())
+    results = [distinct(600, seed=10 + k).replace("\n", " ") for k in range(3)]
+    for k, result in enumerate(results):
+        builder.add("did", f"ran check_{k} in src/part{k}")
+        builder.add("result", result)
+    builder.add("said", "all three ran")
+    got = msgs.writer_input("trace", builder.text(), SMALL)
+    for k, result in enumerate(results):
+        assert f"did: ran check_{k} in src/part{k}\n" in got
+        assert "result: " + result[:42] in got and result[-50:] + "\n" in got
+        assert result[100:200] not in got
+    assert got.endswith("said: all three ran")
+    assert len(got) < len(builder.text()) // 3
+
+
+def test_writer_input_caps_the_whole_trace_last():
+    builder = TraceBuilder(Settings())
+    for k in range(40):
+        builder.add("did", f"step {k} " + "x" * 30)
+    got = msgs.writer_input("trace", builder.text(), SMALL)
+    head, _, tail = MARKER.split(got)
+    assert head == builder.text()[:400] and tail == builder.text()[-400:]
+
+
+def test_memory_writer_task_reads_the_trimmed_trace_and_checks_against_the_whole(tmp_path):
+    settings = Settings(writer_result_keep_chars=200, writer_input_keep_chars=2_000)
+    memory = Memory.open(workspace_key(None, tmp_path), settings=settings, root=tmp_path)
+    builder = TraceBuilder(settings)
+    builder.add("did", "cat build.log")
+    builder.add("result", "start " + "y" * 3_000 + " middle code E4242 " + "z" * 3_000 + " done")
+    with memory:
+        memory.commit_turn("chat-a", "Build", [Message("user", "show me the log", AT),
+                                               Message("trace", builder.text(), AT + 1),
+                                               Message("reply", "the build finished " * 40, AT + 2)])
+        jobs = {job.index: job for job in memory.ready_work() if job.level == 0}
+        trace_job = jobs[1]
+        task_input = memory.job_input(trace_job)
+        assert task_input.startswith("did: cat build.log\nresult: start ")
+        assert "E4242" not in task_input and task_input.endswith(" done")
+        assert len(task_input) < 1_000
+        (source,) = memory.job_sources(trace_job)
+        assert "E4242" in source  # the log and the fact check keep every character
+        assert memory.job_input(jobs[2]) == memory.job_sources(jobs[2])[0]
+
+
+@pytest.mark.parametrize("name", ["writer_result_keep_chars", "writer_input_keep_chars"])
+def test_writer_input_settings_must_be_positive(name):
+    with pytest.raises(SettingsError, match=f"{name} must be positive"):
+        Settings().replace(**{name: 0})

@@ -271,16 +271,34 @@ class _Hay:
     scripts: frozenset[str]
 
 
-@lru_cache(maxsize=64)
-def _haystack(sources: tuple[str, ...]) -> _Hay:
-    lines = []
-    for source in sources:
-        for line in (source or "").splitlines():
-            lines.append(strip_heads(line))
+@lru_cache(maxsize=1024)
+def _source_hay(source: str) -> tuple[_Hay, bool]:
+    """One source's haystack, and whether it has any line at all.
+
+    Cached per source: a message is a source of its own line and of every
+    merge above it, so each is normalised once rather than once per merge.
+    """
+    lines = [strip_heads(line) for line in (source or "").splitlines()]
     raw = "\n".join(lines)
     ws = _ws(raw)
     plain = _blank_ellipses(_unsep(raw.translate(_FULLWIDTH)))
-    return _Hay(raw, raw.casefold(), plain, _fold(raw), ws, ws.casefold(), frozenset(_scripts(raw)))
+    return _Hay(raw, raw.casefold(), plain, _fold(raw), ws, ws.casefold(), frozenset(_scripts(raw))), bool(lines)
+
+
+@lru_cache(maxsize=64)
+def _haystack(sources: tuple[str, ...]) -> _Hay:
+    """The sources' haystacks joined as if their lines were one text (every piece keeps its places)."""
+    parts = [hay for hay, has_lines in map(_source_hay, sources) if has_lines]
+    if len(parts) == 1:
+        return parts[0]
+
+    def spaced(texts) -> str:
+        return " ".join(t for t in texts if t)
+
+    ws = spaced(p.ws for p in parts)
+    return _Hay("\n".join(p.raw for p in parts), "\n".join(p.lower_raw for p in parts),
+                "\n".join(p.plain for p in parts), spaced(p.folded for p in parts), ws, ws.casefold(),
+                frozenset().union(*(p.scripts for p in parts)))
 
 
 def _hay_of(sources: Sequence[str] | _Hay) -> _Hay:

@@ -134,25 +134,59 @@ def _in_batch_turn(row, result) -> bool:
     return bool(turn and turn.batch)
 
 
-def run_baselines(auto: dict, facts: list[str]) -> dict:
+def run_baseline(kind: str, auto: dict, facts: list[str]) -> dict:
+    """One baseline replayed over the ``auto`` pass's transcript (its own process)."""
     from baselines import MODELS, replay_baseline
 
     outputs = {(t, s): o for t, s, o, _ in auto["outputs"]}
     times = {(t, s): at for t, s, _, at in auto["outputs"]}
-    out = {}
-    for kind in ("harness", "drop"):
-        r = replay_baseline(kind, auto["transcript"], outputs, times, WINDOW, facts)
-        turns = len(auto["transcript"])
-        out[kind] = {
-            "input_per_turn": r.input / turns,
-            "models": {m: {"median": median(r.first_share[m]), "min": min(r.first_share[m], default=0.0),
-                           "weighted": r.read[m] / max(1, r.input), "cost_per_turn": r.cost[m] / turns}
-                       for m in MODELS},
-            "waits": {"median": median(r.waits), "p90": percentile(r.waits, 0.9), "max": max(r.waits, default=0.0)},
-            "summaries": r.summaries, "reviews": r.reviews, "facts": r.facts_reachable,
-            "largest_request": r.largest_request,
-        }
-    return out
+    r = replay_baseline(kind, auto["transcript"], outputs, times, WINDOW, facts)
+    turns = len(auto["transcript"])
+    return {
+        "input_per_turn": r.input / turns,
+        "models": {m: {"median": median(r.first_share[m]), "min": min(r.first_share[m], default=0.0),
+                       "weighted": r.read[m] / max(1, r.input), "cost_per_turn": r.cost[m] / turns}
+                   for m in MODELS},
+        "waits": {"median": median(r.waits), "p90": percentile(r.waits, 0.9), "max": max(r.waits, default=0.0)},
+        "summaries": r.summaries, "reviews": r.reviews, "facts": r.facts_reachable,
+        "largest_request": r.largest_request,
+    }
+
+
+BASELINES = ("harness", "drop")
+
+
+def run_all(turns: int, seed: int, names: list[str], jobs: int, writer: dict | None,
+            writer_calls: int | None) -> tuple[dict, dict]:
+    """Every pass, and the baselines as soon as the ``auto`` pass is done, on ``jobs`` processes.
+
+    The ``auto`` pass goes first: the baselines need its transcript, so they
+    then run beside the remaining passes instead of after all of them.
+    """
+    script = make_script(turns, seed)
+    facts = [f for t in script for f in t.facts]
+    names = sorted(names, key=lambda n: n != "auto")
+    passes: dict[str, dict] = {}
+    baselines: dict[str, dict] = {}
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_pass, name, turns, seed, writer, writer_calls): ("pass", name) for name in names}
+        pending = set(futures)
+        while pending:
+            done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                kind, name = futures[future]
+                if kind == "baseline":
+                    baselines[name] = future.result()
+                    continue
+                passes[name] = future.result()
+                print(f"[endless.simulate] pass {name} done in {passes[name]['real_seconds']:.0f} s",
+                      file=sys.stderr)
+                if name == "auto":
+                    for baseline in BASELINES:
+                        started = pool.submit(run_baseline, baseline, passes["auto"], facts)
+                        futures[started] = ("baseline", baseline)
+                        pending.add(started)
+    return passes, {b: baselines[b] for b in BASELINES if b in baselines}
 
 
 def _pct(x: float) -> str:
@@ -277,17 +311,9 @@ def main() -> None:
     started = time.perf_counter()
     for turns in args.turns:
         script = make_script(turns, args.seed)
-        facts = [f for t in script for f in t.facts]
         print(f"[endless.simulate] {turns} turns: passes {', '.join(args.passes)} on {args.jobs} processes",
               file=sys.stderr)
-        passes: dict[str, dict] = {}
-        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(run_pass, name, turns, args.seed, writer, args.writer_calls): name for name in args.passes}
-            for future in concurrent.futures.as_completed(futures):
-                name = futures[future]
-                passes[name] = future.result()
-                print(f"[endless.simulate] pass {name} done in {passes[name]['real_seconds']:.0f} s", file=sys.stderr)
-        baselines = run_baselines(passes["auto"], facts) if "auto" in passes else {}
+        passes, baselines = run_all(turns, args.seed, args.passes, args.jobs, writer, args.writer_calls)
         print(table(turns, passes, baselines, mix_summary(script)))
         print()
         record = {"turns": turns, "seed": args.seed, "mix": mix_summary(script), "passes": {

@@ -58,7 +58,7 @@ MARKED = ("openai-breakpoints", "anthropic")
 # How long each provider keeps an entry (the lifetime Endless asks for where it may choose): a
 # chat quiet for longer finds its entries gone, which no layout can avoid.
 TTL = {"deepseek": 86_400.0, "openai-auto": 600.0, "openai-breakpoints": 1800.0, "anthropic": 3600.0}
-QUIET_JUMP = 600.0  # gaps longer than this are jumped over once the writer is idle
+QUIET_JUMP = 5.0  # gaps longer than this are jumped over once the writer is idle
 
 
 @dataclass
@@ -187,6 +187,7 @@ class Replay:
         self._step = 0
         self._previous: dict[int, tuple[bytes, list[int], int, float]] = {}
         self._views: dict[int, str] = {}
+        self._idle = _Idle()
 
     # -- the observer: every request the simulator answers --------------------------------
 
@@ -244,15 +245,17 @@ class Replay:
     # -- the run --------------------------------------------------------------------
 
     async def _quiet(self, memory: Memory, gap: float) -> None:
-        """A long quiet spell (a night): let the writer finish, then jump the clock over the rest.
+        """A gap between turns: let the writer work, and once it is idle jump the clock over the rest.
 
-        Stepping through hours of simulated idle time would only wake the
-        pool's polls and lease renewals thousands of times; once the writer has
-        nothing left to do, nothing would happen in them anyway.
+        Stepping through idle simulated time (a night, or the end of a 30 s
+        gap) would only wake the pool's polls and lease renewals again and
+        again; once the writer has nothing left to do, nothing would happen in
+        them anyway.  The clock still moves by the whole gap, so cache entries
+        expire exactly as they would.
         """
         loop = asyncio.get_running_loop()
         started = loop.time()
-        await memory.settle(_idle, gap)
+        await memory.settle(self._idle, gap)
         rest = gap - (loop.time() - started)
         if rest > 0:
             self.clock.advance(rest)
@@ -317,7 +320,7 @@ class Replay:
                     self.progress(number + 1, len(self.script))
             self._current = None
             if config.settle_all:
-                await memory.settle(_idle, 7 * 86_400)
+                await memory.settle(self._idle, 7 * 86_400)
             stop.set()
             await writer
 
@@ -372,8 +375,23 @@ def _state(now: float) -> str:
     return "Now: " + time.strftime("%Y-%m-%d %H:%M", time.gmtime(now)) + " UTC"
 
 
-def _idle(memory: Memory) -> bool:
-    return not memory.ready_work() and all(memory.is_built(0, i) for i in range(memory.total))
+class _Idle:
+    """True once the writer has nothing left: no ready work, every message's line built.
+
+    Lines are never unbuilt, so the scan resumes where the last one stopped:
+    checking every second of a gap stays cheap however long the history.
+    """
+
+    def __init__(self) -> None:
+        self.built_upto = 0
+
+    def __call__(self, memory: Memory) -> bool:
+        if memory.ready_work():
+            return False
+        while self.built_upto < memory.total and memory.is_built(0, self.built_upto):
+            self.built_upto += 1
+        return self.built_upto >= memory.total
+
 
 
 def _view_text(prompt: str) -> str:

@@ -38,6 +38,7 @@ name some of the facts (numbers, identifiers, names) of the person's message.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -446,19 +447,32 @@ class _Context:
     """Plausible arguments for a tool call, from the request's own text."""
 
     def __init__(self, request: SimRequest, person: str) -> None:
-        texts = [m.text for m in request.messages]
-        whole = "\n".join(texts)
-        self.names: list[tuple[int, int]] = []
-        for block in _CHAT_BLOCK.findall(whole):
-            self.names += [(int(a), int(b)) for a, b in _LINE_NAME.findall(block)]
-        if not self.names:  # a view carried outside the messages (a system segment, say)
-            for block in _CHAT_BLOCK.findall(request.prompt_text()):
-                self.names += [(int(a), int(b)) for a, b in _LINE_NAME.findall(block)]
-        self.recent = [int(a) for a, b in _LINE_NAME.findall(_CHAT.sub(" ", whole)) if b == "0"]
-        self.words = [w for w in _WORD.findall(_MARKER.sub(" ", person)) if len(w) >= 4]
-        if not self.words:
-            self.words = [w for w in _WORD.findall(_CHAT.sub(" ", whole))][:200]
+        # Read from the request only when a call needs them: most calls (a terminal command) never do.
+        self.request = request
         self.person = person
+
+    @functools.cached_property
+    def _whole(self) -> str:
+        return "\n".join(m.text for m in self.request.messages)
+
+    @functools.cached_property
+    def names(self) -> list[tuple[int, int]]:
+        names: list[tuple[int, int]] = []
+        for block in _CHAT_BLOCK.findall(self._whole):
+            names += [(int(a), int(b)) for a, b in _LINE_NAME.findall(block)]
+        if not names:  # a view carried outside the messages (a system segment, say)
+            for block in _CHAT_BLOCK.findall(self.request.prompt_text()):
+                names += [(int(a), int(b)) for a, b in _LINE_NAME.findall(block)]
+        return names
+
+    @functools.cached_property
+    def recent(self) -> list[int]:
+        return [int(a) for a, b in _LINE_NAME.findall(_CHAT.sub(" ", self._whole)) if b == "0"]
+
+    @functools.cached_property
+    def words(self) -> list[str]:
+        words = [w for w in _WORD.findall(_MARKER.sub(" ", self.person)) if len(w) >= 4]
+        return words or [w for w in _WORD.findall(_CHAT.sub(" ", self._whole))][:200]
 
     def line(self, rng: random.Random) -> tuple[int, int]:
         pool = [(i, max(1, n)) for i, n in self.names] + [(i, 1) for i in self.recent]

@@ -10,8 +10,8 @@ clock, in several passes:
 * ``breakpoints``: OpenAI wire, a GPT-5.6 route with explicit breakpoints;
 * ``anthropic``: Anthropic wire with its four cache marks;
 * ``back-to-back``: the ``auto`` pass with no gap between turns (waits);
-* ``spec``: the specification as written (5 tries, no tolerance, one line per
-  call, every turn waits until every line is written), baseline (c);
+* ``spec``: the specification as written (5 tries, no tolerance, one line per call,
+  whole messages as input, every turn waits until every line is written), baseline (c);
 
 and replays the ``auto`` pass's transcript as baselines (a) (the harness's own
 summarisation) and (b) (oldest turns dropped at the window) against all four
@@ -56,8 +56,10 @@ def _settings(name: str, writer_calls: int | None = None) -> Settings:
     if writer_calls:
         base = base.replace(writer_calls=writer_calls)
     if name == "spec":
+        # As written: whole messages as the writer's input, too.
         return base.replace(tries_per_line=5, line_accept_ratio=1.0, lines_per_call=1, recent_block_bytes=1,
-                            turn_wait_seconds=7 * 86_400.0)
+                            turn_wait_seconds=7 * 86_400.0, writer_result_keep_chars=10 ** 9,
+                            writer_input_keep_chars=10 ** 9)
     return base
 
 

@@ -75,7 +75,7 @@ class RequestRow:
     avoidable: dict[str, int] = field(default_factory=dict)
     cost: dict[str, float] = field(default_factory=dict)
     output: int = 0
-    batch: bool = False  # a first request whose view does not extend the chat's previous view
+    batch: bool = False  # its view does not extend the chat's previous view (a merge batch came between)
 
 
 @dataclass
@@ -234,11 +234,11 @@ class Replay:
                 else:
                     row.avoidable[name] = 0  # the provider's entries expired: not the layout's doing
         self._previous[turn.chat] = (tokens, marks, len(tokens) // 4, t0)
-        if self._step == 0:
-            view = _view_text(prompt.text)
-            before = self._views.get(turn.chat)
-            row.batch = before is not None and not view.startswith(before)
-            self._views[turn.chat] = view
+        # Every request, not only a turn's first: a long turn's rebuilt head may carry a batched view.
+        view = _view_text(prompt.text)
+        before = self._views.get(turn.chat)
+        row.batch = before is not None and not view.startswith(before)
+        self._views[turn.chat] = view
         self._step += 1
         self.requests.append(row)
 

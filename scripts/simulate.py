@@ -104,7 +104,7 @@ def run_pass(name: str, turns: int, seed: int, writer: dict | None, writer_calls
             "avoidable_tokens": sum(r.avoidable.get(model, 0) for r in result.requests),
             "avoidable_requests": sum(1 for r in result.requests if r.avoidable.get(model, 0) > 0),
             "avoidable_outside_batches": sum(r.avoidable.get(model, 0) for r in result.requests
-                                             if not _in_batch_turn(r, result)),
+                                             if not (r.batch or _in_batch_turn(r, result))),
             "agent_cost": sum(r.cost[model] for r in result.requests),
             "writer_cost": result.writer_cost[model],
             "agent_input": agent_input, "writer_input": writer["input"],

@@ -412,3 +412,27 @@ def test_keywords_an_older_sdk_lacks_go_in_extra_body():
     assert fitted["extra_body"] == {"thinking": {"type": "disabled"}, "prompt_cache_key": "k",
                                     "reasoning_effort": "none"}
     assert "prompt_cache_key" not in fitted and "reasoning_effort" not in fitted
+
+
+@pytest.mark.parametrize("provider, model, flavour", [("openai", "deepseek-v4-pro", "openai"),
+                                                      ("openai", "gpt-6.2-sol", "openai"),
+                                                      ("anthropic", "claude-haiku-4-5", "anthropic")])
+def test_the_provider_receives_exactly_the_request_kwargs(provider, model, flavour):
+    """Messages, system and tools skip the SDK's typed walk (extra_body) yet arrive unchanged and complete."""
+    sim, _, recorder = simulator(flavour=flavour)
+    route = Route(provider, model, base_url="https://api.deepseek.com" if model.startswith("deepseek") else None)
+    tools = [{"name": "zoom", "description": "open a line", "parameters": {
+        "type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}},
+        "required": ["id"]}}]
+    request = writer_request(101)
+    request.tools = tools
+    prov = provider_for(sim, route)
+    expected = prov.request_kwargs(request)
+    (completion,) = complete(sim, route, request)
+    raw = recorder.raw[0]
+    for key in ("messages", "tools", "system", "model", "max_tokens", "tool_choice", "prompt_cache_key"):
+        if key in expected:
+            assert raw[key] == expected[key], key
+    assert "extra_body" not in raw
+    assert len(raw["messages"]) == len(expected["messages"]) >= 1
+    assert completion.text

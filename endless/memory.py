@@ -106,6 +106,7 @@ class Memory:
                                    settings.view_shrink_slack, settings.line_budget + 12)
         self.chat = ViewState()
         self.wview = ViewState()
+        self._idle_shrink: dict[str, tuple[ViewState, Sawtooth, int, list[Part]]] = {}  # see _settle
         self.needed: list[Part] = []
         self._view_stamp: tuple | None = None
         self._texts: OrderedDict[Part, str] = OrderedDict()
@@ -603,17 +604,38 @@ class Memory:
         for state in (self.chat, self.wview):
             if state.total < self.total:
                 state.append(self.total)
-        outcome = self.chat_saw.settle(self.chat, self.view_size(self.chat), self._size_of,
-                                       self.tree.built)
+        outcome = self._settle("chat", self.chat_saw, self.chat)
         if outcome.changed:
             self.wview = views.derive(self.chat, self.writer_saw, self._size_of, self.tree.built)
-        woutcome = self.writer_saw.settle(self.wview, self.view_size(self.wview), self._size_of,
-                                          self.tree.built)
+        woutcome = self._settle("writer", self.writer_saw, self.wview)
         chat_needed = set(outcome.needed)
         self.needed = outcome.needed + [p for p in woutcome.needed if p not in chat_needed]
         merged = outcome.changed or woutcome.changed
         if save and (merged or flags != (self.chat.shrinking, self.wview.shrinking)):
             self._save_views(sync)
+
+    def _settle(self, which: str, saw: Sawtooth, state: ViewState) -> views.BatchOutcome:
+        """Run a view's sawtooth, skipping a shrink that cannot merge anything yet.
+
+        A shrinking view merges every pair whose parent is built; once a pass
+        merged nothing, the next one can merge something only after a node
+        above level 0 is built: appended messages and their own lines bring no
+        built parent.  Without the skip, each commit and each stored line right
+        after importing a long history walked the whole unwritten view twice
+        (about 2 s each at 100,000 messages).  The parents the last pass named
+        as needed stay the writer's work meanwhile; the first merge it stores
+        brings a full pass again.
+        """
+        idle = self._idle_shrink.get(which)
+        if (idle is not None and idle[0] is state and idle[1] is saw and idle[2] == self.tree.merged
+                and state.shrinking):
+            return views.BatchOutcome(False, [], list(idle[3]))
+        outcome = saw.settle(state, self.view_size(state), self._size_of, self.tree.built)
+        if state.shrinking and not outcome.changed:
+            self._idle_shrink[which] = (state, saw, self.tree.merged, list(outcome.needed))
+        else:
+            self._idle_shrink.pop(which, None)
+        return outcome
 
     def _save_views(self, sync: bool = True) -> None:
         chat_path, writer_path = self._view_paths()

@@ -37,6 +37,7 @@ class TreeStore:
         self.end = 0
         self.damage: list[Damage] = []
         self.count = 0
+        self.merged = 0  # grows whenever a node above level 0 is built (only these let a view merge)
         self.free_upto = 0  # free leaves are known stored for every message below this id
         self._dirty: dict[int, dict[int, int]] = {}
         self._fd: int | None = None
@@ -68,10 +69,11 @@ class TreeStore:
             slots.frombytes(raw[:len(raw) - len(raw) % 8])
             self.slots.append(slots)
             level += 1
+        self.merged = sum(len(slots) - slots.count(0) for slots in self.slots[1:])
         size = self.path.stat().st_size if self.path.exists() else 0
         if self.end > size or not self._ends_line(self.end):
             durable.log("tree", f"the tree index disagrees with {self.path.name}; rebuilding it")
-            self.slots, self.end, self.count, self.free_upto = [], 0, 0, 0
+            self.slots, self.end, self.count, self.free_upto, self.merged = [], 0, 0, 0, 0
 
     def _ends_line(self, offset: int) -> bool:
         if offset == 0:
@@ -98,6 +100,8 @@ class TreeStore:
         slots[index] = offset + 1
         self._dirty.setdefault(level, {})[index] = offset + 1
         self.count += 1
+        if level:
+            self.merged += 1
         return True
 
     def catch_up(self, write_index: bool) -> list[tuple[int, int]]:

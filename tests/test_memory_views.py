@@ -211,3 +211,26 @@ def test_merges_the_view_needs_come_first(tmp_path):
         job = next(j for j in memory.ready_work() if j.needed)
         memory.store_line(job.level, job.index, f"merged {job.name} " + "m" * 300, sync=False)
     assert memory.view_size() <= s.view_floor
+
+
+def test_a_shrinking_view_with_nothing_to_merge_matches_a_fresh_pass(tmp_path):
+    """Commits and message lines leave a stuck shrink as it is; the first built merge applies, as on reopening."""
+    memory = _open(tmp_path)
+    for t in range(30):  # over the line budget each: no free lines, nothing built
+        memory.commit_turn("s", "T", [Message("user", f"{t} " + "u" * 600, 1.0)], sync=False)
+    assert memory.chat.shrinking and all(level == 0 for level, _ in memory.chat.parts)
+    memory.store_lines([(0, i, f"line {i} " + "l" * 400) for i in range(12)], sync=False)
+    for t in range(5):
+        memory.commit_turn("s", "T", [Message("user", f"later {t} " + "v" * 600, 1.0)], sync=False)
+    assert memory.chat.shrinking and all(level == 0 for level, _ in memory.chat.parts)
+    stuck = views.ViewState(list(memory.chat.parts), memory.chat.total, True)
+    fresh = memory.chat_saw.settle(stuck, memory.view_size(stuck), memory._size_of, memory.tree.built)
+    assert not fresh.changed and fresh.needed, "a full pass would not have merged anything either"
+    with _open(tmp_path) as again:
+        assert again.chat.parts == memory.chat.parts and again.chat.shrinking
+    merge = next(job for job in memory.ready_work() if job.level == 1)
+    memory.store_line(merge.level, merge.index, f"merged {merge.name} " + "m" * 400, sync=False)
+    assert merge.part in memory.chat.parts, "the first merge built is applied at once"
+    _check(memory)
+    with _open(tmp_path) as again:
+        assert again.chat.parts == memory.chat.parts and again.wview.parts == memory.wview.parts

@@ -393,7 +393,6 @@ class _Idle:
         return self.built_upto >= memory.total
 
 
-
 def _view_text(prompt: str) -> str:
     """The view lines of a turn request: what lies between ``<chat>`` and ``</chat>``."""
     start = prompt.find("<chat>")

@@ -271,12 +271,14 @@ class _Hay:
     scripts: frozenset[str]
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _source_hay(source: str) -> tuple[_Hay, bool]:
     """One source's haystack, and whether it has any line at all.
 
     Cached per source: a message is a source of its own line and of every
     merge above it, so each is normalised once rather than once per merge.
+    256 sources cover merges up to level 8; at most about 90 MB even if every
+    one were a 60,000-character trace.
     """
     lines = [strip_heads(line) for line in (source or "").splitlines()]
     raw = "\n".join(lines)

@@ -37,7 +37,9 @@ class TreeStore:
         self.end = 0
         self.damage: list[Damage] = []
         self.count = 0
-        self.merged = 0  # grows whenever a node above level 0 is built (only these let a view merge)
+        # Moves whenever this process learns of a node above level 0 (only these let a view merge);
+        # only its changes matter, so it starts at 0 whatever the index holds.
+        self.merged = 0
         self.free_upto = 0  # free leaves are known stored for every message below this id
         self._dirty: dict[int, dict[int, int]] = {}
         self._fd: int | None = None
@@ -69,11 +71,11 @@ class TreeStore:
             slots.frombytes(raw[:len(raw) - len(raw) % 8])
             self.slots.append(slots)
             level += 1
-        self.merged = sum(len(slots) - slots.count(0) for slots in self.slots[1:])
+        self.merged += 1  # a reload may bring nodes of any level: a change for whoever compares
         size = self.path.stat().st_size if self.path.exists() else 0
         if self.end > size or not self._ends_line(self.end):
             durable.log("tree", f"the tree index disagrees with {self.path.name}; rebuilding it")
-            self.slots, self.end, self.count, self.free_upto, self.merged = [], 0, 0, 0, 0
+            self.slots, self.end, self.count, self.free_upto = [], 0, 0, 0
 
     def _ends_line(self, offset: int) -> bool:
         if offset == 0:

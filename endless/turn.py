@@ -110,6 +110,9 @@ class Turn:
     state: str = ""
     refreshes: int = 0
     _journal: TurnInProgress | None = None
+    _person_id: int | None = None  # the person's message, once a refresh has logged it
+    _saved_calls: int = 0  # tool calls of the parts a refresh has committed
+    _calls: int = 0  # tool calls since the last refresh
     _trace: TraceBuilder | None = None
     _step_bytes: int = 0
 
@@ -157,6 +160,7 @@ class Turn:
             self._trace.add("did", f"{call.name} {call.arguments}", words)
             self._trace.add("result", result, "" if words else None)
             head.messages.append(Msg("tool", [result], tool_call_id=call.id))
+            self._calls += 1
             self._step_bytes += len(call.arguments.encode()) + len(result.encode())
         self._step_bytes += len(said.encode())
         if self._step_bytes > refresh_bytes(self.memory):
@@ -169,25 +173,35 @@ class Turn:
         The turn so far is committed as a part with status ``continued``: its
         messages get real ids (the agent can ``zoom`` them, the writer starts on
         them, a crash later loses none of it) and the new head shows them in the
-        recent block, whatever its size: the turn is already running, so it
-        does not wait.  The rest of the turn goes to a fresh journal and is
-        committed by ``finish`` as the turn's last part.
+        recent block, whatever the writer has caught up with: the turn is
+        already running, so it does not wait.  When the block would pass a
+        quarter of the window, the person's message and the newest steps stay
+        (shortened if need be) and the rest is named for ``zoom``.  The rest of
+        the turn goes to a fresh journal and is committed by ``finish`` as the
+        turn's last part.
         """
         assert self._journal is not None and self._trace is not None
         memory = self.memory
         if not self._trace.empty:
             self._journal.add("trace", self._trace.text(), writer_text=self._trace.writer_text())
-        self._journal.commit(CONTINUED)
+        info = self._journal.commit(CONTINUED)
+        if info is not None and self._person_id is None:
+            self._person_id = info.first  # begin() journals the person's message first
         drop_pending(memory, self.session)
         self.refreshes += 1
+        self._saved_calls += self._calls
+        self._calls = 0
         self._journal = memory.journal(self.session, self.title)
         self._trace = TraceBuilder(memory.settings)
         self._step_bytes = 0
         durable.log("turn", f"a turn of {self.session!r} passed a quarter of the window; "
                             f"its steps so far are committed and the head rebuilt ({self.refreshes})")
-        self.head = build_request(memory, self.system, self.tools, self.context, self.state,
-                                  prompts.text("turn/continued.txt").strip(),
-                                  recent_limit=refresh_bytes(memory))
+        first = self._person_id if self._person_id is not None else memory.total - 1
+        calls = f"{self._saved_calls} tool call{'' if self._saved_calls == 1 else 's'}"
+        note = prompts.text("turn/continued.txt").strip().format(calls=calls, first=first,
+                                                                 last=memory.total - 1)
+        self.head = build_request(memory, self.system, self.tools, self.context, self.state, note,
+                                  recent_limit=refresh_bytes(memory), keep=self._person_id)
         return self.head
 
     def finish(self, reply: str, status: str = "completed", status_text: str | None = None):
@@ -202,36 +216,77 @@ class Turn:
         return info
 
 
-def bounded_recent_block(memory: Memory, start: int, limit: int) -> str:
-    """``[start, T)`` when it fits ``limit`` bytes; else its newest messages and a note naming the rest.
+def bounded_recent_block(memory: Memory, start: int, limit: int, keep: int | None = None) -> str:
+    """``[start, T)`` when it fits ``limit`` bytes; else the most of it that does, the rest named.
 
     Only a long turn's refresh needs this, when the writer lags behind the
-    turn's own steps: the left-out messages are in the memory, and ``zoom``
+    turn's own steps.  Message ``keep`` (the person's message of the turn)
+    always stays, shortened to at most a quarter of ``limit``; then the newest
+    messages, the oldest of them shortened to the room left.  Each run of
+    left-out messages gets a note line: they are in the memory, and ``zoom``
     reads them by id.
     """
     block = memory.recent_block(start)
     if len(block.encode("utf-8")) <= limit:
         return block
-    kept: list[str] = []
-    size = 256  # room for the note
-    first = memory.total
-    for message_id in range(memory.total - 1, start - 1, -1):
+    total = memory.total
+    room = limit - 2 * _NOTE_ROOM
+    shown: dict[int, str] = {}
+    if keep is not None and start <= keep < total:
+        shown[keep] = shorten_line(memory.recent_line(keep), keep, min(room // 4, room))
+        room -= len(shown[keep].encode("utf-8")) + 1
+    for message_id in range(total - 1, start - 1, -1):
+        if message_id == keep:
+            continue
         line = memory.recent_line(message_id)
-        size += len(line.encode("utf-8")) + 1
-        if size > limit:
+        size = len(line.encode("utf-8")) + 1
+        if size > room:
+            if room >= _MIN_SHORTENED:
+                shown[message_id] = shorten_line(line, message_id, room - 1)
             break
-        kept.insert(0, line)
-        first = message_id
-    note = prompts.text("turn/left_out.txt").strip().format(first=start, last=first - 1)
-    return "\n".join([f"{start}+0|note: {note}", *kept])
+        shown[message_id] = line
+        room -= size
+    out: list[str] = []
+    message_id = start
+    while message_id < total:
+        if message_id in shown:
+            out.append(shown[message_id])
+            message_id += 1
+            continue
+        last = message_id
+        while last + 1 < total and last + 1 not in shown:
+            last += 1
+        note = prompts.text("turn/left_out.txt").strip().format(first=message_id, last=last)
+        out.append(f"{message_id}+0|note: {note}")
+        message_id = last + 1
+    return "\n".join(out)
+
+
+_NOTE_ROOM = 256  # bytes for one left-out note line
+_MIN_SHORTENED = 1024  # a message shortened below this shows too little to be worth it
+
+
+def shorten_line(line: str, message_id: int, size: int) -> str:
+    """``line`` in at most ``size`` UTF-8 bytes: its head and tail, with the cut named for ``zoom``."""
+    data = line.encode("utf-8")
+    if len(data) <= size:
+        return line
+    marker = prompts.text("turn/shortened.txt").strip()
+    longest = len(marker.format(cut=f"{len(line):,}", id=message_id).encode("utf-8")) + 2
+    half = max(0, (size - longest) // 2)
+    head = data[:half].decode("utf-8", "ignore")
+    tail = data[len(data) - half:].decode("utf-8", "ignore") if half else ""
+    cut = len(line) - len(head) - len(tail)
+    return f"{head}\n{marker.format(cut=f'{cut:,}', id=message_id)}\n{tail}"
 
 
 def build_request(memory: Memory, system: str, tools: list[dict], context: list[str], state: str,
-                  new: str, recent_limit: int | None = None) -> Request:
+                  new: str, recent_limit: int | None = None, keep: int | None = None) -> Request:
     """The head of DESIGN §4, in neutral form."""
     lines, p = memory.written_prefix()
     rendered = [line.render() for line in lines]
-    recent = memory.recent_block(p) if recent_limit is None else bounded_recent_block(memory, p, recent_limit)
+    recent = (memory.recent_block(p) if recent_limit is None
+              else bounded_recent_block(memory, p, recent_limit, keep))
     tail = []
     if recent:
         tail.append(recent + "\n")

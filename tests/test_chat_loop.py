@@ -6,6 +6,7 @@ import asyncio
 
 from endless.keys import workspace_key
 from endless.memory import Memory
+from endless.messages import Message
 from endless.settings import Settings
 from endless.sim.agent_model import ScriptedAgent
 from endless.sim.cache import make_cache
@@ -61,3 +62,38 @@ def test_twelve_turns_with_tools_zoom_and_the_writer(tmp_path):
     cached = [o.usages[0].cached for o in outcomes[1:]]
     assert sum(1 for c in cached if c > 0) >= 9, f"later turns read the cached prefix: {cached}"
     assert all(memory.is_built(0, i) for i in range(memory.total))
+
+
+def test_after_a_long_turn_rebuilds_its_head_the_agent_goes_on_with_its_plan(tmp_path):
+    """A zoom then four tool calls of ~3 KB in a 32k window: the head is rebuilt after the fourth
+    call.  The scripted agent reads the rebuilt head as the same turn (the note counts the saved
+    calls, the block shows the person's message) and makes only the one call left, then quotes the
+    zoom result it saved before the rebuild."""
+    clock = SimClock()
+    scripted = ScriptedAgent(seed=4, tool_preference={"terminal": 1.0, "zoom": 0.0, "recall_search": 0.0,
+                                                      "date": 0.0})
+    sim = Simulator(SimRoute(route_responder(ScriptedWriter(seed=4), scripted),
+                             make_cache("deepseek"), context_length=1_000_000, flavour="deepseek"))
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=Settings(), root=tmp_path,
+                         clock=clock.wall, window_tokens=32_768)
+    memory.commit_turn("chat-1", "Deploy", [Message("user", "The deploy code is K7-ALPHA-42.", 1.0),
+                                            Message("reply", "Noted.", 1.0)])
+    agent = make_provider(ROUTE, api_key="sim", http_client=sdk_http_client("openai", sim))
+    terminal = {"name": "terminal", "description": "Run a shell command.",
+                "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
+                               "required": ["command"]}}
+    turn = Turn(memory, "chat-1", "Deploy", system_prompt("You are a helpful assistant."), turn_tools([terminal]))
+    ran: list[str] = []
+
+    async def run_tool(call) -> str:
+        ran.append(call.arguments)
+        return f"build log {len(ran)} " + " ".join(f"step{len(ran)}-{i}" for i in range(300))
+
+    outcome = run(run_turn(turn, "Build and check it. [[zoom:0:1]] [[tools:4]] [[reply:300]]", agent,
+                           run_tool=run_tool), clock)
+    assert turn.refreshes == 1
+    assert len(ran) == 4, f"the agent went on with its plan instead of starting again: {len(ran)} calls"
+    assert outcome.steps == 6, "a zoom, four tool calls and the final reply"
+    assert "K7-ALPHA-42" in outcome.reply, "the zoom result saved before the rebuild is quoted"
+    statuses = [memory.turn(n).status for n in range(1, memory.turns)]
+    assert statuses == ["continued", "completed"]

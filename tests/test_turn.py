@@ -165,6 +165,46 @@ def test_a_long_turn_refreshes_its_head_and_never_outgrows_the_window(tmp_path):
     assert largest > window // 8, "the steps really grew before each refresh"
 
 
+
+def test_a_refreshed_head_keeps_the_persons_message_and_the_newest_step_when_the_block_is_too_big(tmp_path):
+    """The writer has written nothing: the rebuilt block would hold every message since the start.
+    It keeps the person's message and the newest steps (the oldest kept one shortened), names the
+    rest for zoom, and stays within a quarter of the window."""
+    from endless.tools import call
+    from endless.turn import refresh_bytes
+
+    clock = SimClock()
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=Settings(), root=tmp_path,
+                         clock=clock.wall, window_tokens=32_768)
+    for t in range(5):
+        memory.commit_turn("s1", "Chat", [Message("user", f"q{t} " + "x" * 1500, 1.0),
+                                          Message("reply", f"a{t} " + "y" * 1500, 1.0)], sync=False)
+    limit = refresh_bytes(memory)
+    turn = _turn(memory)
+    person = "Build the kestrel-44 release and tell me what broke."
+    run(turn.begin(person), clock)
+    results = [f"log {k} " + " ".join(f"line{k}-{i}" for i in range(290)) for k in range(3)]
+    request = None
+    for k, result in enumerate(results):
+        request = turn.add_step("", [ToolCallOut(f"c{k}", "terminal", f'{{"cmd": "make part{k}"}}')],
+                                {f"c{k}": result})
+    assert turn.refreshes == 1, "three ~3 KB results pass a quarter of a 32k window at the third"
+    person_id, trace_id = 10, 11
+    assert memory.message(person_id).text == person and memory.message(trace_id).kind == "trace"
+    tail = request.messages[-1].blocks[-1]
+    assert f"(3 tool calls) was saved to memory as messages {person_id} to {trace_id}" in tail
+    view = "".join(request.messages[-1].blocks)
+    recent = view[view.index("</chat>") + len("</chat>"):] if "</chat>" in view else view
+    recent = recent[:recent.index(tail)]
+    assert len(recent.encode()) <= limit + 1, (len(recent.encode()), limit)
+    assert f"\n{person_id}+0|you: {person}\n" in recent, "the person's message stays whole"
+    assert f"0+0|note: (messages 0 to {person_id - 1} are not summarised yet" in recent
+    assert f"{trace_id}+0|did: terminal" in recent, "the newest step shows from its start"
+    assert f"zoom({trace_id}, 1) reads it whole" in recent and results[2][-200:] in recent
+    assert results[0][:200] in recent and results[1][1450:1550] not in recent, "the cut is in the middle"
+    assert results[1][:100] in call(memory, "zoom", orjson_dumps({"id": trace_id, "n": 1}))
+
+
 def orjson_dumps(value) -> str:
     import orjson
 

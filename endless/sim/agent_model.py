@@ -32,6 +32,12 @@ recent block, ``id+n|…``, are ignored):
 ``[[reply:BYTES]]``
     a final reply of exactly BYTES UTF-8 bytes (more if quotes need the room).
 
+A long turn's rebuilt head (its last user message says the turn is still
+going) is read as the same turn carried on: the person's message is the last
+one of the recent block before the turn's saved steps, and the calls and
+results already saved there count as made, so the agent goes on with the rest
+of its plan instead of starting a new one.
+
 Replies are made of varied English words drawn from the turn's generator and
 name some of the facts (numbers, identifiers, names) of the person's message.
 """
@@ -55,6 +61,16 @@ _CHAT = re.compile(r"<chat>.*?</chat>", re.S)
 _CHAT_BLOCK = re.compile(r"<chat>(.*?)</chat>", re.S)
 _LINE_NAME = re.compile(r"^(\d+)\+(\d+)\|", re.M)
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{3,}")
+# The first words of Endless's note on a long turn's rebuilt head (prompts/turn/continued.txt),
+# and how it counts the calls already saved.
+CONTINUED = "This turn is still going."
+_SAVED = re.compile(r"\((\d+) tool calls?\)[^()]*? messages (\d+) to (\d+)")
+# How the recent block marks a message shortened to fit (prompts/turn/shortened.txt).
+_SHORTENED = re.compile(r"\n\[… [\d,]+ characters of this message are not shown here; "
+                        r"zoom\(\d+, 1\) reads it whole …\]\n")
+_GAP = object()
+_RECENT_NAME = re.compile(r"^(\d+)\+0\|", re.M)
+_STEP_START = re.compile(r"^(did|said|result): ", re.M)
 
 ERRORS = {
     400: "Bad request",
@@ -165,6 +181,88 @@ def _is_person(message: ChatMessage) -> bool:
     return message.role == "user" and message.tool_call_id is None
 
 
+@dataclass
+class EarlierSteps:
+    """What a rebuilt head shows of its turn: the person's words and the steps already saved."""
+
+    person: str
+    calls: int
+    results: list[str | None]  # None: a result the block does not show
+    markers: str  # marker words after the note (a replay steering the agent puts them there)
+
+
+def earlier_steps(text: str) -> EarlierSteps | None:
+    """The turn so far, read back from a rebuilt head; None for an ordinary message.
+
+    The note counts the calls already made and names the saved messages, the
+    person's first; the view or the recent block shows them, results cut in
+    the middle or left out where they did not fit.
+    """
+    at = text.rfind(CONTINUED)
+    if at < 0:
+        return None
+    markers = " ".join(m.group(0) for m in _MARKER.finditer(text, at))
+    saved = _SAVED.search(text, at)
+    if saved is None:
+        return EarlierSteps("", 0, [], markers)
+    calls, first, last = (int(g) for g in saved.groups())
+    body = text[:at]
+    chat_end = body.rfind("</chat>")
+    recent = dict(_recent_messages(body, chat_end + len("</chat>") if chat_end >= 0 else 0))
+    view = body[:chat_end] if chat_end >= 0 else ""
+
+    def shown(ident: int) -> str | None:
+        if ident in recent:
+            return recent[ident]
+        line = re.search(rf"^{ident}\+1\|(.*)$", view, re.M)
+        return line.group(1) if line else None
+
+    person_line = shown(first) or ""
+    person = person_line.split(": ", 1)[1] if ": " in person_line else ""
+    found: list = []  # results in order, _GAP where some were left out or cut
+    for ident in range(first + 1, last + 1):
+        message = shown(ident)
+        if message is None or message.startswith("note: "):
+            found.append(_GAP)
+            continue
+        for k, piece in enumerate(_SHORTENED.split(message)):
+            if k:
+                found.append(_GAP)
+            entries = _STEP_START.split(piece)  # text before the first step, then tag, text, tag, text...
+            found += [entry.rstrip("\n") for tag_name, entry in zip(entries[1::2], entries[2::2])
+                      if tag_name == "result"]
+    gaps = [k for k, r in enumerate(found) if r is _GAP]
+    known = len(found) - len(gaps)
+    results: list[str | None]
+    if not gaps and known == calls:
+        results = found
+    elif len(gaps) == 1 and known <= calls:  # one run is missing: the others keep their places
+        results = [*found[:gaps[0]], *[None] * (calls - known), *found[gaps[0] + 1:]]
+    else:
+        results = [None] * calls  # quotes by position would go wrong
+    return EarlierSteps(person, calls, results, markers)
+
+
+def _recent_messages(text: str, start: int) -> list[tuple[int, str]]:
+    """The recent block's messages (id, ``tag: text``) from ``start`` on.
+
+    Its ids only grow, while a zoom result a trace quotes names older
+    messages: that tells the block's own ``id+0|`` lines from quoted ones.
+    (A long turn's block may skip ids after a note naming the left-out ones.)
+    """
+    out: list[tuple[int, str]] = []
+    ident, begin = -1, None
+    for match in _RECENT_NAME.finditer(text, start):
+        if int(match.group(1)) <= ident:
+            continue
+        if begin is not None:
+            out.append((ident, text[begin:match.start()].rstrip("\n")))
+        ident, begin = int(match.group(1)), match.end()
+    if begin is not None:
+        out.append((ident, text[begin:].rstrip("\n")))
+    return out
+
+
 def marker_text(text: str) -> str:
     """The person's own words: the message without a ``<chat>`` view or ``id+n|`` lines."""
     return _VIEW_LINE.sub(" ", _CHAT.sub(" ", text))
@@ -228,8 +326,10 @@ class ScriptedAgent:
         messages = request.messages
         person_at = next((i for i in range(len(messages) - 1, -1, -1) if _is_person(messages[i])), None)
         after = messages[person_at + 1:] if person_at is not None else list(messages)
+        earlier = earlier_steps(messages[person_at].text) if person_at is not None else None
         done = sum(len(m.tool_calls) for m in after if m.role == "assistant")
-        plan = self.plan(request, person_at)
+        done += earlier.calls if earlier else 0
+        plan = self.plan(request, person_at, earlier)
         rng = random.Random(f"{self.seed}:{plan.key}:{done}")
         duration = self.latency_median * math.exp(self.latency_sigma * rng.gauss(0.0, 1.0))
         first = duration * rng.uniform(*self.first_byte_share)
@@ -259,14 +359,19 @@ class ScriptedAgent:
             return SimReply(text="", tool_calls=[ToolCall(call.call_id, call.name, arguments)],
                             first_byte=first, duration=duration)
 
-        text = self._final_text(plan, rng, after)
+        text = self._final_text(plan, rng, after, earlier.results if earlier else [])
         self.last_step = AgentStep("final", plan, done)
         return SimReply(text=text, first_byte=first, duration=duration)
 
     # -- the plan -------------------------------------------------------------
 
-    def plan(self, request: SimRequest, person_at: int | None = None) -> TurnPlan:
-        """The turn's plan: from the person's message, the conversation before it and the seed."""
+    def plan(self, request: SimRequest, person_at: int | None = None,
+             earlier: EarlierSteps | None = None) -> TurnPlan:
+        """The turn's plan: from the person's message, the conversation before it and the seed.
+
+        On a rebuilt head (``earlier``) the person's words are those the recent
+        block shows, and markers after the note steer it as they would the message.
+        """
         messages = request.messages
         if person_at is None:
             person_at = next((i for i in range(len(messages) - 1, -1, -1)
@@ -280,7 +385,7 @@ class ScriptedAgent:
         key = digest.hexdigest()[:32]
         rng = random.Random(f"plan:{self.seed}:{key}")
         person = messages[person_at].text if person_at is not None else ""
-        own = marker_text(person)
+        own = marker_text(person) if earlier is None else f"{marker_text(earlier.person)} {earlier.markers}"
         plan = TurnPlan(key=key, facts=_facts(own))
         lo, hi = self.reply_bytes
         plan.reply_bytes = rng.randint(min(lo, hi), max(lo, hi))
@@ -343,8 +448,10 @@ class ScriptedAgent:
 
     # -- the final reply ------------------------------------------------------
 
-    def _final_text(self, plan: TurnPlan, rng: random.Random, after: Sequence[ChatMessage]) -> str:
+    def _final_text(self, plan: TurnPlan, rng: random.Random, after: Sequence[ChatMessage],
+                    saved: Sequence[str | None] = ()) -> str:
         results = _tool_results(after)
+        results.ordered[:0] = saved  # a rebuilt head's saved results came first
         parts: list[str] = [rng.choice(OPENERS)]
         if plan.facts:
             shown = plan.facts[:]
@@ -379,7 +486,7 @@ class ScriptedAgent:
 class _Results:
     def __init__(self) -> None:
         self.by_id: dict[str, str] = {}
-        self.ordered: list[str] = []
+        self.ordered: list[str | None] = []
 
     def get(self, call_id: str) -> str | None:
         return self.by_id.get(call_id)

@@ -399,16 +399,21 @@ def test_a_long_turn_rebuilds_its_head_and_keeps_going(tmp_path: Path) -> None:
     try:
         big = "A big note, tanager-191. " + " ".join(f"paragraph{i} holds some detail" for i in range(600))
         first = env.chat(big + " [[tools:0]] [[reply:100]]", toolsets="endless")
-        env.chat("Read my big note back. [[zoom:0:1]] [[reply:150]]", resume=first.session, toolsets="endless")
+        env.chat("Read my big note back, then tell me the date. [[zoom:0:1]] [[call:date]] [[reply:150]]",
+                 resume=first.session, toolsets="endless")
         # The turn's own requests carry the view; Hermes's side calls (a title, say) quote the message too.
         steps = [r for r in env.chat_requests() if "<chat>" in head_part(r["prompt"])
-                 and ("Read my big note back." in head_part(r["prompt"])
+                 and ("Read my big note back" in head_part(r["prompt"])
                       or "This turn is still going" in head_part(r["prompt"]))]
         assert len(steps) >= 2, [head_part(r["prompt"])[-200:] for r in steps]
         assert "This turn is still going" not in head_part(steps[0]["prompt"])
         rebuilt = steps[1]["prompt"]
         assert "This turn is still going" in head_part(rebuilt)
         assert [role for role, _ in segments(rebuilt)] == ["tools", "system", "user"]  # the steps moved into it
+        # The scripted agent reads the rebuilt head as its turn carried on: the person's message is kept
+        # in it, the note counts the zoom as made, so it calls date and then replies.
+        assert "Read my big note back" in head_part(rebuilt) and "(1 tool call)" in head_part(rebuilt)
+        assert len(steps) == 3, [head_part(r["prompt"])[-200:] for r in steps]
         for later in steps[2:]:
             assert later["prompt"].startswith(rebuilt.rstrip())  # the rebuilt head is frozen in turn
         with env.memory() as memory:
@@ -416,5 +421,7 @@ def test_a_long_turn_rebuilds_its_head_and_keeps_going(tmp_path: Path) -> None:
             assert statuses_[0] == "completed" and statuses_[1] == "continued" and statuses_[-1] == "completed"
             assert [m.kind for m in memory.turn_messages(1)] == ["user", "trace"]
             assert "tanager-191" in memory.turn_messages(1)[1].text  # the zoom result is in the trace
+            last_part = memory.turn_messages(len(statuses_) - 1)
+            assert [m.kind for m in last_part] == ["trace", "reply"] and "did: date" in last_part[0].text
     finally:
         env.close()

@@ -62,6 +62,16 @@ class Job:
 
 
 @dataclass(frozen=True)
+class _ShrinkPass:
+    """The last full pass over a shrinking view: what it ran on and the parents it named."""
+
+    state: ViewState
+    saw: Sawtooth
+    merged: int  # the tree's merge counter then
+    needed: list[Part]
+
+
+@dataclass(frozen=True)
 class ViewLine:
     part: Part
     text: str | None  # None while the line is not written
@@ -106,7 +116,7 @@ class Memory:
                                    settings.view_shrink_slack, settings.line_budget + 12)
         self.chat = ViewState()
         self.wview = ViewState()
-        self._idle_shrink: dict[str, tuple[ViewState, Sawtooth, int, list[Part]]] = {}  # see _settle
+        self._last_shrink: dict[str, _ShrinkPass] = {}  # see _settle
         self.needed: list[Part] = []
         self._view_stamp: tuple | None = None
         self._texts: OrderedDict[Part, str] = OrderedDict()
@@ -615,26 +625,30 @@ class Memory:
             self._save_views(sync)
 
     def _settle(self, which: str, saw: Sawtooth, state: ViewState) -> views.BatchOutcome:
-        """Run a view's sawtooth, skipping a shrink that cannot merge anything yet.
+        """Run a view's sawtooth; a shrinking view is re-planned only when that can pay off.
 
-        A shrinking view merges every pair whose parent is built; once a pass
-        merged nothing, the next one can merge something only after a node
-        above level 0 is built: appended messages and their own lines bring no
-        built parent.  Without the skip, each commit and each stored line right
-        after importing a long history walked the whole unwritten view twice
-        (about 2 s each at 100,000 messages).  The parents the last pass named
-        as needed stay the writer's work meanwhile; the first merge it stores
-        brings a full pass again.
+        A shrinking pass merges every pair whose parent is built, so when it
+        leaves the view still shrinking, a new pass can merge something only
+        after a node above level 0 is built: appended messages and their own
+        lines bring no built parent.  So the pass is skipped until one is.
+        And while the view waits for many parents (after importing a long
+        history: tens of thousands), it is re-planned once a share of them
+        (``shrink_replan_share``) is built rather than at each one: each pass
+        walks the whole view (about 2 s at 100,000 unwritten messages), and
+        the writer keeps building the parents of the last plan meanwhile.
+        The view is then a few merges behind, never wrong: every part of it
+        is built, and the next pass applies all that is ready.
         """
-        idle = self._idle_shrink.get(which)
-        if (idle is not None and idle[0] is state and idle[1] is saw and idle[2] == self.tree.merged
-                and state.shrinking):
-            return views.BatchOutcome(False, [], list(idle[3]))
+        last = self._last_shrink.get(which)
+        if last is not None and last.state is state and last.saw is saw and state.shrinking:
+            built_since = self.tree.merged - last.merged
+            if built_since < max(1, int(len(last.needed) * self.settings.shrink_replan_share)):
+                return views.BatchOutcome(False, [], list(last.needed))
         outcome = saw.settle(state, self.view_size(state), self._size_of, self.tree.built)
-        if state.shrinking and not outcome.changed:
-            self._idle_shrink[which] = (state, saw, self.tree.merged, list(outcome.needed))
+        if state.shrinking:
+            self._last_shrink[which] = _ShrinkPass(state, saw, self.tree.merged, list(outcome.needed))
         else:
-            self._idle_shrink.pop(which, None)
+            self._last_shrink.pop(which, None)
         return outcome
 
     def _save_views(self, sync: bool = True) -> None:

@@ -37,6 +37,9 @@ class Settings:
     view_ceiling: int = 128_000
     view_floor: int = 64_000
     view_shrink_slack: int = 16_000
+    # A shrinking view waiting for many parents (after a long import) is re-planned once this share
+    # of them is built, not at every one (see Memory._settle); a short wait re-plans at each.
+    shrink_replan_share: float = 1 / 32
     writer_view_floor: int = 16_000
     writer_view_ceiling: int = 32_000
     smallest_window_tokens: int = 32_768
@@ -263,6 +266,8 @@ def _check(s: Settings) -> None:
         problems.append("rpc_port must be a port number from 0 to 65535")
     if s.view_shrink_slack < 0:
         problems.append("view_shrink_slack must not be negative")
+    if not 0 <= s.shrink_replan_share <= 1:
+        problems.append("shrink_replan_share must be in [0, 1]")
     if not 0 < s.long_turn_fraction <= 1:
         problems.append("long_turn_fraction must be in (0, 1]")
     if problems:

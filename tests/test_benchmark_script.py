@@ -35,3 +35,15 @@ def test_simulate_prints_the_table_and_writes_json(tmp_path):
     assert deepseek["agent_input"] > 0 and deepseek["writer_input"] >= deepseek["writer_uncached"]
     assert record["baselines"]["harness"]["input_per_turn"] > 0
     assert (tmp_path / "simulate-12.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_catch_up_benchmark_prints_both_settings_side_by_side():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_catchup.py"), "--sizes", "600",
+                           "--each-max", "600"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 600 |")]
+    assert len(rows) == 1, done.stdout
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    stores, changes, ratio = int(cells[1]), cells[2].split(" / "), cells[4]
+    assert stores > 100 and int(changes[0]) <= int(changes[1]) <= stores and ratio.endswith("×")
+    assert "[endless." not in done.stdout  # logs go to stderr only

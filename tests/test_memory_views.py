@@ -213,6 +213,37 @@ def test_merges_the_view_needs_come_first(tmp_path):
     assert memory.view_size() <= s.view_floor
 
 
+def _import_and_write(root: Path, s: Settings) -> tuple[Memory, int, int]:
+    """2,000 unwritten messages at once, then the writer until it is done; (memory, view changes, stores)."""
+    memory = _open(root, s)
+    memory.commit_turns([("s", "Imported", [Message("user", f"{t} " + "u" * 600, 1.0)], "completed", None, None)
+                         for t in range(2000)], sync=False)
+    assert memory.chat.shrinking and len(memory.needed) > 500, len(memory.needed)
+    stores = changes = 0
+    while jobs := memory.ready_work()[:6]:
+        before = list(memory.chat.parts)
+        memory.store_lines([(j.level, j.index, f"line {j.name} " + "l" * 100) for j in jobs], sync=False)
+        stores += 1
+        changes += memory.chat.parts != before
+        _check(memory)  # every view in between is a valid one
+    assert not memory.chat.shrinking and memory.view_size() <= s.view_floor
+    return memory, changes, stores
+
+
+def test_after_a_long_import_the_view_is_replanned_at_a_share_of_the_parents_and_ends_as_a_fresh_pass(tmp_path):
+    """The view waits for hundreds of parents: the writer's stores re-plan it when a share of them
+    is built, not at each one, and once the writer is done it is what a fresh pass makes."""
+    memory, changes, stores = _import_and_write(tmp_path / "share", SMALL)
+    every = Settings(**{**{f: getattr(SMALL, f) for f in SMALL.__dataclass_fields__ if f != "sources"},
+                        "shrink_replan_share": 0.0})
+    each, each_changes, each_stores = _import_and_write(tmp_path / "each", every)
+    assert stores == each_stores, "the writer does the same work either way"
+    assert 0 < changes * 3 < each_changes, (changes, each_changes)
+    assert memory.chat.parts == each.chat.parts and memory.wview.parts == each.wview.parts
+    with _open(tmp_path / "share") as again:
+        assert again.chat.parts == memory.chat.parts and again.wview.parts == memory.wview.parts
+
+
 def test_a_shrinking_view_with_nothing_to_merge_matches_a_fresh_pass(tmp_path):
     """Commits and message lines leave a stuck shrink as it is; the first built merge applies, as on reopening."""
     memory = _open(tmp_path)

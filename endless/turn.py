@@ -233,7 +233,7 @@ def bounded_recent_block(memory: Memory, start: int, limit: int, keep: int | Non
     room = limit - 2 * _NOTE_ROOM
     shown: dict[int, str] = {}
     if keep is not None and start <= keep < total:
-        shown[keep] = shorten_line(memory.recent_line(keep), keep, min(room // 4, room))
+        shown[keep] = shorten_line(memory.recent_line(keep), keep, max(0, room // 4))
         room -= len(shown[keep].encode("utf-8")) + 1
     for message_id in range(total - 1, start - 1, -1):
         if message_id == keep:

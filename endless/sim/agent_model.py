@@ -33,10 +33,10 @@ recent block, ``id+n|…``, are ignored):
     a final reply of exactly BYTES UTF-8 bytes (more if quotes need the room).
 
 A long turn's rebuilt head (its last user message says the turn is still
-going) is read as the same turn carried on: the person's message is the last
-one of the recent block before the turn's saved steps, and the calls and
-results already saved there count as made, so the agent goes on with the rest
-of its plan instead of starting a new one.
+going) is read as the same turn carried on: the note counts the calls already
+made and names the saved messages, the person's first, which the recent block
+or the view shows; the agent goes on with the rest of its plan instead of
+starting a new one, and quotes the saved results the head still shows.
 
 Replies are made of varied English words drawn from the turn's generator and
 name some of the facts (numbers, identifiers, names) of the person's message.

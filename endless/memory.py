@@ -118,6 +118,8 @@ class Memory:
         self.wview = ViewState()
         self._last_shrink: dict[str, _ShrinkPass] = {}  # see _settle
         self.needed: list[Part] = []
+        self._needed_rank: dict[Part, int] = {}  # each needed part's place in ``needed``
+        self._needed_from: tuple[list[Part], list[Part]] | None = None  # the plans ``needed`` was made from
         self._view_stamp: tuple | None = None
         self._texts: OrderedDict[Part, str] = OrderedDict()
         self._sizes: OrderedDict[Part, int] = OrderedDict()
@@ -618,8 +620,14 @@ class Memory:
         if outcome.changed:
             self.wview = views.derive(self.chat, self.writer_saw, self._size_of, self.tree.built)
         woutcome = self._settle("writer", self.writer_saw, self.wview)
-        chat_needed = set(outcome.needed)
-        self.needed = outcome.needed + [p for p in woutcome.needed if p not in chat_needed]
+        made_from = self._needed_from
+        if made_from is None or made_from[0] is not outcome.needed or made_from[1] is not woutcome.needed:
+            # (Skipped while both views wait on their last plans: these lists run to tens of
+            # thousands of parents after a long import, and a store would walk them each time.)
+            chat_needed = set(outcome.needed)
+            self.needed = outcome.needed + [p for p in woutcome.needed if p not in chat_needed]
+            self._needed_rank = {part: k for k, part in enumerate(self.needed)}
+            self._needed_from = (outcome.needed, woutcome.needed)
         merged = outcome.changed or woutcome.changed
         if save and (merged or flags != (self.chat.shrinking, self.wview.shrinking)):
             self._save_views(sync)
@@ -643,10 +651,10 @@ class Memory:
         if last is not None and last.state is state and last.saw is saw and state.shrinking:
             built_since = self.tree.merged - last.merged
             if built_since < max(1, int(len(last.needed) * self.settings.shrink_replan_share)):
-                return views.BatchOutcome(False, [], list(last.needed))
+                return views.BatchOutcome(False, [], last.needed)  # the same list: see _update_views
         outcome = saw.settle(state, self.view_size(state), self._size_of, self.tree.built)
         if state.shrinking:
-            self._last_shrink[which] = _ShrinkPass(state, saw, self.tree.merged, list(outcome.needed))
+            self._last_shrink[which] = _ShrinkPass(state, saw, self.tree.merged, outcome.needed)
         else:
             self._last_shrink.pop(which, None)
         return outcome
@@ -699,10 +707,12 @@ class Memory:
         if self._ready_merges is None:
             self._ready_merges = self._scan_ready_merges()
         jobs: list[Job] = []
-        needed = set(self.needed)
-        for part in self.needed:
-            if part in self._ready_merges:
-                jobs.append(Job(part[0], part[1], True))
+        rank = self._needed_rank
+        if len(self._ready_merges) < len(rank):  # walk the shorter side, in the plan's order
+            ready_needed = sorted((p for p in self._ready_merges if p in rank), key=rank.__getitem__)
+        else:
+            ready_needed = [p for p in self.needed if p in self._ready_merges]
+        jobs += [Job(part[0], part[1], True) for part in ready_needed]
         unwritten = 0
         message_id = self._next_leaf
         while unwritten < self.settings.unwritten_ahead and message_id < self.total:
@@ -710,7 +720,7 @@ class Memory:
                 jobs.append(Job(0, message_id))
                 unwritten += 1
             message_id += 1
-        for part in sorted(self._ready_merges - needed):
+        for part in sorted(p for p in self._ready_merges if p not in rank):
             jobs.append(Job(part[0], part[1]))
         return jobs
 

@@ -111,8 +111,7 @@ class Turn:
     refreshes: int = 0
     _journal: TurnInProgress | None = None
     _person_id: int | None = None  # the person's message, once a refresh has logged it
-    _saved_calls: int = 0  # tool calls of the parts a refresh has committed
-    _calls: int = 0  # tool calls since the last refresh
+    _calls: int = 0  # tool calls the turn has made (a refresh saves them all)
     _trace: TraceBuilder | None = None
     _step_bytes: int = 0
 
@@ -189,15 +188,13 @@ class Turn:
             self._person_id = info.first  # begin() journals the person's message first
         drop_pending(memory, self.session)
         self.refreshes += 1
-        self._saved_calls += self._calls
-        self._calls = 0
         self._journal = memory.journal(self.session, self.title)
         self._trace = TraceBuilder(memory.settings)
         self._step_bytes = 0
         durable.log("turn", f"a turn of {self.session!r} passed a quarter of the window; "
                             f"its steps so far are committed and the head rebuilt ({self.refreshes})")
         first = self._person_id if self._person_id is not None else memory.total - 1
-        calls = f"{self._saved_calls} tool call{'' if self._saved_calls == 1 else 's'}"
+        calls = f"{self._calls} tool call{'' if self._calls == 1 else 's'}"
         note = prompts.text("turn/continued.txt").strip().format(calls=calls, first=first,
                                                                  last=memory.total - 1)
         self.head = build_request(memory, self.system, self.tools, self.context, self.state, note,
@@ -226,19 +223,20 @@ def bounded_recent_block(memory: Memory, start: int, limit: int, keep: int | Non
     left-out messages gets a note line: they are in the memory, and ``zoom``
     reads them by id.
     """
-    block = memory.recent_block(start)
+    total = memory.total
+    lines = {m: memory.recent_line(m) for m in range(start, total)}  # each message read once
+    block = "\n".join(lines.values())
     if len(block.encode("utf-8")) <= limit:
         return block
-    total = memory.total
     room = limit - 2 * _NOTE_ROOM
     shown: dict[int, str] = {}
     if keep is not None and start <= keep < total:
-        shown[keep] = shorten_line(memory.recent_line(keep), keep, max(0, room // 4))
+        shown[keep] = shorten_line(lines[keep], keep, max(0, room // 4))
         room -= len(shown[keep].encode("utf-8")) + 1
     for message_id in range(total - 1, start - 1, -1):
         if message_id == keep:
             continue
-        line = memory.recent_line(message_id)
+        line = lines[message_id]
         size = len(line.encode("utf-8")) + 1
         if size > room:
             if room >= _MIN_SHORTENED:

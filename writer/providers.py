@@ -575,7 +575,7 @@ def _fit_kwargs(method: Callable[..., Any], kwargs: dict) -> dict:
 _BULK = ("system", "messages", "tools")
 
 
-def _bulk_in_extra_body(kwargs: dict, placeholders: dict) -> dict:
+def _bulk_in_extra_body(kwargs: dict) -> dict:
     """The same keywords, with the bulky plain-JSON ones sent through ``extra_body``.
 
     Both SDKs walk every typed argument with runtime type introspection before
@@ -583,15 +583,16 @@ def _bulk_in_extra_body(kwargs: dict, placeholders: dict) -> dict:
     plain strings changes nothing yet costs about 37 ms of blocked event loop
     for a request with 80 content parts (openai-python, anthropic-sdk-python
     issue #1195).  ``extra_body`` is merged into the JSON body as it is, so the
-    provider receives the very same body.
+    provider receives the very same body.  ``messages`` stays as an empty
+    list, as both SDKs require the argument.
     """
     out = {key: value for key, value in kwargs.items() if key not in _BULK}
     extra = dict(kwargs.get("extra_body") or {})
     for key in _BULK:
         if key in kwargs:
             extra[key] = kwargs[key]
-            if key in placeholders:
-                out[key] = placeholders[key]
+            if key == "messages":
+                out[key] = []
     out["extra_body"] = extra
     return out
 
@@ -696,7 +697,7 @@ class OpenAIProvider(Provider):
         return _fit_kwargs(self.client.chat.completions.create, kwargs)
 
     async def _call(self, kwargs: dict) -> Any:
-        return await self.client.chat.completions.create(**_bulk_in_extra_body(kwargs, {"messages": []}))
+        return await self.client.chat.completions.create(**_bulk_in_extra_body(kwargs))
 
     def _sdk_errors(self) -> tuple[type, ...]:
         import openai
@@ -731,7 +732,7 @@ class AnthropicProvider(Provider):
         return _fit_kwargs(self.client.messages.create, kwargs)
 
     async def _call(self, kwargs: dict) -> Any:
-        return await self.client.messages.create(**_bulk_in_extra_body(kwargs, {"messages": []}))
+        return await self.client.messages.create(**_bulk_in_extra_body(kwargs))
 
     def _sdk_errors(self) -> tuple[type, ...]:
         import anthropic

@@ -8,17 +8,17 @@ import sys
 import orjson
 
 from endless import __version__
-from endless.settings import SettingsError, describe, load_settings
-from endless.hermes.install import add_hermes_parser
-from endless.demo import add_demo_parser
-from endless.chat import add_chat_parser
-from endless.doctor import add_doctor_parser
-from endless.importer import add_import_parser
-from endless.mcp_server import add_mcp_parser
-from endless.read_cli import add_read_parsers
-from endless.rpc.serve import add_serve_parser
+from endless.core.settings import SettingsError, describe, load_settings
+from endless.faces.hermes.install import add_hermes_parser
+from endless.demo.run import add_demo_parser
+from endless.faces.cli.chat import add_chat_parser
+from endless.faces.cli.doctor import add_doctor_parser
+from endless.faces.importers.importer import add_import_parser
+from endless.faces.mcp_server import add_mcp_parser
+from endless.faces.cli.read import add_read_parsers
+from endless.faces.rpc.serve import add_serve_parser
 from endless.sim.server import add_sim_parser
-from endless.choose import add_memory_arguments
+from endless.faces.cli.choose import add_memory_arguments
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -37,9 +37,9 @@ def _config(args: argparse.Namespace) -> int:
 def _writer(args: argparse.Namespace) -> int:
     import time
 
-    from endless.choose import ChoiceError, choose
-    from writer.pool import lift_pause, lifted_today, read_pause
-    from writer.usage import UsageLog
+    from endless.faces.cli.choose import ChoiceError, choose
+    from endless.writer.pool import lift_pause, lifted_today, read_pause
+    from endless.writer.usage import UsageLog
 
     try:
         memory = choose(args, readonly=args.action == "status")

@@ -20,12 +20,12 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
-from endless.replay import CONTEXT, HARNESS_SYSTEM, HARNESS_TOOLS, PRICED, median
+from endless.demo.replay import CONTEXT, HARNESS_SYSTEM, HARNESS_TOOLS, PRICED, median
 from endless.sim.cache import make_cache
 from endless.sim.tokens import TOKEN_TYPECODE, default_tokenizer
-from writer.offline import offline_leaf
-from writer.providers import Usage
-from writer.usage import cost
+from endless.writer.offline import offline_leaf
+from endless.llm.providers import Usage
+from endless.writer.usage import cost
 
 MODELS = ("deepseek", "openai-auto", "openai-breakpoints", "anthropic")
 SUMMARY_PROMPT = "Summarise the conversation above for your own later use. Keep decisions, facts and open tasks."

@@ -25,10 +25,10 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 
 
 def say(text: str) -> None:

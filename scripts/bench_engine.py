@@ -51,9 +51,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from endless.keys import Key  # noqa: E402
-from endless.messages import Message, render  # noqa: E402
-from endless.settings import Settings  # noqa: E402
+from endless.core.keys import Key  # noqa: E402
+from endless.core.messages import Message, render  # noqa: E402
+from endless.core.settings import Settings  # noqa: E402
 
 KEY = Key("bench", "/bench/engine-workspace")
 HIT_WORD = "qz7hitmark"  # in exactly one old message
@@ -262,7 +262,7 @@ class TreeWalk:
 
 def build(folder: Path, size: int, seed: int, batch_turns: int, tail: int, tail_batch: int,
           reopen_every: int) -> dict:
-    from endless.memory import Memory
+    from endless.core.memory import Memory
 
     settings = bench_settings(folder)
     gen = Generator(seed)
@@ -377,7 +377,7 @@ def _fsync(path: Path) -> None:
 # -- measuring (in child processes) ------------------------------------------------------
 
 def child_open(root: Path) -> dict:
-    from endless.memory import Memory
+    from endless.core.memory import Memory
     settings = bench_settings(root)
     t0 = time.perf_counter()
     memory = Memory.open(KEY, settings=settings, root=root)
@@ -414,8 +414,8 @@ def _median_time(fn, n: int) -> tuple[float, list]:
 
 
 def child_measure(root: Path, seed: int) -> dict:
-    from endless import tools
-    from endless.memory import Memory
+    from endless.core import lookback as tools
+    from endless.core.memory import Memory
 
     out: dict = {}
     settings = bench_settings(root)

@@ -24,17 +24,17 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from endless.keys import workspace_key  # noqa: E402
-from endless.memory import Memory  # noqa: E402
-from endless.messages import Message  # noqa: E402
-from endless.settings import Settings  # noqa: E402
+from endless.core.keys import workspace_key  # noqa: E402
+from endless.core.memory import Memory  # noqa: E402
+from endless.core.messages import Message  # noqa: E402
+from endless.core.settings import Settings  # noqa: E402
 from endless.sim.cache import make_cache  # noqa: E402
 from endless.sim.clock import SimClock, run  # noqa: E402
 from endless.sim.simulator import Route as SimRoute, Simulator  # noqa: E402
 from endless.sim.transport import sdk_http_client  # noqa: E402
 from endless.sim.writer_model import ScriptedWriter  # noqa: E402
-from writer.pool import WriterPool  # noqa: E402
-from writer.providers import Route, make_provider  # noqa: E402
+from endless.writer.pool import WriterPool  # noqa: E402
+from endless.llm.providers import Route, make_provider  # noqa: E402
 
 WORDS = ("deploy config port schema test migration cache index server client build release branch "
          "review token budget latency error retry queue worker lease journal view line merge").split()

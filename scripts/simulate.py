@@ -39,10 +39,10 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from endless.memory import Memory  # noqa: E402
-from endless.recall_check import reachable  # noqa: E402
-from endless.replay import Replay, ReplayConfig, median, percentile  # noqa: E402
-from endless.settings import Settings  # noqa: E402
+from endless.core.memory import Memory  # noqa: E402
+from endless.demo.recall_check import reachable  # noqa: E402
+from endless.demo.replay import Replay, ReplayConfig, median, percentile  # noqa: E402
+from endless.core.settings import Settings  # noqa: E402
 from endless.sim.script import make_script, mix_summary  # noqa: E402
 
 WINDOW = 200_000

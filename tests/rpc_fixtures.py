@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from endless.keys import Key, workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
-from writer.offline import offline_leaf, offline_merge
+from endless.core.keys import Key, workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
+from endless.writer.offline import offline_leaf, offline_merge
 
 START = 1_790_000_000.0  # a fixed moment, so days are the same on every run
 DAY = 86_400.0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 from endless.sim.agent_model import ScriptedAgent
 from endless.sim.cache import make_cache
 from endless.sim.clock import SimClock, run
@@ -15,10 +15,10 @@ from endless.sim.responder import route_responder
 from endless.sim.simulator import Route as SimRoute, Simulator
 from endless.sim.transport import sdk_http_client
 from endless.sim.writer_model import ScriptedWriter
-from endless.chat_loop import run_turn
-from endless.turn import Turn, system_prompt, turn_tools
-from writer.pool import WriterPool
-from writer.providers import Route, make_provider
+from endless.turn.run import run_turn
+from endless.turn.protocol import Turn, system_prompt, turn_tools
+from endless.writer.pool import WriterPool
+from endless.llm.providers import Route, make_provider
 
 ROUTE = Route("openai", "deepseek-v4-pro", base_url="https://api.deepseek.com", api_key_env="SIM_KEY")
 

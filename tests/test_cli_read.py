@@ -17,8 +17,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from endless.cli import main
-from endless.keys import workspace_key
-from endless.rpc import create_app
+from endless.core.keys import workspace_key
+from endless.faces.rpc import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rpc_fixtures as F  # noqa: E402

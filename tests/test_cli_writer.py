@@ -9,11 +9,11 @@ import time
 
 import orjson
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.settings import Settings
-from writer.pool import lifted_today, write_pause
-from writer.usage import UsageLog
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.settings import Settings
+from endless.writer.pool import lifted_today, write_pause
+from endless.writer.usage import UsageLog
 
 
 def _run(args, env):

@@ -19,10 +19,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 from commands import endless_command
 
 CHILD_TIMEOUT = 30.0
@@ -74,8 +74,8 @@ def wait_for(proc: subprocess.Popen, word: bytes) -> None:
 
 OPEN = """
 import sys
-from endless.memory import Memory
-from endless.settings import load_settings
+from endless.core.memory import Memory
+from endless.core.settings import load_settings
 memory = Memory.open(memory_id=sys.argv[1] if len(sys.argv) > 1 else {mid!r}, settings=load_settings())
 """
 

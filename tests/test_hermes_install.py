@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from endless.hermes.install import STATE_FILE, InstallError, install, uninstall
+from endless.faces.hermes.install import STATE_FILE, InstallError, install, uninstall
 
 CONFIG = b"""# my Hermes settings
 model:

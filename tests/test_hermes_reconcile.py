@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from endless.hermes.reconcile import NOTE, missed, reconcile
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import load_settings
-from endless.turn import keep_pending
+from endless.faces.hermes.reconcile import NOTE, missed, reconcile
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import load_settings
+from endless.turn.protocol import keep_pending
 
 
 def history(*texts: str) -> list[dict]:

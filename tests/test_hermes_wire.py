@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from endless.hermes import wire
-from endless.request import Msg, Request, view_message_blocks
+from endless.faces.hermes import wire
+from endless.llm.request import Msg, Request, view_message_blocks
 
 SYSTEM = "You are Hermes."
 

@@ -22,10 +22,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 from commands import endless_command
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from endless import sessions
-from endless.keys import Key, KeyError_, gateway_key, workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core import sessions
+from endless.core.keys import Key, KeyError_, gateway_key, workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "procs"))
 import harness  # noqa: E402
@@ -204,7 +204,7 @@ def test_bind_refuses_after_a_crash_left_the_turn_in_a_memory(two_keys, tmp_path
 
 
 def test_a_memory_id_is_exactly_sixteen_hex_digits() -> None:
-    from endless.keys import KeyError_, check_memory_id
+    from endless.core.keys import KeyError_, check_memory_id
 
     assert check_memory_id("0123456789abcdef") == "0123456789abcdef"
     for bad in ("0123456789abcdef\n", "0123456789ABCDEF", "../0123456789abc", "0123456789abcde", 16):

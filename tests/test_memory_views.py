@@ -7,11 +7,11 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from endless import view as views
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core import tiling as views
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 
 SMALL = Settings(view_ceiling=3000, view_floor=1500, writer_view_ceiling=1400,
                  writer_view_floor=700, view_shrink_slack=800)

@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from endless import messages as msgs
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import (KINDS, Message, MessageError, Stored, TraceBuilder, cap_middle,
+from endless.core import messages as msgs
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import (KINDS, Message, MessageError, Stored, TraceBuilder, cap_middle,
                               check_kind, prepare, render, split_long, tag)
-from endless.settings import Settings, SettingsError
+from endless.core.settings import Settings, SettingsError
 
 AT = 1_700_000_000.0
 S = Settings()

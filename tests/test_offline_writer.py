@@ -7,8 +7,8 @@ import random
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from writer.checks import ELLIPSIS, clean, find_facts, judge, utf8_size
-from writer.offline import offline_leaf, offline_merge
+from endless.writer.checks import ELLIPSIS, clean, find_facts, judge, utf8_size
+from endless.writer.offline import offline_leaf, offline_merge
 
 TOPICS = ["lunch", "the weather", "a film", "the garden", "a book", "the trains", "music", "football", "tea",
           "the office", "a holiday", "the news", "cooking", "the neighbours", "a podcast", "bicycles"]

@@ -16,11 +16,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless import view as views
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core import tiling as views
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "procs"))
 import harness  # noqa: E402

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import socket
 import sys
+from importlib import resources
 from pathlib import Path
 
 import httpx
@@ -18,11 +19,12 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from endless import answers, sessions
-from endless.keys import Key, workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.rpc import create_app, start_in_thread
+from endless.faces import answers
+from endless.core import sessions
+from endless.core.keys import Key, workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.faces.rpc import create_app, start_in_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rpc_fixtures as F  # noqa: E402
@@ -530,7 +532,7 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(served):
         assert browser.get("/static/app.css").headers["content-type"].startswith("text/css")
         assert browser.get("/static/../answers.py").status_code == 404
         assert browser.get("/static/index.html").status_code == 404
-    js = (Path(__file__).resolve().parent.parent / "endless" / "rpc" / "static" / "app.js").read_text()
+    js = resources.files("endless.faces.rpc").joinpath("static", "app.js").read_text()
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "outerHTML" not in js
 
 
@@ -547,7 +549,7 @@ def test_reads_while_a_writer_process_commits_turns(tmp_path):
 
     small = {"line_budget": 96, "view_ceiling": 2500, "view_floor": 1250, "view_shrink_slack": 600,
              "writer_view_ceiling": 1000, "writer_view_floor": 500}
-    from endless.settings import Settings
+    from endless.core.settings import Settings
     root, workspace = tmp_path / "root", tmp_path / "ws"
     workspace.mkdir()
     Memory.open(workspace_key(None, workspace), settings=Settings(**small), root=root).close()

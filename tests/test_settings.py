@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from endless.keys import workspace_key
-from endless.memory import Memory, MemoryError_
-from endless.settings import Settings, SettingsError, config_path, describe, load_settings, setting_names
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory, MemoryError_
+from endless.core.settings import Settings, SettingsError, config_path, describe, load_settings, setting_names
 
 # DESIGN §7, as numbers.
 DESIGN_DEFAULTS = {

@@ -18,7 +18,7 @@ import statistics
 import jsonschema
 import pytest
 
-from endless import tools as lookback
+from endless.core import lookback
 from endless.sim.agent_model import ScriptedAgent
 from endless.sim.model import ChatMessage, Segment, SimReply, SimRequest, ToolCall
 from endless.sim.responder import route_responder

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from endless.memory import Memory
-from endless.recall_check import reachable
-from endless.replay import Replay, ReplayConfig, percentile
-from endless.settings import Settings
+from endless.core.memory import Memory
+from endless.demo.recall_check import reachable
+from endless.demo.replay import Replay, ReplayConfig, percentile
+from endless.core.settings import Settings
 from endless.sim.script import make_script
 
 PASSES = {"openai-automatic": ReplayConfig(caches=("deepseek", "openai-auto")),

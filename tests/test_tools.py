@@ -18,13 +18,13 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from endless import messages as msgs
-from endless import search as searching
-from endless import tools
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message, TraceBuilder
-from endless.settings import Settings
+from endless.core import messages as msgs
+from endless.core import recall as searching
+from endless.core import lookback as tools
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message, TraceBuilder
+from endless.core.settings import Settings
 
 BASE = 1_700_000_000.0  # a fixed moment; every message time is BASE + something
 

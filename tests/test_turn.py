@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.request import ToolCallOut, anthropic_mark_positions, to_anthropic
-from endless.settings import Settings
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.llm.request import ToolCallOut, anthropic_mark_positions, to_anthropic
+from endless.core.settings import Settings
 from endless.sim.clock import SimClock, run
-from endless.turn import Turn, build_request, pending, recent_bytes, system_prompt, turn_tools
+from endless.turn.protocol import Turn, build_request, pending, recent_bytes, system_prompt, turn_tools
 
 HARNESS_TOOLS = [{"name": "terminal", "description": "run a command",
                   "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
@@ -125,8 +125,8 @@ def test_a_long_turn_refreshes_its_head_and_never_outgrows_the_window(tmp_path):
     import random
 
     from endless.sim.tokens import load_o200k_base
-    from endless.tools import call
-    from endless.turn import CONTINUED, refresh_bytes
+    from endless.core.lookback import call
+    from endless.turn.protocol import CONTINUED, refresh_bytes
 
     encoding = load_o200k_base()
     clock = SimClock()
@@ -170,8 +170,8 @@ def test_a_refreshed_head_keeps_the_persons_message_and_the_newest_step_when_the
     """The writer has written nothing: the rebuilt block would hold every message since the start.
     It keeps the person's message and the newest steps (the oldest kept one shortened), names the
     rest for zoom, and stays within a quarter of the window."""
-    from endless.tools import call
-    from endless.turn import refresh_bytes
+    from endless.core.lookback import call
+    from endless.turn.protocol import refresh_bytes
 
     clock = SimClock()
     memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=Settings(), root=tmp_path,

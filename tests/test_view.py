@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from endless import view as views
-from endless.view import Sawtooth, ViewState, merge_down, most_due
+from endless.core import tiling as views
+from endless.core.tiling import Sawtooth, ViewState, merge_down, most_due
 
 
 # -- the oracle: an independent transcription of Taelin's rollback-list push -----------

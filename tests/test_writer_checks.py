@@ -7,7 +7,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from writer.checks import (CUT_MARK, ELLIPSIS, PROBLEMS, Verdict, accept_limit, clean, cut_mark,
+from endless.writer.checks import (CUT_MARK, ELLIPSIS, PROBLEMS, Verdict, accept_limit, clean, cut_mark,
                            find_facts, invented, is_writer_task, judge, trim, utf8_prefix, utf8_size)
 
 SOURCE = (

@@ -12,9 +12,9 @@ from endless.sim.clock import SimClock, run
 from endless.sim.model import SimReply
 from endless.sim.writer_model import ScriptedWriter
 from writer_fixtures import CLAUDE, DEEPSEEK, fill, open_memory, providers, simulator
-from writer.checks import judge
-from writer.pool import WriterPool, lift_pause
-from writer.usage import UsageLog
+from endless.writer.checks import judge
+from endless.writer.pool import WriterPool, lift_pause
+from endless.writer.usage import UsageLog
 
 FIT = {"fit": 1.0}
 
@@ -104,7 +104,7 @@ def test_an_invented_number_is_rejected_with_feedback(tmp_path):
 
 
 def memory_job(i):
-    from endless.memory import Job
+    from endless.core.memory import Job
     return Job(0, i)
 
 
@@ -349,8 +349,8 @@ def test_an_unusable_writer_route_setting_is_named_and_ignored(tmp_path, capfd):
 
 
 def test_every_task_the_pool_sends_is_a_writer_task(tmp_path):
-    from writer.checks import is_writer_task
-    from writer.task import describe, task_text
+    from endless.writer.checks import is_writer_task
+    from endless.writer.task import describe, task_text
     clock = SimClock()
     memory = open_memory(tmp_path, clock.wall)
     fill(memory, 4)

@@ -16,7 +16,7 @@ import anthropic
 import openai
 import pytest
 
-from endless.request import Msg, Request, view_message_blocks
+from endless.llm.request import Msg, Request, view_message_blocks
 from endless.sim import clock
 from endless.sim.cache import make_cache
 from endless.sim.model import SimReply, SimRequest
@@ -24,7 +24,7 @@ from endless.sim.simulator import Route as SimRoute
 from endless.sim.simulator import Simulator
 from endless.sim.transport import transport_for
 from endless.sim.writer_model import ScriptedWriter
-from writer.providers import (Completion, ProviderError, Route, RouteError, Usage, make_provider,
+from endless.llm.providers import (Completion, ProviderError, Route, RouteError, Usage, make_provider,
                               reasoning_params, resolve_api_key, retry_after_from)
 
 SYSTEM = "You write the lines of a long-running memory, one short line per message. " * 40
@@ -400,7 +400,7 @@ def test_unknown_provider_and_keys(monkeypatch):
 
 
 def test_keywords_an_older_sdk_lacks_go_in_extra_body():
-    from writer.providers import _fit_kwargs
+    from endless.llm.providers import _fit_kwargs
 
     def create(*, model, messages, max_tokens=None, extra_body=None):  # an SDK without the newer keywords
         return None

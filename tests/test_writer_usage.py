@@ -9,9 +9,9 @@ import os
 import orjson
 import pytest
 
-from writer import usage as usage_module
-from writer.providers import Route, Usage
-from writer.usage import LOG_NAME, SNAPSHOT_NAME, UsageLog, cost, find_price_entry, is_peak, price, price_table
+from endless.writer import usage as usage_module
+from endless.llm.providers import Route, Usage
+from endless.writer.usage import LOG_NAME, SNAPSHOT_NAME, UsageLog, cost, find_price_entry, is_peak, price, price_table
 
 DEEPSEEK = Route("openai", "deepseek-flash", base_url="https://api.deepseek.com")
 SONNET = Route("anthropic", "claude-sonnet-4-5")
@@ -215,8 +215,8 @@ def test_cost_arithmetic():
 
 
 def test_one_hour_cache_writes_are_billed_at_their_own_price():
-    from writer.providers import Usage, anthropic_usage
-    from writer.usage import cost, price
+    from endless.llm.providers import Usage, anthropic_usage
+    from endless.writer.usage import cost, price
 
     route = {"provider": "anthropic", "flavour": "anthropic", "model": "claude-sonnet-5"}
     table = price(route)

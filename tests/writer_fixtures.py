@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 from endless.sim.cache import make_cache
 from endless.sim.simulator import Route as SimRoute, Simulator
 from endless.sim.transport import sdk_http_client
 from endless.sim.writer_model import ScriptedWriter
-from writer.providers import Route, make_provider
+from endless.llm.providers import Route, make_provider
 
 DEEPSEEK = Route("openai", "deepseek-v4-pro", base_url="https://api.deepseek.com", api_key_env="SIM_KEY")
 CLAUDE = Route("anthropic", "claude-sonnet-5", api_key_env="SIM_KEY")

@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from writer.checks import ELLIPSIS, find_facts, invented_facts, judge, strip_heads, trim, utf8_size
+from endless.writer.checks import ELLIPSIS, find_facts, invented_facts, judge, strip_heads, trim, utf8_size
 
 __all__ = ["offline_leaf", "offline_merge", "PERSON_TAG", "TRACE_TAGS"]
 

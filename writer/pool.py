@@ -20,15 +20,15 @@ from typing import Callable
 
 import orjson
 
-from endless import durable
-from endless import view as views
-from endless.memory import Job, Memory
-from endless.request import Msg, Request
-from endless.settings import Settings
-from writer import checks, offline
-from writer.providers import Completion, ProviderError, Route, RouteError
-from writer.task import JobText, build_request, describe, feedback, split_reply
-from writer.usage import UsageLog
+from endless.core import durable
+from endless.core import tiling as views
+from endless.core.memory import Job, Memory
+from endless.llm.request import Msg, Request
+from endless.core.settings import Settings
+from endless.writer import checks, offline
+from endless.llm.providers import Completion, ProviderError, Route, RouteError
+from endless.writer.task import JobText, build_request, describe, feedback, split_reply
+from endless.writer.usage import UsageLog
 
 ProviderFactory = Callable[[Route], object]
 _EPSILON = 1e-3  # seconds: a retry due this close to now is due now (float clocks)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import prompts
-from endless import view as views
-from endless.memory import Job, Memory
-from endless.request import Msg, Request, view_message_blocks
+from endless import prompts
+from endless.core import tiling as views
+from endless.core.memory import Job, Memory
+from endless.llm.request import Msg, Request, view_message_blocks
 
 WORDS_PER_512 = 70
 _TASK_WORDS = re.compile(r"</?input>|Compaction:")

@@ -48,7 +48,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
-from endless import durable
+from endless.core import durable
 
 LOG_NAME = "usage.jsonl"
 SNAPSHOT_NAME = "usage.totals.json"
@@ -68,7 +68,7 @@ def _notice(message: str) -> None:
 @functools.lru_cache(maxsize=None)
 def price_table() -> dict:
     """``writer/prices.json``."""
-    return json.loads(resources.files("writer").joinpath("prices.json").read_text(encoding="utf-8"))
+    return json.loads(resources.files(__package__).joinpath("prices.json").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

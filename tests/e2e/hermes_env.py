@@ -17,10 +17,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from endless.hermes.install import install
-from endless.keys import Key, workspace_key
-from endless.memory import Memory
-from endless.settings import load_settings
+from endless.faces.hermes.install import install
+from endless.core.keys import Key, workspace_key
+from endless.core.memory import Memory
+from endless.core.settings import load_settings
 from commands import endless_command
 from endless.sim.server import free_port
 

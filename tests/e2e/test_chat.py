@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.settings import Settings
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.settings import Settings
 from commands import endless_command
 from endless.sim.server import free_port
 

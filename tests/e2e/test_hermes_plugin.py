@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from endless import turn as turn_protocol
-from endless.keys import gateway_key
+from endless.turn import protocol as turn_protocol
+from endless.core.keys import gateway_key
 
 from hermes_env import Env, HERMES_PYTHON, hermes_ready, outside_view, segments
 

@@ -29,10 +29,10 @@ playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright i
 sys.path.insert(0, str(REPO / "tests"))
 import rpc_fixtures as F  # noqa: E402
 
-from endless.keys import workspace_key  # noqa: E402
-from endless.memory import Memory  # noqa: E402
-from endless.messages import Message  # noqa: E402
-from endless.rpc import start_in_thread  # noqa: E402
+from endless.core.keys import workspace_key  # noqa: E402
+from endless.core.memory import Memory  # noqa: E402
+from endless.core.messages import Message  # noqa: E402
+from endless.faces.rpc import start_in_thread  # noqa: E402
 
 
 @pytest.fixture(scope="module")

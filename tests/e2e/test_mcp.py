@@ -21,12 +21,12 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-import prompts
-from endless import tools
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless import prompts
+from endless.core import lookback as tools
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 from commands import endless_command
 
 BASE = 1_700_000_000.0

@@ -16,11 +16,11 @@ import time
 import traceback
 from pathlib import Path
 
-from endless import view as views
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.messages import Message
-from endless.settings import Settings
+from endless.core import tiling as views
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
 
 memory: Memory | None = None
 offset = [0.0]
@@ -55,7 +55,7 @@ def op_open(c: dict) -> dict:
     offset[0] = float(c.get("clock_offset", 0.0))
     if c.get("pause_tree_index"):
         # Stop while reading the tree index, after the level-0 slots and before the rest.
-        from endless.tree import TreeStore
+        from endless.core.tree import TreeStore
         original = TreeStore._slot_path
 
         def slot_path(self, level):

@@ -22,9 +22,9 @@ import random
 import sys
 from pathlib import Path
 
-from endless.keys import workspace_key
-from endless.memory import Memory
-from endless.settings import Settings
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.settings import Settings
 
 
 def message_text(run: int, turn: int, k: int, rng: random.Random) -> str:

@@ -1,0 +1,208 @@
+"""Cross-process exclusion for one memory: the short change lock and the writer lease.
+
+The change lock is an OS file lock held for the few milliseconds a change
+takes.  The lease says which process runs the writer pool; it is a small JSON
+file naming the holder, backed by an OS lock the holder keeps on a file of its
+own, so a dead holder is noticed at once and a frozen one after the expiry.
+
+The change lock uses ``filelock``.  Liveness beacons (the lease holder's, an
+in-flight turn's) are plain ``flock`` locks on files of their own: they are
+held for a long time, probed by other processes and by the holder itself,
+and must vanish the moment their process dies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from filelock import FileLock, Timeout
+
+from endless.core import durable
+
+
+class LockBusy(RuntimeError):
+    """Another process holds the memory's lock for longer than we can wait."""
+
+
+class ChangeLock:
+    """The memory's short lock; reentrant within one process, names its holder's pid."""
+
+    def __init__(self, path: Path, timeout: float = 60.0) -> None:
+        self.path = path
+        self._lock = FileLock(str(path), timeout=timeout, mode=durable.FILE_MODE,
+                              thread_local=False, is_singleton=True)
+        self.holder_path = path.with_name(path.name + ".holder")
+        self.timeout = timeout
+
+    def __enter__(self) -> "ChangeLock":
+        try:
+            self._lock.acquire()
+        except Timeout as exc:
+            raise LockBusy(f"the memory lock {self.path} is held by pid {holder_pid(self.holder_path)}"
+                           f" for more than {self.timeout:.0f} s; if that process hangs, stop it") from exc
+        if self._lock.lock_counter == 1:
+            _write_pid(self.holder_path)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    @property
+    def held(self) -> bool:
+        return self._lock.is_locked
+
+
+def _write_pid(path: Path) -> None:
+    # Fixed width, written in place: no truncation on the hot path.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
+    try:
+        os.pwrite(fd, f"{os.getpid():>12}\n".encode(), 0)
+    finally:
+        os.close(fd)
+
+
+def holder_pid(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+class Beacon:
+    """An exclusive ``flock`` held while its owner lives; ``release`` drops it."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd, self.path = fd, path
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def try_lock(path: Path) -> Beacon | None:
+    """Take an OS lock on ``path`` without waiting, or None if someone holds it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, durable.FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        # The file may have been removed (and made anew) between the open and the lock:
+        # a lock on the removed file guards nothing, so lock the file that is there now.
+        try:
+            here = os.stat(path)
+            mine = os.fstat(fd)
+            if (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino):
+                return Beacon(fd, path)
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def is_held(path: Path) -> bool:
+    """Whether some live process holds the beacon at ``path``."""
+    if not path.exists():
+        return False
+    probe = try_lock(path)
+    if probe is None:
+        return True
+    probe.release()
+    return False
+
+
+@dataclass
+class LeaseInfo:
+    pid: int
+    token: str
+    renewed: float
+
+
+class Lease:
+    """The writer lease of one memory, as seen and held by this process.
+
+    ``clock`` gives wall-clock seconds; tests inject one.  Taking over requires
+    the change lock, which the caller holds.
+    """
+
+    def __init__(self, folder: Path, *, expiry: float = 30.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.folder = folder
+        self.path = folder / "lease.json"
+        self.expiry = expiry
+        self.clock = clock
+        self.token: str | None = None
+        self._alive: Beacon | None = None
+
+    def _alive_path(self, token: str) -> Path:
+        return self.folder / f"lease.{token}.alive"
+
+    def read(self) -> LeaseInfo | None:
+        try:
+            data = durable.read_json(self.path)
+            return LeaseInfo(int(data["pid"]), str(data["token"]), float(data["renewed"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def holder_alive(self, info: LeaseInfo) -> bool:
+        return is_held(self._alive_path(info.token))
+
+    @property
+    def held(self) -> bool:
+        info = self.read()
+        return self.token is not None and info is not None and info.token == self.token
+
+    def try_acquire(self) -> bool:
+        """Take the lease if it is free, dead or expired (call under the change lock)."""
+        info = self.read()
+        if info is not None and info.token == self.token:
+            return self.renew()
+        if info is not None and self.holder_alive(info) and self.clock() - info.renewed < self.expiry:
+            return False
+        if info is not None:
+            _remove(self._alive_path(info.token))
+        token = secrets.token_hex(8)
+        alive = try_lock(self._alive_path(token))
+        if alive is None:
+            return False
+        self.release_local()
+        self.token, self._alive = token, alive
+        durable.write_json(self.path, {"pid": os.getpid(), "token": token, "renewed": self.clock()})
+        return True
+
+    def renew(self) -> bool:
+        """Refresh the heartbeat; False when another process has taken the lease."""
+        info = self.read()
+        if self.token is None or info is None or info.token != self.token:
+            self.release_local()
+            return False
+        durable.write_json(self.path, {"pid": os.getpid(), "token": self.token,
+                                       "renewed": self.clock()}, sync=False)
+        return True
+
+    def release(self) -> None:
+        info = self.read()
+        if self.token is not None and info is not None and info.token == self.token:
+            _remove(self.path)
+        self.release_local()
+
+    def release_local(self) -> None:
+        if self._alive is not None:
+            self._alive.release()
+            _remove(self._alive_path(self.token or ""))
+        self.token, self._alive = None, None
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,257 @@
+"""The order log: one JSONL record per finished turn, with its messages (DESIGN §2.2, §2.5).
+
+Turns are committed in finishing order across every chat of the memory.  A
+record carries its turn number and first message id, so a damaged line in the
+middle never shifts the ids after it.  A binary index (offset, length, first
+id, count, turn id per turn) makes opening and ``message(id)`` a seek; it is
+derived from the log and caught up from it whenever it lags.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from endless.core import durable
+from endless.core.messages import Message, Stored
+
+FORMAT = 1
+_FIELDS = 5  # offset, length, first id, count, turn id (as an integer)
+_ITEM = 8
+
+
+class LogError(RuntimeError):
+    """The order log cannot be used as it is."""
+
+
+@dataclass(frozen=True)
+class TurnInfo:
+    turn: int
+    first: int
+    count: int
+    session: str
+    title: str
+    status: str
+    at: float
+    tid: str
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A line of a file that could not be read, kept in place and reported."""
+
+    file: str
+    offset: int
+    length: int
+    reason: str
+
+
+def tid_number(tid: str) -> int:
+    return int(tid, 16) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+class OrderLog:
+    def __init__(self, folder: Path, granularity: str) -> None:
+        self.path = folder / f"turns.{granularity}.v{FORMAT}.jsonl"
+        self.index_path = folder / "index" / f"turns.v{FORMAT}.bin"
+        self.offsets = array("Q")
+        self.lengths = array("Q")
+        self.firsts = array("Q")
+        self.counts = array("Q")
+        self.tids = array("Q")
+        self.end = 0
+        self.total = 0
+        self.damage: list[Damage] = []
+        self._fd: int | None = None
+
+    # -- loading and catching up -------------------------------------------------
+
+    def load_index(self) -> None:
+        """Read the binary index; a torn or inconsistent index is rebuilt from the log."""
+        try:
+            raw = self.index_path.read_bytes()
+        except FileNotFoundError:
+            raw = b""
+        usable = len(raw) - len(raw) % (_FIELDS * _ITEM)
+        table = array("Q")
+        table.frombytes(raw[:usable])
+        self.offsets, self.lengths = table[0::_FIELDS], table[1::_FIELDS]
+        self.firsts, self.counts, self.tids = table[2::_FIELDS], table[3::_FIELDS], table[4::_FIELDS]
+        self._index_written = len(self.offsets)
+        if self.offsets:
+            self.end = self.offsets[-1] + self.lengths[-1] + 1
+            self.total = self.firsts[-1] + self.counts[-1]
+            if not self._index_agrees():
+                durable.log("log", f"the turn index {self.index_path} disagrees with the log; rebuilding it")
+                self.reset()
+
+    def reset(self) -> None:
+        for name in ("offsets", "lengths", "firsts", "counts", "tids"):
+            setattr(self, name, array("Q"))
+        self._index_written = 0
+        self.end = 0
+        self.total = 0
+
+    def _index_agrees(self) -> bool:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return False
+        if self.end > size:
+            return False
+        with open(self.path, "rb") as handle:
+            handle.seek(self.end - 1)
+            return handle.read(1) == b"\n"
+
+    def catch_up(self, write_index: bool) -> list[tuple[int, dict | None]]:
+        """Index the lines other processes appended; returns (turn, record or None if damaged)."""
+        data, tail = durable.read_complete(self.path, self.end)
+        found: list[tuple[int, dict | None]] = []
+        for offset, line in durable.iter_lines(data, self.end):
+            turn = len(self.offsets)
+            record = _parse_turn(line, turn, self.total)
+            if record is None:
+                self.damage.append(Damage(self.path.name, offset, len(line),
+                                          "not a readable turn record"))
+                durable.log("log", f"damaged line at byte {offset} of {self.path.name} "
+                                   f"(turn {turn}): kept in place and skipped")
+                first, n, tid = self.total, 0, 0
+            else:
+                first, n, tid = record["id"], len(record["m"]), tid_number(record["tid"])
+                if first > self.total:
+                    # A damaged line before this one held the missing ids.
+                    if self.counts and self.tids[-1] == 0 and self.counts[-1] == 0:
+                        self.counts[-1] = first - self.firsts[-1]
+                    else:
+                        self.damage.append(Damage(self.path.name, offset, 0,
+                                                  f"messages {self.total}..{first - 1} are missing"))
+            self.offsets.append(offset)
+            self.lengths.append(len(line))
+            self.firsts.append(first)
+            self.counts.append(n)
+            self.tids.append(tid)
+            self.total = first + n
+            found.append((turn, record))
+        self.end = tail.complete_end
+        if write_index:
+            self.write_index()
+        return found
+
+    def write_index(self) -> None:
+        """Persist index entries not yet on disk (derived data: no fsync needed)."""
+        start = self._index_written
+        if start >= len(self.offsets):
+            return
+        rows = array("Q")
+        for t in range(start, len(self.offsets)):
+            rows.extend((self.offsets[t], self.lengths[t], self.firsts[t], self.counts[t], self.tids[t]))
+        durable.make_dir(self.index_path.parent)
+        fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
+        try:
+            os.pwrite(fd, rows.tobytes(), start * _FIELDS * _ITEM)
+        finally:
+            os.close(fd)
+        self._index_written = len(self.offsets)
+
+    def tail_state(self) -> durable.Tail:
+        _, tail = durable.read_complete(self.path, self.end)
+        return tail
+
+    def repair_tail(self, quarantine: Path) -> str | None:
+        """Under the lock: end the log with a newline, moving torn bytes aside; says what it did."""
+        return durable.repair_tail(self.path, self.end, quarantine,
+                                   lambda raw: _parse_turn(raw, 0, None) is not None)
+
+    # -- writing -------------------------------------------------------------------
+
+    def encode(self, *, tid: str, session: str, title: str, status: str, at: float,
+               messages: list[Message], turn: int | None = None, first: int | None = None) -> bytes:
+        record = {"turn": len(self.offsets) if turn is None else turn,
+                  "id": self.total if first is None else first, "tid": tid,
+                  "s": session, "t": title, "st": status, "at": at,
+                  "m": [m.to_record() for m in messages]}
+        return durable.dumps_line(record)
+
+    def append(self, lines: list[bytes], sync: bool = True) -> None:
+        """Append encoded turn records (call under the lock, after ``catch_up``)."""
+        durable.append_lines(self.path, lines, sync)
+
+    # -- reading -------------------------------------------------------------------
+
+    def turn_of(self, message_id: int) -> int | None:
+        if message_id < 0 or message_id >= self.total:
+            return None
+        turn = bisect.bisect_right(self.firsts, message_id) - 1
+        while turn >= 0 and self.counts[turn] == 0:
+            turn -= 1
+        if turn < 0 or message_id >= self.firsts[turn] + self.counts[turn]:
+            return None
+        return turn
+
+    def read_record(self, turn: int) -> dict | None:
+        fd = self._reader()
+        line = os.pread(fd, self.lengths[turn], self.offsets[turn])
+        return _parse_turn(line, turn, None)
+
+    def _reader(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def info(self, turn: int) -> TurnInfo | None:
+        record = self.read_record(turn)
+        if record is None:
+            return None
+        return TurnInfo(turn, record["id"], len(record["m"]), record["s"], record["t"],
+                        record["st"], record["at"], record["tid"])
+
+    def message(self, message_id: int) -> Stored | None:
+        turn = self.turn_of(message_id)
+        if turn is None:
+            return None
+        record = self.read_record(turn)
+        if record is None:
+            return None
+        return stored_from(record, message_id - record["id"], turn)
+
+    def has_tid(self, tid: str) -> bool:
+        return tid_number(tid) in self.tids
+
+
+def stored_from(record: dict, k: int, turn: int) -> Stored:
+    m = record["m"][k]
+    return Stored(record["id"] + k, m["k"], m["x"], m["at"], record["s"], record["t"],
+                  turn, m.get("w"))
+
+
+def _parse_turn(line: bytes, turn: int, first: int | None) -> dict | None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    try:
+        if not isinstance(record["id"], int) or record["id"] < 0:
+            return None
+        if first is not None and record["id"] < first:
+            return None
+        if not isinstance(record["m"], list) or not isinstance(record["tid"], str):
+            return None
+        int(record["tid"], 16)
+        for m in record["m"]:
+            if not isinstance(m.get("x"), str) or not isinstance(m.get("k"), str):
+                return None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return record

@@ -1,0 +1,193 @@
+"""The agent's three look-back tools, answering in text the model reads (DESIGN §5).
+
+``zoom`` opens a line into its halves or a message word for word, ``date``
+tells when a message was written, ``recall_search`` finds raw words or a
+pattern anywhere in the history.  Their names, descriptions and schemas live
+in ``prompts/tools.json`` and never change, so the cached tool list never
+changes either.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from typing import Any, Callable
+
+import orjson
+
+from endless import prompts
+from endless.core import recall as searching
+from endless.core import tiling as views
+from endless.core.memory import Memory, ViewLine
+
+TOOL_NAMES = ("zoom", "date", "recall_search")
+
+
+def definitions(include_search: bool = True) -> list[dict]:
+    """The tools as ``{name, description, parameters}``, byte-identical every call."""
+    # Parsed afresh each call: a caller that adds a cache mark to a tool must not change
+    # what the next call returns.
+    tools = orjson.loads(prompts.text("tools.json"))
+    assert isinstance(tools, list)
+    return [t for t in tools if include_search or t["name"] != "recall_search"]
+
+
+def openai_tools(include_search: bool = True) -> list[dict]:
+    return [{"type": "function", "function": t} for t in definitions(include_search)]
+
+
+def anthropic_tools(include_search: bool = True) -> list[dict]:
+    return [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+            for t in definitions(include_search)]
+
+
+def _int_arg(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        return int(value.strip())
+    return None
+
+
+_INTEGER = re.compile(r"-?[0-9]{1,30}")
+
+
+def zoom(memory: Memory, ident: Any, n: Any, page: Any = 1) -> str:
+    """The two halves of ``id+n``, or message ``id`` whole (paged) when ``n`` is 1."""
+    memory.refresh()
+    i, count, p = _int_arg(ident), _int_arg(n), _int_arg(page if page is not None else 1)
+    shown = f"{ident}+{n}"
+    if i is None or count is None:
+        return f"No line {shown}."
+    part = views.parse_name(i, count, memory.total)
+    if part is None:
+        return f"No line {i}+{count}."
+    if p is None or p < 1:
+        return f"No page {page}: pages are numbered from 1."
+    if count == 1:
+        return _zoom_message(memory, i, p)
+    if not memory.is_built(*part):
+        return f"No line {i}+{count}."
+    halves = views.children(part)
+    lines = [ViewLine(h, memory.node_text(*h)) for h in halves]
+    if any(line.text is None for line in lines):
+        return f"No line {i}+{count}."
+    return "\n".join(line.render() for line in lines)
+
+
+def _zoom_message(memory: Memory, ident: int, page: int) -> str:
+    stored = memory.message(ident)
+    if stored is None:
+        return f"Message {ident} cannot be read: its record in the log is damaged."
+    whole = stored.source_text(memory.settings, memory.agent_name)
+    size = memory.settings.zoom_page_chars
+    pages = max(1, -(-len(whole) // size))
+    if page > pages:
+        return f"No page {page}: message {ident} has {pages} page{'s' if pages > 1 else ''}."
+    text = whole[(page - 1) * size:page * size]
+    head = f"{ident}+0|"
+    if pages == 1:
+        return head + text
+    return f"{head}{text}\n[page {page} of {pages}]"
+
+
+def local_time(at: float) -> str:
+    moment = dt.datetime.fromtimestamp(at).astimezone()
+    return moment.strftime("%A %Y-%m-%d %H:%M:%S %Z").strip()
+
+
+def date(memory: Memory, ident: Any) -> str:
+    memory.refresh()
+    i = _int_arg(ident)
+    if i is None or i < 0 or i >= memory.total:
+        return f"No message {ident}."
+    stored = memory.message(i)
+    if stored is None:
+        return f"Message {i} cannot be read: its record in the log is damaged."
+    return f"Message {i} was written {local_time(stored.at)} (local time)."
+
+
+def recall_search(memory: Memory, query: Any, page: Any = 1,
+                  clock: Callable[[], float] = time.monotonic) -> str:
+    """Raw words in any case, or ``/pattern/``; 20 hits a page, newest first."""
+    memory.refresh()
+    p = _int_arg(page if page is not None else 1)
+    if p is None or p < 1:
+        return f"No page {page}: pages are numbered from 1."
+    if not isinstance(query, str):
+        return "Give recall_search a query: words to find, or a /regular expression/."
+    per_page = memory.settings.search_hits_tool
+    seconds = memory.settings.regex_seconds
+    try:
+        result = searching.search(memory.log, query, (p - 1) * per_page, per_page, seconds, clock)
+    except searching.SearchError as exc:
+        return f"Cannot search: {exc}."
+    lines = []
+    if result.stopped_at is not None:
+        searched = (f"it searched messages {result.stopped_at} to {memory.total - 1}, newest "
+                    f"first, not the older ones" if result.stopped_at < memory.total
+                    else "before it had searched a single message")
+        lines.append(f"The pattern search stopped after {seconds:g} s, {searched}. "
+                     "Narrow the pattern or search for plain words.")
+    if not result.hits:
+        lines.append(f"No hits for {query} on page {p}." if p > 1 else f"No hits for {query}.")
+        return "\n".join(lines)
+    first = (p - 1) * per_page + 1
+    lines.append(f"Hits {first}–{first + len(result.hits) - 1} for {query}, newest first"
+                 + (f" (more on page {p + 1}):" if result.more else ":"))
+    for hit in result.hits:
+        when = dt.datetime.fromtimestamp(hit.at).astimezone().strftime("%Y-%m-%d %H:%M")
+        lines.append(f"{hit.id}+0 · {when} · «{hit.title}» · {hit.kind}: {hit.snippet}")
+    return "\n".join(lines)
+
+
+def call(memory: Memory, name: str, args: Any) -> str:
+    """Run a tool call as the model sent it; bad arguments get an answer, never an exception.
+
+    ``args`` may be the decoded object or the JSON text a provider sends.
+    """
+    if isinstance(args, (str, bytes)):
+        try:
+            args = orjson.loads(args) if args.strip() else {}
+        except orjson.JSONDecodeError:
+            return f"The {name} tool's arguments are not valid JSON; send a JSON object."
+    if not isinstance(args, dict):
+        return f"The {name} tool takes named arguments as a JSON object."
+    if name == "zoom":
+        if "id" not in args or "n" not in args:
+            return "zoom needs id and n, the two numbers of a line's name id+n."
+        return zoom(memory, args["id"], args["n"], args.get("page", 1))
+    if name == "date":
+        if "id" not in args:
+            return "date needs id, a message number."
+        return date(memory, args["id"])
+    if name == "recall_search":
+        if not memory.settings.recall_search:
+            return "recall_search is turned off for this chat."
+        return recall_search(memory, args.get("query"), args.get("page", 1))
+    return f"There is no tool {name!r} here; the look-back tools are {', '.join(TOOL_NAMES)}."
+
+
+def lookback_words(name: str, args: Any, title: str) -> str | None:
+    """How the writer reads a call of our own tools: in words, never as raw JSON."""
+    if not isinstance(args, dict) or name not in TOOL_NAMES:
+        return None
+    where = f" in «{title}»" if title else ""
+    if name == "zoom":
+        i, n = _int_arg(args.get("id")), _int_arg(args.get("n"))
+        if i is None or n is None:
+            what = "a line that does not exist"
+        else:
+            what = f"message {i}" if n == 1 else f"line {i}+{n}"
+        return f"looked back at {what}{where}"
+    if name == "date":
+        i = _int_arg(args.get("id"))
+        if i is None:
+            return f"looked up the date of a message that does not exist{where}"
+        return f"looked up when message {i} was written{where}"
+    return f"searched the history for {args.get('query')!r}{where}"

@@ -1,0 +1,267 @@
+"""Searching the whole history, newest first, without loading it (DESIGN §5).
+
+A literal search scans the order log backwards in large chunks and looks for
+the query as it appears inside a JSON string, so most of the file is only
+lowered and searched in C; each candidate line is parsed and checked against
+the message text itself.  A pattern search runs the ``regex`` engine with a
+deadline, so a catastrophic pattern stops after its time limit instead of
+hanging the process.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import orjson
+import regex
+
+from endless.core.log import OrderLog
+
+CHUNK = 4 << 20
+SNIPPET = 80
+
+
+class SearchError(ValueError):
+    """A query that cannot be searched for; the message says why."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: int
+    at: float
+    title: str
+    session: str
+    kind: str
+    snippet: str
+
+
+@dataclass
+class Result:
+    hits: list[Hit] = field(default_factory=list)
+    more: bool = False
+    stopped_at: int | None = None  # the oldest message searched when a time limit cut the search
+    pattern: bool = False
+
+
+def parse_query(query: str) -> tuple[str, bool]:
+    """``(text, is_pattern)``: ``/…/`` is a regular expression, anything else literal words."""
+    if not isinstance(query, str) or not query.strip():
+        raise SearchError("give words to search for, or a /regular expression/")
+    if len(query) >= 2 and query.startswith("/") and query.endswith("/"):
+        body = query[1:-1]
+        if not body:
+            raise SearchError("the regular expression // is empty")
+        return body, True
+    return query, False
+
+
+def compile_pattern(body: str) -> "regex.Pattern[str]":
+    try:
+        return regex.compile(body, regex.IGNORECASE | regex.MULTILINE)
+    except regex.error as exc:
+        raise SearchError(f"the regular expression /{body}/ is not valid: {exc}") from exc
+
+
+def search(log: OrderLog, query: str, skip: int, limit: int, seconds: float,
+           clock: Callable[[], float] = time.monotonic) -> Result:
+    """Hits ``skip .. skip+limit`` newest first, and whether more exist."""
+    body, is_pattern = parse_query(query)
+    want = skip + limit + 1
+    found: list[Hit] = []
+    result = Result(pattern=is_pattern)
+    if is_pattern:
+        pattern = compile_pattern(body)
+        deadline = clock() + seconds
+        stopped = _scan_pattern(log, pattern, want, found, deadline, clock)
+        result.stopped_at = stopped
+    else:
+        _scan_literal(log, body, want, found)
+    result.more = len(found) > skip + limit
+    result.hits = found[skip:skip + limit]
+    return result
+
+
+def _chunks_backward(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of whole lines, from the end of the file back to its start."""
+    pos = end
+    size = CHUNK
+    while pos > 0:
+        start = max(0, pos - size)
+        data = os.pread(fd, pos - start, start)
+        if start > 0:
+            nl = data.find(b"\n")
+            if nl < 0:
+                size *= 2
+                continue
+            data = data[nl + 1:]
+            start += nl + 1
+        yield start, data
+        pos = start
+        size = CHUNK
+
+
+def _open(log: OrderLog) -> int | None:
+    try:
+        return os.open(log.path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+
+
+def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit]) -> None:
+    needle_text = text.lower()
+    fd = _open(log)
+    if fd is None:
+        return
+
+    def match(message: str) -> int:
+        return message.lower().find(needle_text)
+
+    try:
+        if text.isascii():
+            _scan_ascii(fd, log.end, text, match, want, found)
+            return
+        # Lowering outside ASCII may change lengths: test line by line, after a cheap chunk check.
+        needle_str = orjson.dumps(needle_text).decode()[1:-1]
+        for _, data in _chunks_backward(fd, log.end):
+            if needle_str not in data.decode("utf-8", "replace").lower():
+                continue
+            for line in reversed(data.split(b"\n")):
+                if line and needle_str in line.decode("utf-8", "replace").lower():
+                    _collect(line, match, found)
+                    if len(found) >= want:
+                        return
+    finally:
+        os.close(fd)
+
+
+def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want: int,
+                found: list[Hit]) -> None:
+    """ASCII words: the ``regex`` engine's case-blind literal search over the mapped log.
+
+    The needle is the query as it appears inside a JSON string; the file is
+    searched in line-aligned chunks from the end, two chunks at a time on two
+    threads (the engine releases the GIL), forward within a chunk, and each
+    hit's line is parsed and checked against the message text itself.
+    """
+    if end <= 0:
+        return
+    needle = regex.compile(regex.escape(orjson.dumps(text)[1:-1]), regex.IGNORECASE)
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
+        stop = min(end, len(mapped))
+
+        def hits_in(bounds: tuple[int, int]) -> list[int]:
+            return [m.start() for m in needle.finditer(mapped, bounds[0], bounds[1], concurrent=True)]
+
+        while stop > 0:
+            spans = []
+            for _ in range(_THREADS):
+                if stop <= 0:
+                    break
+                start = max(0, stop - CHUNK)
+                if start > 0:
+                    nl = mapped.find(b"\n", start, stop)
+                    start = 0 if nl < 0 else nl + 1
+                spans.append((start, stop))
+                stop = start
+            results = list(_executor().map(hits_in, spans)) if len(spans) > 1 else [hits_in(spans[0])]
+            for (start, stop_here), hits in zip(spans, results):
+                line_end = stop_here + 1
+                for k in reversed(hits):
+                    if k >= line_end:
+                        continue  # another hit in a line already read
+                    line_start = mapped.rfind(b"\n", start, k) + 1
+                    line_end = mapped.find(b"\n", k, stop_here)
+                    line_end = stop_here if line_end < 0 else line_end
+                    _collect(mapped[line_start:line_end], match, found)
+                    if len(found) >= want:
+                        return
+                    line_end = line_start
+                # Drop the pages just read from this process's resident set (the OS keeps them
+                # cached): a search over a large log must not count the whole file as our memory.
+                aligned = start - start % mmap.PAGESIZE
+                if hasattr(mapped, "madvise") and stop_here > aligned:
+                    mapped.madvise(mmap.MADV_DONTNEED, aligned, stop_here - aligned)
+
+
+_THREADS = max(1, min(2, os.cpu_count() or 1))
+_pool: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="endless-search")
+    return _pool
+
+
+def _collect(line: bytes, match: Callable[[str], int], found: list[Hit],
+             searched: Callable[[int], None] | None = None) -> None:
+    """Add the line's matching messages to ``found``, newest first; ``searched(id)`` after each."""
+    line = line.rstrip()
+    try:
+        record = orjson.loads(line)
+        first, messages = record["id"], record["m"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return
+    for k in range(len(messages) - 1, -1, -1):
+        message = messages[k]
+        text = message.get("x", "")
+        pos = match(text)
+        if pos >= 0:
+            found.append(Hit(first + k, float(message.get("at", 0.0)), record.get("t", ""),
+                             record.get("s", ""), message.get("k", ""), snippet(text, pos)))
+        if searched is not None:
+            searched(first + k)
+
+
+def snippet(text: str, pos: int, width: int = SNIPPET) -> str:
+    start = max(0, pos - width)
+    stop = min(len(text), pos + width)
+    piece = " ".join(text[start:stop].split())
+    return ("…" if start > 0 else "") + piece + ("…" if stop < len(text) else "")
+
+
+def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found: list[Hit],
+                  deadline: float, clock: Callable[[], float]) -> int | None:
+    """Scan every line with the pattern; returns the oldest message reached if time ran out."""
+    fd = _open(log)
+    if fd is None:
+        return None
+    oldest: int | None = None
+
+    def searched(message_id: int) -> None:
+        # The oldest message searched to the end: a time limit can strike inside a turn.
+        nonlocal oldest
+        oldest = message_id
+
+    try:
+        for _, data in _chunks_backward(fd, log.end):
+            lines = data.split(b"\n")
+            for k in range(len(lines) - 1, -1, -1):
+                if not lines[k]:
+                    continue
+                remaining = deadline - clock()
+                if remaining <= 0:
+                    return oldest if oldest is not None else log.total
+
+                def match(text: str) -> int:
+                    left = deadline - clock()
+                    if left <= 0:
+                        raise TimeoutError
+                    found_at = pattern.search(text, timeout=left)
+                    return -1 if found_at is None else found_at.start()
+
+                try:
+                    _collect(lines[k], match, found, searched)
+                except TimeoutError:
+                    return oldest if oldest is not None else log.total
+                if len(found) >= want:
+                    return None
+    finally:
+        os.close(fd)
+    return None

@@ -1,0 +1,192 @@
+"""The summary tree as stored: one JSONL line per node, written once (DESIGN §2.3, §2.5).
+
+Nodes are appended to one file as they are built; per level, a binary slot
+file maps node index to the line's offset, so "is it built?" and "its text"
+are a lookup and a seek.  The slot files are derived and caught up from the
+tree file; the first stored line for a node wins.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from pathlib import Path
+
+import orjson
+
+from endless.core import durable
+from endless.core.log import Damage
+
+FORMAT = 1
+
+
+def fold(text: str) -> str:
+    """A node's text as one view line: line breaks become spaces (same byte count for ``\\n``)."""
+    return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+def line_size(head: str, text: str) -> int:
+    return len(head) + len(fold(text).encode("utf-8")) + 1
+
+
+class TreeStore:
+    def __init__(self, folder: Path, granularity: str) -> None:
+        self.path = folder / f"tree.{granularity}.v{FORMAT}.jsonl"
+        self.index_dir = folder / "index"
+        self.slots: list[array] = []
+        self.end = 0
+        self.damage: list[Damage] = []
+        self.count = 0
+        # Moves whenever this process learns of a node above level 0 (only these let a view merge);
+        # only its changes matter, so it starts at 0 whatever the index holds.
+        self.merged = 0
+        self.free_upto = 0  # free leaves are known stored for every message below this id
+        self._dirty: dict[int, dict[int, int]] = {}
+        self._fd: int | None = None
+
+    def _slot_path(self, level: int) -> Path:
+        return self.index_dir / f"tree-L{level:02d}.v{FORMAT}.bin"
+
+    def _pos_path(self) -> Path:
+        return self.index_dir / f"tree-pos.v{FORMAT}.bin"
+
+    def load_index(self) -> None:
+        # The position first: a writer updates it after the slot files, so every line
+        # before it is in the slots read next (later ones are read again by catch_up).
+        try:
+            pos = array("Q")
+            pos.frombytes(self._pos_path().read_bytes()[:24])
+            self.end, self.count = int(pos[0]), int(pos[1])
+            self.free_upto = int(pos[2]) if len(pos) > 2 else 0
+        except (FileNotFoundError, IndexError):
+            self.end, self.count, self.free_upto = 0, 0, 0
+        self.slots = []
+        level = 0
+        while True:
+            path = self._slot_path(level)
+            if not path.exists():
+                break
+            raw = path.read_bytes()
+            slots = array("Q")
+            slots.frombytes(raw[:len(raw) - len(raw) % 8])
+            self.slots.append(slots)
+            level += 1
+        self.merged += 1  # a reload may bring nodes of any level: a change for whoever compares
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if self.end > size or not self._ends_line(self.end):
+            durable.log("tree", f"the tree index disagrees with {self.path.name}; rebuilding it")
+            self.slots, self.end, self.count, self.free_upto = [], 0, 0, 0
+
+    def _ends_line(self, offset: int) -> bool:
+        if offset == 0:
+            return True
+        with open(self.path, "rb") as handle:
+            handle.seek(offset - 1)
+            return handle.read(1) == b"\n"
+
+    def built(self, level: int, index: int) -> bool:
+        if level >= len(self.slots):
+            return False
+        slots = self.slots[level]
+        return index < len(slots) and slots[index] != 0
+
+    def _set(self, level: int, index: int, offset: int) -> bool:
+        while len(self.slots) <= level:
+            self.slots.append(array("Q"))
+        slots = self.slots[level]
+        if index >= len(slots):
+            slots.extend([0] * (index + 1 - len(slots)))
+        if slots[index] and slots[index] != offset + 1:
+            return False  # the first line stored for a node wins
+        # (equal: a slot file newer than our position already named this line; count it now)
+        slots[index] = offset + 1
+        self._dirty.setdefault(level, {})[index] = offset + 1
+        self.count += 1
+        if level:
+            self.merged += 1
+        return True
+
+    def catch_up(self, write_index: bool) -> list[tuple[int, int]]:
+        """Index nodes other processes stored; returns the newly known ``(level, index)``."""
+        data, tail = durable.read_complete(self.path, self.end)
+        found = []
+        for offset, line in durable.iter_lines(data, self.end):
+            record = _parse_node(line)
+            if record is None:
+                self.damage.append(Damage(self.path.name, offset, len(line), "not a readable node"))
+                durable.log("tree", f"damaged line at byte {offset} of {self.path.name}: skipped")
+                continue
+            if self._set(record["l"], record["i"], offset):
+                found.append((record["l"], record["i"]))
+        self.end = tail.complete_end
+        if write_index:
+            self.write_index()
+        return found
+
+    def write_index(self, force: bool = False) -> None:
+        if not self._dirty and not force:
+            return
+        durable.make_dir(self.index_dir)
+        for level, changes in self._dirty.items():
+            fd = os.open(self._slot_path(level), os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
+            try:
+                for index in sorted(changes):
+                    os.pwrite(fd, changes[index].to_bytes(8, "little"), index * 8)
+            finally:
+                os.close(fd)
+        self._dirty = {}
+        fd = os.open(self._pos_path(), os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
+        try:
+            os.pwrite(fd, array("Q", [self.end, self.count, self.free_upto]).tobytes(), 0)
+        finally:
+            os.close(fd)
+
+    def encode(self, level: int, index: int, text: str, src: int | None) -> bytes:
+        record: dict = {"l": level, "i": index, "text": text, "size": len(text.encode("utf-8"))}
+        if src is not None:
+            record["src"] = src
+        return durable.dumps_line(record)
+
+    def append(self, lines: list[bytes], sync: bool = True) -> None:
+        durable.append_lines(self.path, lines, sync)
+
+    def text(self, level: int, index: int) -> str | None:
+        record = self.record(level, index)
+        return None if record is None else record["text"]
+
+    def record(self, level: int, index: int) -> dict | None:
+        if not self.built(level, index):
+            return None
+        offset = self.slots[level][index] - 1
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        chunk = os.pread(self._fd, 4096, offset)
+        nl = chunk.find(b"\n")
+        while nl < 0:
+            more = os.pread(self._fd, 65536, offset + len(chunk))
+            if not more:
+                return None
+            chunk += more
+            nl = chunk.find(b"\n")
+        return _parse_node(chunk[:nl])
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def repair_tail(self, quarantine: Path) -> str | None:
+        return durable.repair_tail(self.path, self.end, quarantine,
+                                   lambda raw: _parse_node(raw) is not None)
+
+
+def _parse_node(line: bytes) -> dict | None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if (not isinstance(record, dict) or not isinstance(record.get("l"), int)
+            or not isinstance(record.get("i"), int) or not isinstance(record.get("text"), str)
+            or record["l"] < 0 or record["i"] < 0 or record["l"] > 62):
+        return None
+    return record

@@ -1,0 +1,1 @@
+"""What people and hosts use: the Hermes plugin, the host RPC and History page, MCP, the CLI, importers."""

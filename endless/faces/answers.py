@@ -1,0 +1,398 @@
+"""The values of the host RPC's methods, as plain functions (DESIGN §6).
+
+The RPC server, the History page and the CLI read commands all answer from
+these functions, so ``endless view --json`` and ``POST /api/endless.view``
+give the same value.  Memories are opened read-only and cold: they never take
+the change lock and read only complete lines, so another process may commit
+turns while they answer.
+
+A function that cannot answer raises :class:`AnswerError` with one of the
+DESIGN §6 codes and a message saying what went wrong and what to do.
+
+The functions read the memory as it is: a caller that keeps a memory open
+catches it up first (``memory.refresh()``, or the RPC reader's cheaper check);
+a freshly opened memory is already caught up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ContextManager, Iterator
+
+import orjson
+
+from endless.core import recall as searching
+from endless.core import sessions
+from endless.core import tiling as views
+from endless.core.keys import Key, KeyError_, memory_id as key_memory_id
+from endless.core.log import stored_from
+from endless.core.memory import Memory, MemoryError_, NoMemory, memories_dir
+from endless.core.settings import Settings
+
+BAD_REQUEST = "endless/bad-request"
+UNKNOWN_MEMORY = "endless/unknown-memory"
+NO_LINE = "endless/no-line"
+ALREADY_BOUND = "endless/already-bound"
+
+MEMORY_ID = re.compile(r"[0-9a-f]{16}")
+TEXT_LIMIT = 4096  # longest agent, project, session id or query accepted
+_ENVELOPE_SLACK = 4096  # bytes kept free in a history page for the envelope around it
+
+
+class AnswerError(Exception):
+    """A request that cannot be answered; ``code`` is one of the DESIGN §6 error codes."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def __reduce__(self):  # crosses from a search worker process intact
+        return AnswerError, (self.code, self.message)
+
+
+# -- arguments -------------------------------------------------------------------------
+
+
+def memory_id_arg(value: Any) -> str:
+    """16 lowercase hex digits, never a path."""
+    if not isinstance(value, str) or not MEMORY_ID.fullmatch(value):
+        raise AnswerError(BAD_REQUEST, f"memoryId must be 16 lowercase hex digits, not {_shown(value)}")
+    return value
+
+
+def int_arg(name: str, value: Any, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AnswerError(BAD_REQUEST, f"{name} must be a whole number, not {_shown(value)}")
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise AnswerError(BAD_REQUEST, f"{name} must be {bound}, not {value}")
+    return value
+
+
+def text_arg(name: str, value: Any, required: bool = True) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise AnswerError(BAD_REQUEST, f"{name} must be a non-empty string")
+    if len(value) > TEXT_LIMIT:
+        raise AnswerError(BAD_REQUEST, f"{name} is longer than {TEXT_LIMIT} characters")
+    if "\x00" in value:
+        raise AnswerError(BAD_REQUEST, f"{name} must not contain a NUL character")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- opening ---------------------------------------------------------------------------
+
+
+def open_memory(settings: Settings, memory_id: Any, root: Path | None = None) -> Memory:
+    """A memory opened read-only and cold, or ``endless/unknown-memory``."""
+    mid = memory_id_arg(memory_id)
+    try:
+        return Memory.open(memory_id=mid, settings=settings, root=root, readonly=True, create=False)
+    except NoMemory:
+        raise AnswerError(UNKNOWN_MEMORY, f"there is no memory {mid}; list them with endless.memories") from None
+    except MemoryError_ as exc:
+        raise AnswerError(UNKNOWN_MEMORY, f"memory {mid} cannot be read: {exc}") from None
+
+
+def memory_ids(root: Path) -> list[str]:
+    """The ids of every memory folder under ``root`` (folders with a ``key.json``)."""
+    try:
+        names = os.listdir(memories_dir(root))
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if MEMORY_ID.fullmatch(n) and (memories_dir(root) / n / "key.json").exists())
+
+
+# -- the methods -------------------------------------------------------------------------
+
+
+def bind(settings: Settings, args: dict, root: Path | None = None) -> dict:
+    """``endless.bind``: bind a session to ``(agent, project)`` before its first turn."""
+    session = text_arg("sessionId", args.get("sessionId"))
+    agent = text_arg("agent", args.get("agent"))
+    project = text_arg("project", args.get("project"))
+    agent_name = text_arg("agentName", args.get("agentName"), required=False)
+    try:
+        key = Key(agent, project)
+        key_memory_id(agent, project)
+    except KeyError_ as exc:
+        raise AnswerError(BAD_REQUEST, str(exc)) from None
+    root = Path(root) if root is not None else settings.memory_root()
+    try:
+        record = sessions.bind(root, session, key, agent_name)
+    except sessions.AlreadyBound as exc:
+        raise AnswerError(ALREADY_BOUND, str(exc)) from None
+    return {"memoryId": record.memory_id}
+
+
+def memory_summary(memory: Memory, usage: Any = None) -> dict:
+    """One entry of ``endless.memories``; ``usage``: the memory's ``UsageLog`` if one is kept open."""
+    from endless.writer.usage import UsageLog
+
+    first = memory.message(0) if memory.total else None
+    last = memory.message(memory.total - 1) if memory.total else None
+    if usage is None:
+        totals = UsageLog(memory.folder, readonly=True).totals()
+    else:
+        usage.refresh()
+        totals = usage.totals()
+    return {"memoryId": memory.memory_id, "agent": memory.key.agent, "project": memory.key.project,
+            "turns": memory.turns, "firstAt": None if first is None else first.at,
+            "lastAt": None if last is None else last.at,
+            "writerUsage": {k: totals.get(k, 0) for k in ("calls", "cacheRead", "miss", "output", "cost")}}
+
+
+def memories(settings: Settings, args: dict, root: Path | None = None,
+             summary_of: Any = None) -> dict:
+    """``endless.memories``: every memory (of ``agent`` if given), the most recently used first.
+
+    ``summary_of(memory_id)`` may supply entries from memories a server keeps open.
+    """
+    agent = text_arg("agent", args.get("agent"), required=False)
+    root = Path(root) if root is not None else settings.memory_root()
+    found = []
+    for mid in memory_ids(root):
+        try:
+            if summary_of is not None:
+                entry = summary_of(mid)
+            else:
+                with open_memory(settings, mid, root) as memory:
+                    entry = memory_summary(memory)
+        except AnswerError:
+            continue  # a folder that is not (or no longer) a readable memory
+        if agent is None or entry["agent"] == agent:
+            found.append(entry)
+    found.sort(key=lambda e: (-(e["lastAt"] or 0.0), e["memoryId"]))
+    return {"memories": found}
+
+
+class TimeCache:
+    """Times of messages by id: they never change once committed, so they are kept for good."""
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self.limit = limit
+        self.times: dict[int, float | None] = {}
+
+    def at(self, memory: Memory, message_id: int) -> float | None:
+        if message_id in self.times:
+            return self.times[message_id]
+        stored = memory.message(message_id)
+        value = None if stored is None else stored.at
+        if len(self.times) >= self.limit:
+            self.times.clear()
+        if stored is not None:
+            self.times[message_id] = value
+        return value
+
+
+def line_value(memory: Memory, part: views.Part, times: TimeCache | None = None) -> dict:
+    """``{id, n, text, from, to}`` of one line (``text`` None while it is unwritten)."""
+    times = times or TimeCache()
+    first, end = views.first(part), views.end(part)
+    text = memory.node_text(*part) if memory.is_built(*part) else None
+    return {"id": first, "n": views.count(part), "text": text,
+            "from": times.at(memory, first), "to": times.at(memory, end - 1)}
+
+
+def view(memory: Memory, times: TimeCache | None = None) -> dict:
+    """``endless.view``: the chat view's lines, oldest first."""
+    times = times or TimeCache()
+    return {"lines": [line_value(memory, part, times) for part in memory.chat.parts]}
+
+
+def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
+    """``endless.zoom``: the two halves of ``id+n``, or for ``n`` = 1 message ``id`` whole, paged."""
+    ident = int_arg("id", args.get("id"), 0)
+    n = int_arg("n", args.get("n"), 1)
+    page = int_arg("page", args.get("page", 1) if args.get("page") is not None else 1, 1)
+    part = views.parse_name(ident, n, memory.total)
+    if part is None:
+        raise AnswerError(NO_LINE, f"no line {ident}+{n} in memory {memory.memory_id} "
+                                   f"(it holds messages 0 to {memory.total - 1}; n is a power of two "
+                                   "that divides id)")
+    if n == 1:
+        return {"message": _message_value(memory, ident, page)}
+    if not memory.is_built(*part):
+        raise AnswerError(NO_LINE, f"line {ident}+{n} is not written yet; open its messages one by one")
+    return {"lines": [line_value(memory, half, times) for half in views.children(part)]}
+
+
+def _message_value(memory: Memory, ident: int, page: int) -> dict:
+    stored = memory.message(ident)
+    if stored is None:
+        raise AnswerError(NO_LINE, f"message {ident} cannot be read: its record in the log is damaged")
+    size = memory.settings.zoom_page_chars
+    pages = max(1, -(-len(stored.text) // size))
+    if page > pages:
+        raise AnswerError(NO_LINE, f"message {ident} has {pages} page{'s' if pages > 1 else ''}, "
+                                   f"not {page}")
+    return {"id": ident, "kind": stored.kind, "text": stored.text[(page - 1) * size:page * size],
+            "at": stored.at, "sessionId": stored.session, "sessionTitle": stored.title,
+            "page": page, "pages": pages}
+
+
+def date(memory: Memory, args: dict) -> dict:
+    """The time of message ``id`` (the CLI's ``endless date``; the tool's answer as data)."""
+    from endless.core.lookback import local_time
+
+    ident = int_arg("id", args.get("id"), 0)
+    if ident >= memory.total:
+        raise AnswerError(NO_LINE, f"no message {ident}: memory {memory.memory_id} holds "
+                                   f"messages 0 to {memory.total - 1}")
+    stored = memory.message(ident)
+    if stored is None:
+        raise AnswerError(NO_LINE, f"message {ident} cannot be read: its record in the log is damaged")
+    return {"id": ident, "at": stored.at, "local": local_time(stored.at)}
+
+
+@dataclass(frozen=True)
+class LogSnapshot:
+    """What a search or a history page needs of the order log, taken under the reader's lock."""
+
+    path: Path
+    end: int
+    total: int
+    turns: int
+
+
+def snapshot(memory: Memory) -> LogSnapshot:
+    log = memory.log
+    return LogSnapshot(log.path, log.end, log.total, len(log.offsets))
+
+
+def history(memory: Memory, args: dict, settings: Settings,
+            guard: ContextManager | None = None) -> dict:
+    """``endless.history``: turns ``[before − limit, before)``, oldest first, and ``next`` if older exist.
+
+    The page is cut before ``settings.history_page_bytes`` of JSON (a turn
+    that alone is larger has its longest texts cut, each marked
+    ``truncated``; zoom opens the whole message).  ``guard`` is held while the
+    turn offsets are read, not while the turns are.
+    """
+    guard = guard if guard is not None else contextlib.nullcontext()
+    limit = args.get("limit")
+    limit = settings.history_limit if limit is None else int_arg("limit", limit, 1, settings.history_limit_max)
+    before = args.get("before")
+    with guard:
+        snap = snapshot(memory)
+        before = snap.turns if before is None else min(int_arg("before", before, 0), snap.turns)
+        start = max(0, before - limit)
+        offsets = list(memory.log.offsets[start:before])
+        lengths = list(memory.log.lengths[start:before])
+    budget = settings.history_page_bytes - _ENVELOPE_SLACK
+    turns: list[dict] = []
+    used = 0
+    first_turn = before
+    with _reader(snap.path) as fd:
+        for k in range(before - 1, start - 1, -1):
+            turn = _turn_value(fd, k, offsets[k - start], lengths[k - start])
+            size = len(orjson.dumps(turn)) + 1
+            if used + size > budget:
+                if turns:
+                    break
+                turn, size = _cut_to_fit(turn, budget)
+            turns.append(turn)
+            used += size
+            first_turn = k
+    turns.reverse()
+    value: dict = {"turns": turns}
+    if first_turn > 0:
+        value["next"] = first_turn
+    return value
+
+
+@contextlib.contextmanager
+def _reader(path: Path) -> Iterator[int | None]:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _turn_value(fd: int | None, turn: int, offset: int, length: int) -> dict:
+    record = None
+    if fd is not None:
+        try:
+            record = orjson.loads(os.pread(fd, length, offset))
+            messages = [stored_from(record, k, turn) for k in range(len(record["m"]))]
+        except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+            record = None
+    if record is None:
+        return {"turn": turn, "at": None, "sessionId": None, "sessionTitle": None, "status": "damaged",
+                "entries": []}
+    return {"turn": turn, "at": record.get("at"), "sessionId": record.get("s"),
+            "sessionTitle": record.get("t"), "status": record.get("st"),
+            "entries": [{"id": m.id, "kind": m.kind, "text": m.text} for m in messages]}
+
+
+def _cut_to_fit(turn: dict, budget: int) -> tuple[dict, int]:
+    """Cut the longest texts of a turn too large for a page alone until it fits."""
+    size = len(orjson.dumps(turn)) + 1
+    entries = sorted(turn["entries"], key=lambda e: -len(e["text"]))
+    for entry in entries:
+        if size <= budget:
+            break
+        # Every character is at least one byte of JSON: cutting ``over`` characters (and room for
+        # the ``truncated`` mark) is enough.
+        entry["text"] = entry["text"][:max(0, len(entry["text"]) - (size - budget) - 32)]
+        entry["truncated"] = True
+        size = len(orjson.dumps(turn)) + 1
+    return turn, size
+
+
+def search(memory: Memory, args: dict, settings: Settings,
+           guard: ContextManager | None = None) -> dict:
+    """``endless.search``: up to ``limit`` (≤ 50) hits, newest first, for words or a ``/pattern/``.
+
+    Each hit also carries its ``turn``, so a page can show it in place; a
+    pattern search that ran out of time says how far it got in ``stoppedAt``.
+    """
+    guard = guard if guard is not None else contextlib.nullcontext()
+    query = text_arg("query", args.get("query"))
+    limit = args.get("limit")
+    limit = settings.search_hits_rpc if limit is None else int_arg("limit", limit, 1, settings.search_hits_rpc)
+    with guard:
+        snap = snapshot(memory)
+    try:
+        result = searching.search(snap, query, 0, limit, settings.regex_seconds)  # type: ignore[arg-type]
+    except searching.SearchError as exc:
+        raise AnswerError(BAD_REQUEST, f"cannot search: {exc}") from None
+    with guard:
+        hits = [{"id": h.id, "at": h.at, "sessionTitle": h.title, "kind": h.kind, "snippet": h.snippet,
+                 "turn": memory.log.turn_of(h.id)} for h in result.hits]
+    value: dict = {"hits": hits}
+    if result.stopped_at is not None:
+        value["stoppedAt"] = result.stopped_at
+    return value
+
+
+def answer(memory: Memory, method: str, args: dict, settings: Settings,
+           times: TimeCache | None = None) -> dict:
+    """The value of a read method on an open memory (the CLI's single entry)."""
+    if method == "view":
+        return view(memory, times)
+    if method == "zoom":
+        return zoom(memory, args, times)
+    if method == "history":
+        return history(memory, args, settings)
+    if method == "search":
+        return search(memory, args, settings)
+    if method == "date":
+        return date(memory, args)
+    raise AnswerError(BAD_REQUEST, f"there is no read method {method!r}")

@@ -1,0 +1,1 @@
+"""The `endless` commands that read and change memories."""

@@ -1,0 +1,193 @@
+"""``endless chat``: a minimal terminal chat with Endless memory, for trying Endless without Hermes.
+
+Any OpenAI-compatible endpoint or Anthropic's (``--base-url``, ``--model``,
+``--api-style``; the key from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` or the
+variable ``--key-env`` names, none for a server on this machine).  Every turn
+goes through the turn protocol (:func:`endless.chat_loop.run_turn`): the view
+instead of the history, the three look-back tools, the turn committed to the
+workspace's memory.  The writer pool runs in the background on the chat's own
+route (the route is recorded with the session, as DESIGN §3.4 says).
+
+Lines are read from stdin, so the chat can be scripted; replies go to stdout,
+everything else to stderr.  Ctrl-C during a reply stops the turn and keeps it
+in the memory as ``stopped``, with the person's message; Ctrl-C at the prompt,
+or the end of input, ends the chat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import secrets
+import signal
+import sys
+import threading
+from typing import Any
+
+from endless import prompts
+from endless.core import durable
+from endless.turn.run import run_turn
+from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
+from endless.core.memory import Memory, MemoryError_
+from endless.core.messages import Message
+from endless.turn.protocol import Turn, system_prompt, turn_tools
+
+
+def log(message: str) -> None:
+    durable.log("chat", message)
+
+
+def turn_state(now: float) -> str:
+    """Per-turn state (DESIGN §4, item 6): the time, which changes every turn."""
+    moment = dt.datetime.fromtimestamp(now).astimezone()
+    return f"Time: {moment.strftime('%A %Y-%m-%d %H:%M %Z').strip()}"
+
+
+class Lines:
+    """Stdin lines as an asyncio queue, read by a daemon thread (a blocked read never holds up the exit)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._loop = loop
+        threading.Thread(target=self._read, name="endless-chat-stdin", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for line in sys.stdin:
+                self._loop.call_soon_threadsafe(self.queue.put_nowait, line)
+        except (OSError, ValueError):
+            pass
+        self._loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
+
+def stop_turn(turn: Turn, memory: Memory, text: str) -> None:
+    """Keep a turn the person stopped: what it logged so far, closed as ``stopped``."""
+    if turn.head is not None:  # the message is journalled: commit it with whatever the turn did
+        turn.finish("", "stopped")
+    else:  # stopped while waiting for the memory to catch up: keep the message anyway
+        memory.commit_turn(turn.session, turn.title, [Message("user", text, memory.clock())], "stopped")
+
+
+async def chat(memory: Memory, provider: Any, route: Any, session: str, title: str, system: str,
+               providers_factory: Any, interactive: bool) -> int:
+    from endless.writer.pool import WriterPool
+    from endless.llm.providers import ProviderError
+
+    loop = asyncio.get_running_loop()
+    lines = Lines(loop)
+    quit_ = asyncio.Event()
+    current: dict[str, Any] = {"task": None, "stopping": False}
+
+    def on_interrupt() -> None:
+        task = current["task"]
+        if task is not None and not task.done():
+            current["stopping"] = True
+            task.cancel()
+        else:
+            quit_.set()
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    stop_pool = asyncio.Event()
+    pool = asyncio.ensure_future(WriterPool(memory, providers_factory).run(stop_pool))
+    tools = turn_tools([])
+    try:
+        while True:
+            if interactive:
+                print("you> ", end="", file=sys.stderr, flush=True)
+            getter = asyncio.ensure_future(lines.queue.get())
+            quitter = asyncio.ensure_future(quit_.wait())
+            await asyncio.wait({getter, quitter}, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in (getter, quitter):
+                if not waiter.done():
+                    waiter.cancel()
+            if quit_.is_set() or getter.cancelled() or getter.result() is None:
+                break
+            text = getter.result().rstrip("\n")
+            if not text.strip():
+                continue
+            turn = Turn(memory, session, title, system, tools)
+            current.update(task=asyncio.ensure_future(
+                run_turn(turn, text, provider, state=turn_state(memory.clock()), route=route.to_json())),
+                stopping=False)
+            try:
+                outcome = await current["task"]
+            except asyncio.CancelledError:
+                if not current["stopping"]:
+                    raise
+                stop_turn(turn, memory, text)
+                log("stopped: the turn is kept in the memory as stopped")
+                continue
+            except ProviderError as error:
+                log(f"the model's provider failed ({error.kind}: {error}); the turn is kept as interrupted. "
+                    "Check --base-url, --model and the key, then type again.")
+                continue
+            finally:
+                current["task"] = None
+            sys.stdout.write(outcome.reply.rstrip("\n") + "\n")
+            sys.stdout.flush()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        stop_pool.set()
+        await asyncio.gather(pool, return_exceptions=True)
+        await provider.aclose()
+    return EXIT_OK
+
+
+def _chat_command(args: argparse.Namespace) -> int:
+    from endless.llm.providers import Route, RouteError, make_provider
+
+    try:
+        route = Route(args.api_style, args.model, base_url=args.base_url, api_key_env=args.key_env)
+        provider = make_provider(route)
+    except RouteError as exc:
+        print(f"[endless.chat] {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        memory = choose(args, readonly=False, create=True)
+    except ChoiceError as exc:
+        print(f"[endless.chat] {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    session = args.session or f"chat-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    title = args.title or f"Terminal chat {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}"
+    system = system_prompt(args.system if args.system is not None else prompts.text("chat/system.txt").strip())
+    with memory:
+        try:
+            if args.window:
+                memory.set_window(args.window)
+        except MemoryError_ as exc:
+            print(f"[endless.chat] {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        log(f"memory {memory.memory_id} ({memory.total} messages), session {session!r}, "
+            f"model {route.describe()}; Ctrl-C stops a reply, Ctrl-C again or Ctrl-D ends the chat")
+
+        def providers(writer_route: Route):
+            return make_provider(writer_route)
+
+        try:
+            return asyncio.run(chat(memory, provider, route, session, title, system, providers,
+                                    sys.stdin.isatty()))
+        except (MemoryError_, OSError) as exc:
+            log(f"stopped: {exc}")
+            return EXIT_FAILED
+
+
+def add_chat_parser(sub: Any) -> None:
+    parser = sub.add_parser("chat", help="a minimal terminal chat with Endless memory on any OpenAI or Anthropic endpoint",
+                            description=("Chat in the terminal with Endless memory for this workspace. Lines are read "
+                                         "from stdin; replies go to stdout. Ctrl-C during a reply stops the turn (kept "
+                                         "as stopped); Ctrl-C at the prompt or Ctrl-D ends the chat."))
+    parser.add_argument("--base-url", required=True, help="the endpoint, e.g. https://api.deepseek.com or "
+                                                          "http://127.0.0.1:8080/v1")
+    parser.add_argument("--model", required=True, help="the model name the endpoint knows")
+    parser.add_argument("--api-style", choices=("openai", "anthropic"), default="openai",
+                        help="the wire format (default openai: any OpenAI-compatible server)")
+    parser.add_argument("--key-env", metavar="NAME",
+                        help="the environment variable holding the API key (default OPENAI_API_KEY or "
+                             "ANTHROPIC_API_KEY; none needed on this machine)")
+    add_memory_arguments(parser)
+    parser.add_argument("--session", help="the session id (default: a new one)")
+    parser.add_argument("--title", help="the chat's title in the memory")
+    parser.add_argument("--system", help="the system prompt (default: prompts/chat/system.txt)")
+    parser.add_argument("--window", type=int, metavar="TOKENS", help="the model's context window in tokens")
+    parser.set_defaults(run=_chat_command)

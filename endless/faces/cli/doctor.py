@@ -1,0 +1,474 @@
+"""``endless doctor``: is this installation usable, and is every memory healthy?
+
+Each check is a finding, ``ok``, ``warning`` or ``error``, with what to do
+when it is not ok.  Warnings are things Endless repairs by itself or that
+only matter in some set-ups (a torn last line, an unfinished turn of a dead
+process, a stale writer lease, no Hermes home); errors mean something cannot
+work until a person acts (unreadable settings, a memory of a newer format,
+damaged lines inside a log, a folder Endless cannot write).  Any error makes
+the command exit 1.
+
+Read-only unless ``--repair``: memories are opened read-only and cold, the
+change lock is only probed, never waited for.  ``--repair`` opens each memory
+for writing once, which is what repairs a torn tail and closes the journals
+of dead processes (DESIGN §2.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import stat
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import orjson
+
+from endless.core import journal as journals
+from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK
+from endless.core.keys import MEMORY_ID
+from endless.core.locks import Lease, holder_pid, is_held
+from endless.core.memory import FORMAT, Memory, MemoryError_, memories_dir
+from endless.core.settings import Settings, SettingsError, config_path, load_settings
+from endless.turn.protocol import recent_start
+
+STATUSES = ("ok", "warning", "error")
+PLUGIN_NAME = "endless"
+
+
+@dataclass
+class Finding:
+    check: str
+    status: str
+    message: str
+    fix: str | None = None
+    memory: str | None = None
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+class Report:
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+
+    def add(self, check: str, status: str, message: str, fix: str | None = None,
+            memory: str | None = None) -> None:
+        assert status in STATUSES
+        self.findings.append(Finding(check, status, message, fix, memory))
+
+    @property
+    def status(self) -> str:
+        worst = max((STATUSES.index(f.status) for f in self.findings), default=0)
+        return STATUSES[worst]
+
+
+# -- paths and permissions -------------------------------------------------------------
+
+
+def _loose(path: Path) -> bool:
+    """Readable or writable by others than the owner (Endless makes 0700 folders and 0600 files)."""
+    try:
+        return bool(stat.S_IMODE(path.stat().st_mode) & 0o077)
+    except OSError:
+        return False
+
+
+def check_settings(report: Report, environ: dict) -> Settings:
+    path = config_path(environ)
+    try:
+        settings = load_settings(environ=environ)
+    except SettingsError as exc:
+        report.add("settings", "error", str(exc), "fix the file or the ENDLESS_* variable it names")
+        return Settings(home=environ.get("ENDLESS_HOME", ""))  # still look at the memories it names
+    where = f"{path}" if path.exists() else f"{path} (absent: defaults and ENDLESS_* variables)"
+    report.add("settings", "ok", f"settings from {where}")
+    return settings
+
+
+def check_root(report: Report, root: Path) -> bool:
+    if not root.exists():
+        report.add("paths.root", "warning", f"no memory folder yet at {root}",
+                   "it is created by the first chat, `endless import` or `endless demo`")
+        return False
+    if not root.is_dir():
+        report.add("paths.root", "error", f"{root} is not a folder", "move it away or set ENDLESS_HOME")
+        return False
+    if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
+        report.add("paths.root", "error", f"cannot read and write {root} as this user",
+                   f"fix its owner or permissions (chown/chmod 700 {root})")
+        return False
+    mode = stat.S_IMODE(root.stat().st_mode)
+    report.add("paths.root", "ok", f"memory folder {root} (mode {mode:o}; each memory's own folder is 700)")
+    return True
+
+
+# -- one memory ------------------------------------------------------------------------
+
+
+def _lock_held(path: Path) -> bool:
+    """Probe the change lock without waiting (an flock, as filelock takes it); never creates it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock we took
+    return False
+
+
+def _loose_files(folder: Path) -> list[Path]:
+    found = []
+    for sub in (folder, folder / "index", folder / "journal", folder / "pending"):
+        if not sub.is_dir():
+            continue
+        if _loose(sub):
+            found.append(sub)
+        for path in sub.iterdir():
+            if path.is_file() and _loose(path):
+                found.append(path)
+    return found
+
+
+def _route_text(route: dict) -> str:
+    from endless.llm.providers import Route, RouteError
+
+    try:
+        return Route.from_json(route).describe()
+    except (RouteError, TypeError, ValueError):
+        return f"an unusable route {orjson.dumps(route).decode()}"
+
+
+def check_memory(report: Report, folder: Path, settings: Settings, now: float) -> None:
+    mid = folder.name
+    if not MEMORY_ID.match(mid):
+        report.add("memory.folder", "warning", f"{folder} is not a memory folder (its name is not a memory id)",
+                   "move it out of the memories folder")
+        return
+    if not (folder / "key.json").exists():
+        report.add("memory.key", "error", f"memory {mid} has no key.json",
+                   "restore it from a backup, or move the folder away", mid)
+        return
+    try:
+        memory = Memory.open(memory_id=mid, settings=settings, root=folder.parent.parent, readonly=True)
+    except (MemoryError_, OSError, ValueError) as exc:
+        report.add("memory.format", "error", f"memory {mid}: {exc}", None, mid)
+        return
+    with memory:
+        _memory_findings(report, memory, settings, now)
+
+
+def _memory_findings(report: Report, memory: Memory, settings: Settings, now: float) -> None:
+    mid, folder = memory.memory_id, memory.folder
+    report.add("memory", "ok", f"memory {mid}: {memory.key.agent} · {memory.key.project} · format {FORMAT}, "
+                               f"granularity {memory.granularity}, {_n(memory.turns, 'turn')}, {_n(memory.total, 'message')}",
+               memory=mid)
+    loose = _loose_files(folder)
+    if loose:
+        report.add("memory.permissions", "warning",
+                   f"memory {mid}: {len(loose)} files or folders are open to other users (e.g. {loose[0]})",
+                   f"chmod -R go-rwx {folder}", mid)
+    if not os.access(folder, os.W_OK):
+        report.add("memory.permissions", "error", f"memory {mid}: this user cannot write {folder}",
+                   "run Endless as the memory's owner or fix the folder's owner", mid)
+
+    # Torn and damaged lines.
+    for label, tail in (("turn log", memory.log.tail_state()), ("tree", _tree_tail(memory))):
+        if tail is not None and tail.partial:
+            report.add("memory.torn", "warning",
+                       f"memory {mid}: the {label} ends in a torn line of {len(tail.partial)} bytes "
+                       "(a write cut short, or one in progress)",
+                       "the next process that opens the memory for writing moves it to damaged.jsonl "
+                       "(`endless doctor --repair` does it now)", mid)
+    damage = memory.damage
+    if damage:
+        first = damage[0]
+        report.add("memory.damage", "error",
+                   f"memory {mid}: {len(damage)} damaged lines inside its files (first: {first.file} at byte "
+                   f"{first.offset}, {first.reason}); they are kept in place and skipped",
+                   "restore the memory from a backup to recover those messages", mid)
+    if memory.quarantine.exists():
+        count = sum(1 for line in memory.quarantine.read_bytes().splitlines() if line.strip())
+        report.add("memory.quarantine", "ok",
+                   f"memory {mid}: {count} torn lines were moved aside earlier to {memory.quarantine.name}",
+                   memory=mid)
+
+    # Locks, lease, journals.
+    if _lock_held(memory.lock.path):
+        pid = holder_pid(memory.lock.holder_path)
+        report.add("memory.lock", "warning",
+                   f"memory {mid}: the change lock is held right now by pid {pid} "
+                   "(normal for a few milliseconds; a process holding it longer stalls every chat)",
+                   f"if this stays, find pid {pid} and stop it", mid)
+    else:
+        report.add("memory.lock", "ok", f"memory {mid}: the change lock is free", memory=mid)
+    lease = Lease(folder, expiry=settings.lease_expiry_seconds)
+    info = lease.read()
+    if info is None:
+        report.add("memory.lease", "ok", f"memory {mid}: no writer pool is running", memory=mid)
+    else:
+        age = now - info.renewed
+        alive = lease.holder_alive(info)
+        if alive and age < settings.lease_expiry_seconds:
+            report.add("memory.lease", "ok",
+                       f"memory {mid}: the writer pool runs in pid {info.pid} (lease renewed {age:.0f} s ago)",
+                       memory=mid)
+        elif alive:
+            report.add("memory.lease", "warning",
+                       f"memory {mid}: the writer lease of pid {info.pid} was last renewed {age:.0f} s ago "
+                       f"(over {settings.lease_expiry_seconds:.0f} s: the process seems stuck)",
+                       f"another process takes it over; if pid {info.pid} hangs, stop it", mid)
+        else:
+            report.add("memory.lease", "ok",
+                       f"memory {mid}: the last writer pool (pid {info.pid}) has ended; the next one takes over",
+                       memory=mid)
+    for path in sorted(journals.journal_dir(folder).glob("*.jsonl")):
+        pending = journals.read(path)
+        if pending is None:
+            continue
+        pid = _journal_pid(path)
+        what = f"session {pending.session!r} ({len(pending.messages)} messages)"
+        if is_held(path.with_suffix(".alive")):
+            report.add("memory.journal", "ok", f"memory {mid}: a turn of {what} is in flight in pid {pid}",
+                       memory=mid)
+        else:
+            report.add("memory.journal", "warning",
+                       f"memory {mid}: an uncommitted turn of {what}: its process (pid {pid}) ended mid-turn",
+                       "it is committed as interrupted when the memory is next opened for writing "
+                       "(`endless doctor --repair` does it now)", mid)
+
+    # Pending writer work.
+    leaves = memory.tree.slots[0] if memory.tree.slots else None
+    written = 0 if leaves is None else sum(1 for i in range(min(len(leaves), memory.total)) if leaves[i])
+    unwritten = memory.total - written
+    over = _recent_overflow(memory, settings.recent_block_bytes)
+    if unwritten == 0:
+        report.add("memory.writer", "ok", f"memory {mid}: every message has its line", memory=mid)
+    else:
+        status = "warning" if over > 0 else "ok"
+        report.add("memory.writer", status,
+                   f"memory {mid}: {_n(unwritten, 'message')} wait for their lines"
+                   + (f"; the recent block is past its {settings.recent_block_bytes:,} bytes, so the next turn waits "
+                      "for the writer"
+                      if over > 0 else ""),
+                   "the writer pool runs with the next chat in this workspace" if over > 0 else None, mid)
+    from endless.writer.pool import lifted_today
+    from endless.writer.usage import UsageLog
+
+    usage = UsageLog(folder, readonly=True)
+    try:
+        totals = usage.totals()
+        spent = usage.spent_today(now)
+    finally:
+        usage.close()
+    cap = settings.spend_cap_per_day
+    paused = cap is not None and spent >= cap and not lifted_today(memory, now)
+    cap_text = "no spend cap" if cap is None else f"cap {cap:.4f} USD a day"
+    report.add("memory.spend", "warning" if paused else "ok",
+               f"memory {mid}: {totals['calls']} writer calls, {totals['cost']:.4f} USD in all, "
+               f"{spent:.4f} USD today, {cap_text}" + (" — the writer is paused" if paused else ""),
+               "`endless writer resume` lifts the pause for today" if paused else None, mid)
+    routes = _recorded_routes(memory)
+    if routes:
+        report.add("memory.routes", "ok", f"memory {mid}: chats write their lines with "
+                                          + "; ".join(sorted(routes)), memory=mid)
+
+
+def _recent_overflow(memory: Memory, limit: int) -> int:
+    """Bytes by which the recent block passes its limit (<= 0: it fits); stops counting once past it."""
+    size = 0
+    for message_id in range(recent_start(memory), memory.total):
+        stored = memory.message(message_id)
+        text = "" if stored is None else stored.source_text(memory.settings, memory.agent_name)
+        size += len(f"{message_id}+0|{text}".encode("utf-8")) + 1
+        if size > limit:
+            return size - limit
+    return size - limit
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _tree_tail(memory: Memory):
+    from endless.core.durable import read_complete
+
+    _, tail = read_complete(memory.tree.path, memory.tree.end)
+    return tail
+
+
+def _journal_pid(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as handle:
+            head = orjson.loads(handle.readline())
+        return int(head.get("pid")) if head.get("pid") is not None else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _recorded_routes(memory: Memory) -> set[str]:
+    from endless.core.durable import iter_lines, read_complete
+
+    data, _ = read_complete(memory.folder / "routes.jsonl", 0)
+    latest: dict[str, dict] = {}
+    for _, line in iter_lines(data, 0):
+        try:
+            record = orjson.loads(line)
+            latest[record["s"]] = record["route"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            continue
+    return {_route_text(route) for route in latest.values() if route}
+
+
+# -- the writer route and Hermes -----------------------------------------------------------
+
+
+def check_writer_route(report: Report, settings: Settings, environ: dict) -> None:
+    from endless.llm.providers import Route, RouteError
+
+    if not settings.writer_route.strip():
+        report.add("writer.route", "ok", "writer route: each chat's own; chats with none (imports, the demo) "
+                                         "are written by the offline writer (no model, no cost)")
+        return
+    try:
+        route = Route.from_json(settings.writer_route)
+    except RouteError as exc:
+        report.add("writer.route", "error", f"the writer_route setting is unusable: {exc}",
+                   "set writer_route to a JSON route, e.g. "
+                   '{"provider": "openai", "model": "deepseek-v4-flash", "base_url": "https://api.deepseek.com"}')
+        return
+    variable = route.key_env
+    if not route.local and variable and not environ.get(variable):
+        report.add("writer.route", "warning", f"writer route {route.describe()}: ${variable} is not set here",
+                   f"export {variable} in the environment the writer runs in")
+        return
+    report.add("writer.route", "ok", f"writer route {route.describe()}")
+
+
+def hermes_home(environ: dict) -> Path:
+    explicit = environ.get("HERMES_HOME")
+    return Path(explicit).expanduser() if explicit else Path(environ.get("HOME") or Path.home()) / ".hermes"
+
+
+def check_hermes(report: Report, environ: dict) -> None:
+    home = hermes_home(environ)
+    if not home.is_dir():
+        report.add("hermes.home", "warning", f"no Hermes home at {home} (HERMES_HOME or ~/.hermes)",
+                   "install Hermes Agent, or set HERMES_HOME, to use Endless inside Hermes")
+        return
+    report.add("hermes.home", "ok", f"Hermes home {home}")
+    config = home / "config.yaml"
+    enabled: Any = None
+    if config.exists():
+        import yaml
+
+        try:
+            data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+            report.add("hermes.plugin", "error", f"cannot read {config}: {exc}", "fix its YAML syntax")
+            return
+        plugins = data.get("plugins") if isinstance(data, dict) else None
+        enabled = plugins.get("enabled") if isinstance(plugins, dict) else None
+    if isinstance(enabled, str):
+        enabled = [enabled]
+    if isinstance(enabled, list) and PLUGIN_NAME in enabled:
+        report.add("hermes.plugin", "ok", f"the {PLUGIN_NAME} plugin is enabled in {config}")
+    else:
+        report.add("hermes.plugin", "warning", f"the {PLUGIN_NAME} plugin is not enabled in {config}",
+                   f"run `hermes plugins enable {PLUGIN_NAME}` (or `endless hermes install`)")
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = None,
+             now: float | None = None) -> Report:
+    environ = dict(os.environ if environ is None else environ)
+    now = time.time() if now is None else now
+    report = Report()
+    settings = check_settings(report, environ)
+    root = settings.memory_root()
+    if check_root(report, root):
+        folder = memories_dir(root)
+        names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+        if memory_ids is not None:
+            wanted = list(memory_ids)
+            missing = [m for m in wanted if m not in names]
+            for m in missing:
+                report.add("memory", "error", f"no memory {m} under {folder}", "`endless memories` lists them", m)
+            names = [n for n in names if n in wanted]
+        if not names and memory_ids is None:
+            report.add("memory", "ok", f"no memories yet under {folder}")
+        for name in names:
+            check_memory(report, folder / name, settings, now)
+    check_writer_route(report, settings, environ)
+    check_hermes(report, environ)
+    return report
+
+
+def repair(settings: Settings, memory_ids: Iterable[str] | None = None) -> list[str]:
+    """Open each memory for writing once: torn tails move aside, dead journals close as interrupted."""
+    folder = memories_dir(settings.memory_root())
+    done = []
+    names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    for name in names:
+        if memory_ids is not None and name not in memory_ids or not MEMORY_ID.match(name):
+            continue
+        try:
+            with Memory.open(memory_id=name, settings=settings, create=False) as memory:
+                done.extend(f"memory {name}: {what}" for what in memory.reports)
+        except (MemoryError_, OSError) as exc:
+            done.append(f"memory {name}: not repaired ({exc})")
+    return done
+
+
+def render(report: Report) -> str:
+    marks = {"ok": "ok     ", "warning": "warning", "error": "ERROR  "}
+    lines = []
+    for f in report.findings:
+        lines.append(f"{marks[f.status]}  {f.message}")
+        if f.fix and f.status != "ok":
+            lines.append(f"         → {f.fix}")
+    counts = {s: sum(1 for f in report.findings if f.status == s) for s in STATUSES}
+    lines.append(f"{report.status}: {counts['ok']} ok, {counts['warning']} warnings, {counts['error']} errors")
+    return "\n".join(lines) + "\n"
+
+
+def _doctor_command(args: argparse.Namespace) -> int:
+    ids = [args.memory] if args.memory else None
+    if args.repair:
+        try:
+            settings = load_settings()
+        except SettingsError as exc:
+            print(f"[endless.doctor] cannot repair: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        for line in repair(settings, ids):
+            print(f"[endless.doctor] {line}", file=sys.stderr)
+    report = diagnose(memory_ids=ids)
+    if args.json:
+        sys.stdout.write(orjson.dumps({"status": report.status,
+                                       "findings": [f.to_json() for f in report.findings]},
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(render(report))
+    return EXIT_FAILED if report.status == "error" else EXIT_OK
+
+
+def add_doctor_parser(sub: Any) -> None:
+    parser = sub.add_parser("doctor", help="check paths, memories, locks, journals, the writer and Hermes",
+                            description=("Checks the installation and every memory; each finding is ok, "
+                                         "warning or error. Exits 1 if any is an error, else 0."))
+    parser.add_argument("--memory", metavar="ID", help="check only this memory (16 hex digits)")
+    parser.add_argument("--json", action="store_true", help="print {status, findings: [...]} as JSON")
+    parser.add_argument("--repair", action="store_true",
+                        help="first open each memory for writing once (moves torn lines aside, closes the "
+                             "unfinished turns of dead processes as interrupted)")
+    parser.set_defaults(run=_doctor_command)

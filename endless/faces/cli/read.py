@@ -1,0 +1,168 @@
+"""The CLI's read commands: ``memories``, ``view``, ``zoom``, ``date``, ``search``, ``history``.
+
+Each prints data on stdout (``--json``: the same value the host RPC answers,
+from :mod:`endless.answers`) and diagnostics on stderr.  Exit codes: 0 done;
+1 not found (no such memory, line, message or page); 2 bad usage or settings
+(a malformed argument, an invalid settings file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from endless.faces import answers
+from endless.faces.answers import AnswerError
+from endless.core.tree import fold
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+def add_read_parsers(sub: Any) -> None:
+    """Registers the read commands on the ``endless`` command's subparsers."""
+    memories = sub.add_parser("memories", help="list the memories, the most recently used first")
+    memories.add_argument("--agent", help="only the memories of this agent")
+    memories.add_argument("--json", action="store_true", help="print the endless.memories value as JSON")
+    memories.set_defaults(run=_run, method="memories")
+
+    def reader(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help_text)
+        parser.add_argument("--memory", help="a memory id (16 hex digits)")
+        parser.add_argument("--workspace", help="the workspace whose memory to read (default: this folder)")
+        parser.add_argument("--json", action="store_true", help=f"print the endless.{name} value as JSON")
+        parser.set_defaults(run=_run, method=name)
+        return parser
+
+    reader("view", "print the memory's view: the lines the chat model sees instead of the history")
+    zoom = reader("zoom", "open line ID+N into its two halves, or message ID whole when N is 1")
+    zoom.add_argument("id", type=int, help="the line's first message")
+    zoom.add_argument("n", type=int, help="how many messages the line covers (1: the message itself)")
+    zoom.add_argument("--page", type=int, default=1, help="page of a long message (default 1)")
+    date = reader("date", "print when message ID was written")
+    date.add_argument("id", type=int, help="a message number")
+    search = reader("search", "find words (any case) or a /pattern/ in the whole history, newest first")
+    search.add_argument("words", nargs="+", help="the words to find, or one /regular expression/")
+    search.add_argument("--limit", type=int, help="at most this many hits (1-50, default 50)")
+    history = reader("history", "print whole turns, newest page last; page back with --before")
+    history.add_argument("--before", type=int, help="show turns before this turn number (default: the newest)")
+    history.add_argument("--limit", type=int, help="turns on the page (default 50, at most 200)")
+
+
+def _open(args: argparse.Namespace, settings: Any):
+    from endless.core.keys import workspace_key
+
+    if args.memory:
+        return answers.open_memory(settings, args.memory)
+    workspace = Path(args.workspace or ".")
+    mid = workspace_key(None, workspace).memory_id
+    try:
+        return answers.open_memory(settings, mid)
+    except AnswerError as exc:
+        if exc.code == answers.UNKNOWN_MEMORY:
+            raise AnswerError(exc.code, f"the workspace {workspace.resolve()} has no memory yet "
+                                        f"(it would be {mid}); pick one with --memory, see `endless memories`")
+        raise
+
+
+def _args(args: argparse.Namespace) -> dict:
+    method = args.method
+    if method == "memories":
+        return {"agent": args.agent}
+    if method == "zoom":
+        return {"id": args.id, "n": args.n, "page": args.page}
+    if method == "date":
+        return {"id": args.id}
+    if method == "search":
+        return {"query": " ".join(args.words), "limit": args.limit}
+    if method == "history":
+        return {"before": args.before, "limit": args.limit}
+    return {}
+
+
+def _run(args: argparse.Namespace) -> int:
+    from endless.core.settings import load_settings
+
+    settings = load_settings()
+    method = args.method
+    try:
+        if method == "memories":
+            value = answers.memories(settings, _args(args))
+        else:
+            with _open(args, settings) as memory:
+                value = answers.answer(memory, method, _args(args), settings)
+    except AnswerError as exc:
+        print(f"[endless] {exc.message}", file=sys.stderr)
+        return EXIT_USAGE if exc.code == answers.BAD_REQUEST else EXIT_NOT_FOUND
+    out = sys.stdout
+    if args.json:
+        out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return EXIT_OK
+    TEXT[method](value, out)
+    return EXIT_OK
+
+
+# -- plain text ----------------------------------------------------------------------------------
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "?"
+    return dt.datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _memories(value: dict, out) -> None:
+    if not value["memories"]:
+        print("[endless] no memories yet", file=sys.stderr)
+    for m in value["memories"]:
+        out.write(f"{m['memoryId']}  {m['turns']:>7} turns  last {_when(m['lastAt'])}  "
+                  f"{m['agent']}  {m['project']}\n")
+
+
+def _lines(value: dict, out) -> None:
+    for line in value["lines"]:
+        text = "(not written yet)" if line["text"] is None else fold(line["text"])
+        out.write(f"{line['id']}+{line['n']}|{text}\n")
+
+
+def _zoom(value: dict, out) -> None:
+    if "lines" in value:
+        _lines(value, out)
+        return
+    m = value["message"]
+    page = f" · page {m['page']} of {m['pages']}" if m["pages"] > 1 else ""
+    out.write(f"message {m['id']} · {m['kind']} · «{m['sessionTitle']}» · {_when(m['at'])}{page}\n")
+    out.write(m["text"] + "\n")
+
+
+def _date(value: dict, out) -> None:
+    out.write(f"{value['local']}\n")
+
+
+def _search(value: dict, out) -> None:
+    if not value["hits"]:
+        print("[endless] no hits", file=sys.stderr)
+    if "stoppedAt" in value:
+        print(f"[endless] the pattern search stopped at its time limit, at message {value['stoppedAt']}",
+              file=sys.stderr)
+    for hit in value["hits"]:
+        out.write(f"{hit['id']} · {_when(hit['at'])} · «{hit['sessionTitle']}» · {hit['kind']}: "
+                  f"{hit['snippet']}\n")
+
+
+def _history(value: dict, out) -> None:
+    for turn in value["turns"]:
+        out.write(f"— turn {turn['turn']} · {_when(turn['at'])} · «{turn['sessionTitle']}» · "
+                  f"{turn['status']}\n")
+        for entry in turn["entries"]:
+            out.write(f"{entry['id']} {entry['kind']}: {entry['text']}\n")
+    if "next" in value:
+        print(f"[endless] earlier turns: --before {value['next']}", file=sys.stderr)
+
+
+TEXT = {"memories": _memories, "view": _lines, "zoom": _zoom, "date": _date, "search": _search,
+        "history": _history}

@@ -1,0 +1,148 @@
+"""``/endless …`` inside a Hermes chat and ``hermes endless …`` in the terminal.
+
+Hermes owns ``/history``, so everything lives under ``/endless``.  Slash
+handlers get only the text after the command (no session), so they act on
+the chat that ran the latest turn in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from endless.faces.hermes.runtime import log, runtime
+
+USAGE = ("/endless history (the History page's address) | view | search <words> | status | "
+         "off (this chat runs on Hermes's own history) | on")
+
+
+def slash(raw_args: str = "") -> str:
+    from endless.faces.hermes.plugin import PLUGIN
+
+    words = (raw_args or "").strip().split(None, 1)
+    command = words[0].lower() if words else "status"
+    rest = words[1] if len(words) > 1 else ""
+    session = PLUGIN.last_session
+    try:
+        if command in ("off", "on"):
+            if not session:
+                return "No chat has run a turn yet; send a message first."
+            if command == "off":
+                PLUGIN.off_sessions.add(session)
+                return ("Endless is off for this chat: from the next message Hermes sends its own history. "
+                        "Turns meanwhile are not remembered. /endless on switches it back.")
+            PLUGIN.off_sessions.discard(session)
+            return "Endless is on for this chat again: the next message starts from its memory's view."
+        memory = PLUGIN.memory_for(session)
+        if command == "history":
+            return history_address(memory)
+        if memory is None:
+            return "Endless has no memory open for this chat yet; send a message first."
+        if command == "view":
+            return runtime().loop.call(render_view, memory)
+        if command == "search":
+            if not rest.strip():
+                return "Usage: /endless search <words>"
+            from endless.core import lookback
+            return runtime().loop.call(lookback.call, memory, "recall_search", {"query": rest})
+        if command == "status":
+            return runtime().loop.call(status_text, memory, session in PLUGIN.off_sessions)
+    except Exception as exc:
+        log(f"/endless {command} failed: {exc!r}")
+        return f"/endless {command} failed: {exc}"
+    return f"Unknown /endless command {command!r}. {USAGE}"
+
+
+def render_view(memory) -> str:
+    memory.refresh()
+    text, _ = memory.render_view()
+    return text or "(the memory is empty)"
+
+
+def status_text(memory, off: bool = False) -> str:
+    memory.refresh()
+    lines, p = memory.written_prefix()
+    from endless.turn.protocol import recent_bytes
+    return (f"Endless memory {memory.memory_id} ({memory.key.agent} · {memory.key.project}): "
+            f"{memory.turns} turns, {memory.total} messages; view {len(memory.view_lines())} lines, "
+            f"{len(lines)} written; recent block {recent_bytes(memory)} of "
+            f"{memory.settings.recent_block_bytes} bytes" + ("; OFF for this chat" if off else ""))
+
+
+_SERVED: dict[str, Any] = {}
+
+
+def history_address(memory) -> str:
+    """The History page's one-time address, served in this process on the configured port."""
+    try:
+        from endless.faces.rpc import start_in_thread
+    except ImportError:
+        return ("The History page is not available in this build of Endless "
+                "(it needs the endless.rpc module).")
+    rt = runtime()
+    served = _SERVED.get("page")
+    if served is None:
+        try:
+            served = start_in_thread(rt.settings, rt.settings.rpc_port,
+                                     current=memory.memory_id if memory is not None else None)
+        except OSError as exc:
+            return (f"The History page could not listen on 127.0.0.1:{rt.settings.rpc_port} ({exc}); "
+                    "set another port with ENDLESS_RPC_PORT or rpc_port in the settings file.")
+        _SERVED["page"] = served
+        url = served.url
+    else:
+        url = served.new_url()  # each address works once
+    where = f" (memory {memory.memory_id})" if memory is not None else ""
+    return f"Endless History page{where}: {url}"
+
+
+# -- hermes endless … ------------------------------------------------------------------------
+
+
+def setup_cli(parser: argparse.ArgumentParser) -> None:
+    """``hermes endless memories|view|zoom|date|search|history`` (the ``endless`` read commands) and ``status``."""
+    from endless.faces.cli.read import add_read_parsers
+
+    commands = parser.add_subparsers(dest="endless_command")
+    add_read_parsers(commands)
+    status = commands.add_parser("status", help="turns, messages, view and recent-block size of a memory")
+    status.add_argument("--memory", help="a memory id (16 hex digits)")
+    status.add_argument("--workspace", help="the workspace whose memory to use (default: this folder)")
+    status.set_defaults(run=_status)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Runs the chosen command on this Hermes profile's memory of the workspace."""
+    from endless.faces.hermes.plugin import profile_name
+    from endless.core.keys import workspace_key
+
+    if not getattr(args, "run", None):
+        print("usage: hermes endless {memories,view,zoom,date,search,history,status} ...", file=sys.stderr)
+        return 2
+    if hasattr(args, "memory") and not args.memory and profile_name() != "default":
+        # a named profile's chats live under its own agent name (DESIGN 2.1)
+        args.memory = workspace_key(profile_name(), Path(args.workspace or ".")).memory_id
+    return args.run(args)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from endless.faces.hermes.plugin import profile_name
+    from endless.core.keys import workspace_key
+    from endless.core.memory import Memory, MemoryError_
+    from endless.core.settings import load_settings
+
+    settings = load_settings()
+    try:
+        if args.memory:
+            memory = Memory.open(memory_id=args.memory, settings=settings, readonly=True)
+        else:
+            key = workspace_key(profile_name(), Path(args.workspace or "."))
+            memory = Memory.open(key, settings=settings, create=False, readonly=True)
+    except (MemoryError_, ValueError) as exc:
+        print(f"[endless.hermes] {exc}", file=sys.stderr)
+        return 1
+    with memory:
+        sys.stdout.write(status_text(memory) + "\n")
+    return 0

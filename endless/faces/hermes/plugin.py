@@ -1,0 +1,499 @@
+"""Endless inside Hermes Agent 0.19.0: the hooks, the ``llm_request`` middleware and the turn states.
+
+One turn of a chat, as Hermes runs it:
+
+``pre_llm_call``
+    the person's clean message.  Endless decides whether this chat runs with
+    it (not a subagent, cron job or background fork; a served request mode; a
+    window of at least 32,768 tokens; not switched off), picks the chat's
+    memory (DESIGN §2.1), closes a turn of this session that never finished
+    (an API error skips Hermes's finalising hooks) as ``interrupted``, and
+    settles: it waits while the recent block is too long, watching Hermes's
+    interrupt flag.  After the wait limit the turn is refused.
+``llm_request`` middleware (every request of the turn, retries included)
+    the first request builds the head (DESIGN §4) through
+    :class:`endless.turn.Turn` and freezes it in wire form; every request
+    is that head, byte for byte, then the turn's own part exactly as Hermes
+    built it (everything after the person's message: tool calls and results,
+    ``/steer`` text inside results, Hermes's synthetic nudges).  New complete
+    tool steps are journalled.  It never raises: on an internal failure it
+    sends the system prompt, the message and a one-line notice.
+``transform_llm_output`` / ``post_llm_call`` / ``on_session_end``
+    a refused turn's answer becomes the one sentence; a finished turn is
+    committed as ``completed``; an interrupted one as ``stopped``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import inspect
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from endless.core import lookback
+from endless.turn import protocol as turn_protocol
+from endless.faces.hermes import reconcile, wire
+from endless.faces.hermes.runtime import log, runtime
+from endless.core.keys import Key, gateway_key, workspace_key
+from endless.core.memory import Memory
+from endless.llm.request import Request
+from endless.core.sessions import key_for_session
+
+SKIPPED_PLATFORMS = {"subagent", "cron", "kanban", "batch"}
+CLI_PLATFORMS = {"", "cli", "tui", "acp", "api"}
+REFUSED_PROMPT = "Reply with the single word: waiting."
+INTERRUPT_POLL = 0.1
+
+
+@dataclass
+class TurnState:
+    session: str
+    turn_id: str
+    user_message: str
+    memory: Memory | None = None
+    title: str = ""
+    bypass: str = ""  # why this turn runs without Endless ("" = it runs with it)
+    failure: str = ""  # why Endless failed this turn: it goes out as system prompt + message + notice
+    refused: bool = False
+    settle_interrupted: bool = False
+    turn: turn_protocol.Turn | None = None
+    head: Request | None = None
+    frozen: dict | None = None
+    view_msg: Any = None  # the head's view message object when it was frozen
+    style: str = "none"
+    steps_added: int = 0
+    folded: int = 0
+    finished: bool = False
+    route: dict | None = None
+    window: int | None = None
+
+
+@dataclass
+class Plugin:
+    """The per-process plugin state Hermes's callbacks share (engines are deep-copied per agent)."""
+
+    turns: dict[tuple[str, str], TurnState] = field(default_factory=dict)
+    current: dict[str, TurnState] = field(default_factory=dict)  # session -> its latest turn
+    off_sessions: set[str] = field(default_factory=set)
+    off_texts: dict[str, set[str]] = field(default_factory=dict)  # messages sent while off: never reconciled
+    noted: set[tuple[str, str]] = field(default_factory=set)
+    last_session: str | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    # -- helpers -------------------------------------------------------------------
+
+    def note_once(self, session: str, what: str, message: str) -> None:
+        if (session, what) not in self.noted:
+            self.noted.add((session, what))
+            log(message)
+
+    def state_for(self, session: str, turn_id: str) -> TurnState | None:
+        with self.lock:
+            return self.turns.get((session, turn_id))
+
+    # -- pre_llm_call --------------------------------------------------------------
+
+    def pre_llm_call(self, session_id: str = "", turn_id: str = "", user_message: Any = "",
+                     platform: str = "", conversation_history: list | None = None, **_: Any) -> None:
+        agent = find_agent()
+        text = user_message if isinstance(user_message, str) else wire.content_text(user_message)
+        state = TurnState(session_id, str(turn_id), text)
+        if _is_side_agent(agent, platform):
+            # subagents, cron, review forks (which share the parent's session id): left alone, and
+            # never taking the parent's place as the session's current turn
+            state.bypass = "side-agent"
+            with self.lock:
+                self.turns[(session_id, state.turn_id)] = state
+            return None
+        with self.lock:
+            previous = self.current.get(session_id)
+            # keep only this session's previous turn (it may still need closing) and this one
+            for key in [k for k in self.turns if k[0] == session_id and self.turns[k] is not previous
+                        and self.turns[k].bypass != "side-agent"]:
+                del self.turns[key]
+            self.turns[(session_id, state.turn_id)] = state
+            self.current[session_id] = state
+            self.last_session = session_id
+        try:
+            state.bypass = self._bypass_reason(agent, session_id, platform)
+            if state.bypass:
+                if state.bypass == "off":
+                    self.off_texts.setdefault(session_id, set()).add(text.strip())
+                return None
+            if previous is not None and not previous.finished and previous.turn is not None:
+                self._close(previous, "interrupted",
+                            "The turn stopped: the model's provider failed or Hermes ended it early.")
+            state.window = _window(agent)
+            if state.window is not None and not runtime().settings.serves_window(state.window):
+                state.bypass = "window"
+                self.note_once(session_id, "window", f"session {session_id}: a {state.window}-token window "
+                               f"is under {runtime().settings.smallest_window_tokens}; this chat runs "
+                               "without Endless")
+                return None
+            rt = runtime()
+            key = chat_key(agent, platform, session_id)
+            state.memory = rt.memory(key, state.window)
+            state.title = _title(agent, session_id)
+            state.route = _route(agent, rt)
+            if conversation_history:
+                found = rt.loop.call(reconcile.reconcile, state.memory, session_id, state.title,
+                                     list(conversation_history), text, self.off_texts.get(session_id, ()))
+                if found:
+                    log(f"session {session_id}: {found} message(s) Hermes kept but Endless never saw are now "
+                        "in the memory as interrupted turns")
+            self._settle(state, agent)
+        except Exception as exc:  # never break Hermes's turn, never send the full history: say why
+            state.failure = f"{type(exc).__name__}: {exc}"
+            log(f"session {session_id}: Endless could not prepare this turn ({state.failure}); it is sent "
+                "with the system prompt and this message only")
+        return None
+
+    def _bypass_reason(self, agent: Any, session: str, platform: str) -> str:
+        if _is_side_agent(agent, platform):
+            return "side-agent"
+        if session in self.off_sessions:
+            return "off"
+        mode = getattr(agent, "api_mode", None) if agent is not None else None
+        if mode is not None and mode not in wire.MODES:
+            self.note_once(session, "mode", f"session {session}: Hermes's {mode!r} requests are not "
+                           "served by Endless; this chat runs without Endless (Hermes's own history)")
+            return "mode"
+        if _moa_turn():
+            self.note_once(session, "moa", f"session {session}: mixture-of-agents sees the whole history "
+                           "before Endless could replace it; this chat runs without Endless")
+            return "moa"
+        return ""
+
+    def _settle(self, state: TurnState, agent: Any) -> None:
+        """Wait (interruptibly) while the recent block is too long; refuse after the limit."""
+        rt = runtime()
+        memory = state.memory
+        assert memory is not None
+        limit = rt.settings.turn_wait_seconds
+        future = rt.loop.submit(memory.settle(turn_protocol.fits, limit))
+        while True:
+            try:
+                ok = future.result(INTERRUPT_POLL)
+                break
+            except TimeoutError:
+                if _interrupted(agent):
+                    future.cancel()
+                    state.settle_interrupted = True
+                    return
+        if not ok:
+            state.refused = True
+            rt.loop.call(turn_protocol.keep_pending, memory, state.session, state.user_message, memory.clock())
+            log(f"refused a turn of {state.session!r}: the memory's recent block stayed over "
+                f"{rt.settings.recent_block_bytes} bytes for {limit:.0f} s")
+
+    # -- the middleware ------------------------------------------------------------
+
+    def llm_request(self, request: dict | None = None, session_id: str = "", turn_id: str = "",
+                    api_mode: str = "", api_call_count: int = 0, **_: Any) -> dict | None:
+        state = self.state_for(session_id, str(turn_id))
+        if state is None or state.bypass or request is None:
+            return None
+        if api_mode not in wire.MODES:
+            self.note_once(session_id, "mode", f"session {session_id}: {api_mode!r} requests run without Endless")
+            return None
+        try:
+            if state.failure:
+                raise RuntimeError(state.failure)
+            return {"request": self._build(state, request, api_mode)}
+        except Exception as exc:
+            if not state.failure:
+                log(f"session {session_id}: could not build the Endless request ({exc!r}); sending the "
+                    "system prompt and this message only")
+            try:
+                system = wire.system_text(request, api_mode)
+                return {"request": wire.safe_request(request, api_mode, system, state.user_message,
+                                                     "Endless could not load this chat's memory for this turn; "
+                                                     "earlier messages are not shown.")}
+            except Exception as inner:  # pragma: no cover - last resort
+                log(f"session {session_id}: even the safe request failed: {inner!r}")
+                return {"request": {k: v for k, v in request.items() if k != "messages"} | {
+                    "messages": [{"role": "user", "content": state.user_message}]}}
+
+    def _build(self, state: TurnState, request: dict, mode: str) -> dict:
+        rt = runtime()
+        system = wire.system_text(request, mode)
+        if state.refused or state.settle_interrupted:
+            out = wire.safe_request(request, mode, system, REFUSED_PROMPT, "Endless: the memory is catching up")
+            out.pop("tools", None)
+            out.pop("tool_choice", None)
+            return out
+        conv = wire.conversation(request, mode)
+        anchor = wire.find_anchor(conv, mode, state.user_message)
+        own = conv[anchor + 1:]
+        if state.turn is None:
+            tools = turn_protocol.turn_tools(wire.neutral_tools(request, mode), rt.settings.recall_search)
+            turn = turn_protocol.Turn(state.memory, state.session, state.title,
+                                      turn_protocol.system_prompt(system), tools)
+            head = rt.loop.run(turn.begin(state.user_message, per_turn_state(state), route=state.route,
+                                          timeout=0))
+            if head is None:  # another process committed between the settle and now
+                state.refused = True
+                return self._build(state, request, mode)
+            state.turn = turn
+            state.head = head
+            state.view_msg = _view_msg(head)
+            state.style = wire.mark_style(request, mode, _route_style(state.route))
+            state.frozen = wire.render_head(head, request, mode, state.style)
+        steps = wire.own_steps(own, mode)
+        for step in steps[state.steps_added:]:
+            rt.loop.call(state.turn.add_step, step.said, step.calls, step.results)
+            state.steps_added += 1
+            if _rebuilt(state.turn.head, state.head) or _view_msg(state.turn.head) is not state.view_msg:  # the turn protocol rebuilt the head (a long turn)
+                state.head = state.turn.head
+                state.view_msg = _view_msg(state.head)
+                state.frozen = wire.render_head(state.head, request, mode, state.style)
+                state.folded = len(own)
+        assert state.frozen is not None
+        return wire.assemble(request, mode, state.frozen, own[state.folded:], state.style)
+
+    # -- the end of a turn ---------------------------------------------------------
+
+    def transform_llm_output(self, response_text: str = "", session_id: str = "", **_: Any) -> str | None:
+        state = self.current.get(session_id)
+        if state is not None and not state.bypass and state.refused:
+            return turn_protocol.REFUSAL
+        return None
+
+    def post_llm_call(self, session_id: str = "", turn_id: str = "", assistant_response: str = "",
+                      **_: Any) -> None:
+        state = self.state_for(session_id, str(turn_id))
+        if state is None or state.bypass or state.finished:
+            return None
+        if state.turn is not None:
+            self._close(state, "completed", None, reply=assistant_response or "")
+        elif state.failure:
+            log(f"session {session_id}: this turn is not in the memory ({state.failure})")
+        return None
+
+    def on_session_end(self, session_id: str = "", turn_id: str = "", completed: bool = False,
+                       interrupted: bool = False, **_: Any) -> None:
+        state = self.state_for(session_id, str(turn_id))
+        if state is not None and state.bypass == "side-agent":
+            with self.lock:
+                self.turns.pop((session_id, str(turn_id)), None)
+            return None
+        if state is None or state.bypass or state.finished:
+            return None
+        if state.turn is not None:
+            if interrupted:
+                self._close(state, "stopped", None)
+            elif completed:
+                self._close(state, "completed", None)
+            # else: an error exit; the next turn (or the next process) closes it as interrupted
+        elif state.settle_interrupted and state.memory is not None:
+            self._commit_message_only(state, "stopped")
+        return None
+
+    def on_session_finalize(self, session_id: str = "", **_: Any) -> None:
+        """Hermes is leaving this session (exit, /new): close its unfinished turn as interrupted."""
+        state = self.current.get(session_id)
+        if state is not None and not state.bypass and not state.finished and state.turn is not None:
+            self._close(state, "interrupted", "The turn stopped: the model's provider failed or Hermes "
+                                              "ended the session before the turn finished.")
+        return None
+
+    def _close(self, state: TurnState, status: str, status_text: str | None, reply: str = "") -> None:
+        with self.lock:
+            if state.finished:
+                return
+            state.finished = True
+        try:
+            runtime().loop.call(state.turn.finish, reply, status, status_text)
+        except Exception as exc:
+            log(f"session {state.session}: could not commit the turn ({exc!r}); its journal keeps it and "
+                "the next open of the memory closes it as interrupted")
+
+    def _commit_message_only(self, state: TurnState, status: str) -> None:
+        with self.lock:
+            if state.finished:
+                return
+            state.finished = True
+        memory = state.memory
+
+        def commit():
+            journal = memory.journal(state.session, state.title)
+            journal.add("user", state.user_message)
+            journal.commit(status)
+        runtime().loop.call(commit)
+
+    # -- tools and commands ------------------------------------------------------------
+
+    def memory_for(self, session_id: str | None) -> Memory | None:
+        state = self.current.get(session_id or "") or self.current.get(self.last_session or "")
+        return None if state is None else state.memory
+
+    def tool(self, name: str):
+        def handler(args: dict | None = None, **kwargs: Any) -> str:
+            memory = self.memory_for(kwargs.get("session_id"))
+            if memory is None:
+                return "Endless has no memory open for this chat yet."
+            try:
+                return runtime().loop.call(lookback.call, memory, name, args or {})
+            except Exception as exc:
+                log(f"tool {name} failed: {exc!r}")
+                return f"The {name} tool failed: {exc}"
+        return handler
+
+
+PLUGIN = Plugin()
+
+
+def _view_msg(head: Request | None) -> Any:
+    if head is None or head.view_message is None or head.view_message >= len(head.messages):
+        return None
+    return head.messages[head.view_message]
+
+
+def _rebuilt(now: Request | None, frozen: Request | None) -> bool:
+    """True when the turn protocol replaced the head with a new Request."""
+    return now is not frozen
+
+
+# -- reading Hermes's agent ----------------------------------------------------------------
+
+
+def find_agent() -> Any:
+    """The ``AIAgent`` whose turn is running on this thread (hooks are not handed it).
+
+    Hermes calls every hook and middleware from inside the agent's own
+    functions, which hold it in a local named ``agent`` or ``self``.
+    """
+    frame = inspect.currentframe()
+    try:
+        frame = frame.f_back if frame is not None else None
+        depth = 0
+        while frame is not None and depth < 40:
+            for name in ("agent", "self"):
+                value = frame.f_locals.get(name)
+                if value is not None and type(value).__name__ == "AIAgent":
+                    return value
+            frame = frame.f_back
+            depth += 1
+        return None
+    finally:
+        del frame
+
+
+def _moa_turn() -> bool:
+    """A mixture-of-agents turn: Hermes's loop holds a ``moa_config`` (its reference models run before us)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_locals.get("moa_config"):
+                return True
+            frame = frame.f_back
+        return False
+    finally:
+        del frame
+
+
+def _is_side_agent(agent: Any, platform: str) -> bool:
+    """Subagents, cron jobs, kanban workers and background review forks never enter the memory."""
+    if (platform or "") in SKIPPED_PLATFORMS:
+        return True
+    if agent is None:
+        return False
+    if getattr(agent, "_delegate_depth", 0):
+        return True
+    if getattr(agent, "_memory_write_origin", "") == "background_review":
+        return True
+    return bool(getattr(agent, "_persist_disabled", False))
+
+
+def _interrupted(agent: Any) -> bool:
+    if agent is not None and getattr(agent, "_interrupt_requested", False):
+        return True
+    try:
+        from tools.interrupt import is_interrupted
+        return bool(is_interrupted())
+    except Exception:
+        return False
+
+
+def _window(agent: Any) -> int | None:
+    engine = getattr(agent, "context_compressor", None) if agent is not None else None
+    value = getattr(engine, "context_length", 0) if engine is not None else 0
+    return int(value) if value else None
+
+
+def _title(agent: Any, session: str) -> str:
+    db = getattr(agent, "_session_db", None) if agent is not None else None
+    if db is None:
+        return ""
+    try:
+        return db.get_session_title(session) or ""
+    except Exception:
+        return ""
+
+
+def _route(agent: Any, rt) -> dict | None:
+    """The chat's own model as the writer route (the key stays in memory, never in the route)."""
+    if agent is None or not getattr(agent, "model", None):
+        return None
+    from endless.llm.providers import Route, RouteError
+
+    provider = "anthropic" if getattr(agent, "api_mode", "") == "anthropic_messages" else "openai"
+    base_url = getattr(agent, "base_url", None) or None
+    rt.remember_key(base_url, getattr(agent, "api_key", None))
+    try:
+        return Route(provider=provider, model=agent.model, base_url=base_url).to_json()
+    except RouteError as exc:
+        log(f"no writer route from Hermes's model ({exc}); lines are written offline")
+        return None
+
+
+def _route_style(route: dict | None) -> str:
+    if not route:
+        return "none"
+    from endless.llm.providers import Route
+
+    try:
+        return Route.from_json(route).style or "none"
+    except Exception:
+        return "none"
+
+
+def profile_name() -> str:
+    try:
+        from hermes_cli.profiles import get_active_profile_name
+        name = get_active_profile_name()
+    except Exception:
+        name = "default"
+    return "default" if name in ("custom", "") else name
+
+
+def chat_key(agent: Any, platform: str, session: str) -> Key:
+    """DESIGN §2.1: CLI chats by profile and workspace; gateway chats by platform:conversation."""
+    profile = profile_name()
+    platform = platform or (getattr(agent, "platform", "") if agent is not None else "") or "cli"
+    if platform in CLI_PLATFORMS:
+        fallback = workspace_key(profile, workspace(agent))
+    else:
+        conversation = (getattr(agent, "_gateway_session_key", None) if agent is not None else None) or session
+        fallback = gateway_key(profile, platform, conversation)
+    key, _ = key_for_session(runtime().settings.memory_root(), session, fallback)
+    return key
+
+
+def workspace(agent: Any) -> Path:
+    try:
+        from agent.runtime_cwd import resolve_agent_cwd
+        return Path(resolve_agent_cwd()).resolve()
+    except Exception:
+        return Path(os.getcwd()).resolve()
+
+
+def per_turn_state(state: TurnState) -> str:
+    """Per-turn facts that change: the time (and the chat's title)."""
+    now = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    return f"[now: {now}]"
+
+

@@ -1,0 +1,71 @@
+"""Turns Hermes stored that never reached the memory: found at the next turn, committed once as interrupted.
+
+Endless journals a turn from its first request on, so API errors and
+interrupts after that are closed by the plugin (same process) or by the
+memory's orphan recovery (next process).  What is left is a turn whose
+person message Hermes saved in its session store but whose first request
+never went through Endless: Hermes died or was killed before it (during the
+settle wait, say).  At the next turn, ``pre_llm_call`` hands over the
+session's history as Hermes loaded it; every message of the person after the
+last one the memory holds for this session (other than the current one, the
+refused ones waiting in the pending store and the ones sent while Endless was
+off) is committed as its own ``interrupted`` turn.  Identity is the text and
+its place after the last known message, so a message is reconciled once: after
+that it is the last known one.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from endless.faces.hermes.wire import content_text
+from endless.core.memory import Memory
+
+# the note the engine leaves at the start of Hermes's compacted transcript (never a message of the person)
+TRANSCRIPT_NOTE = ("(Earlier messages of this chat are kept word for word in Endless's memory. "
+                   "Every request shows them through the memory's view instead of this transcript.)")
+LOOKBACK_TURNS = 400  # how far back to look for the session's last turn in a shared memory
+NOTE = "Endless did not see this turn's requests; only the person's message is kept."
+
+
+def last_known_text(memory: Memory, session: str) -> str | None:
+    """The person's words of this session's newest turn in the memory (None: no turn of it yet)."""
+    for n in range(memory.turns - 1, max(-1, memory.turns - 1 - LOOKBACK_TURNS), -1):
+        info = memory.turn(n)
+        if info is not None and info.session == session:
+            text = "".join(m.text for m in memory.turn_messages(n) if m.kind == "user")
+            if text:  # the later parts of a long turn hold no message of the person
+                return text
+    return None
+
+
+def missed(history: list[dict], current: str, known: str | None, skip: Iterable[str]) -> list[str]:
+    """Person messages in ``history`` after the last one ``known`` holds, except ``current`` and ``skip``."""
+    if known is None:
+        return []
+    people = [content_text(m.get("content")).strip() for m in history
+              if isinstance(m, dict) and m.get("role") == "user"]
+    if people and people[-1] == current.strip():
+        people = people[:-1]
+    last = -1
+    for index, text in enumerate(people):
+        if text and text in known:
+            last = index
+    if last < 0:
+        return []  # the memory's last message is not in Hermes's history (compacted): nothing to say
+    skipped = {s.strip() for s in skip} | {TRANSCRIPT_NOTE}
+    return [text for text in people[last + 1:] if text and text not in skipped]
+
+
+def reconcile(memory: Memory, session: str, title: str, history: list[dict], current: str,
+              skip: Iterable[str]) -> int:
+    """Commit each missed message as an interrupted turn; returns how many (runs on the loop thread)."""
+    from endless.turn.protocol import pending
+
+    memory.refresh()
+    texts = missed(history, current, last_known_text(memory, session), [*skip, *pending(memory, session)])
+    for text in texts:
+        journal = memory.journal(session, title)
+        journal.add("user", text)
+        journal.commit("interrupted", NOTE)
+    return len(texts)

@@ -1,0 +1,141 @@
+"""The plugin's process-wide state: one event loop thread, the open memories and their writer pools.
+
+Hermes calls hooks, middleware and tools from its own threads (the CLI's
+agent thread, the gateway's executor threads).  A :class:`Memory` is used
+from one thread only, so every memory operation runs on one background
+asyncio loop owned by this module; callers wait for the result.  The writer
+pool of each memory opened here runs on that loop too, as the lease allows
+(another process may hold the lease; its pool then writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from endless.core import durable
+from endless.core.keys import Key
+from endless.core.memory import Memory
+from endless.core.settings import Settings, load_settings
+
+
+def log(message: str) -> None:
+    durable.log("hermes", message)
+
+
+class Loop:
+    """A daemon thread running one asyncio loop; ``run``/``call`` wait for results."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._main, name="endless-loop", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro, timeout: float | None = None) -> Any:
+        return self.submit(coro).result(timeout)
+
+    def call(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        """Run a plain function on the loop thread and return its result (or raise its error)."""
+        if threading.current_thread() is self.thread:
+            return fn(*args, **kwargs)
+
+        async def wrapper():
+            return fn(*args, **kwargs)
+        return self.run(wrapper())
+
+
+@dataclass
+class Open:
+    memory: Memory
+    stop: asyncio.Event
+    pool: asyncio.Task | None = None
+
+
+@dataclass
+class Runtime:
+    """Everything the plugin keeps for the life of the Hermes process."""
+
+    settings: Settings
+    loop: Loop = field(default_factory=Loop)
+    memories: dict[str, Open] = field(default_factory=dict)
+    api_keys: dict[str, str] = field(default_factory=dict)  # base URL -> key Hermes uses (never stored)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def memory(self, key: Key, window_tokens: int | None = None) -> Memory:
+        """The memory of ``key``, opened once per process, with its writer pool started."""
+        with self.lock:
+            found = self.memories.get(key.memory_id)
+            if found is not None:
+                return found.memory
+            memory = self.loop.call(Memory.open, key, settings=self.settings, window_tokens=window_tokens)
+            entry = Open(memory, self.loop.call(asyncio.Event))
+            self.memories[key.memory_id] = entry
+            entry.pool = self.loop.call(self._start_pool, entry)
+            return memory
+
+    def _start_pool(self, entry: Open) -> asyncio.Task:
+        from endless.writer.pool import WriterPool
+
+        pool = WriterPool(entry.memory, self._provider)  # the writer_route setting, else each chat's own
+        task = asyncio.ensure_future(pool.run(entry.stop))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log(
+            f"the writer pool of {entry.memory.memory_id} stopped: {t.exception()!r}"))
+        return task
+
+    def _provider(self, route):
+        from endless.llm.providers import make_provider
+
+        key = self.api_keys.get((route.base_url or "").rstrip("/"))
+        return make_provider(route, api_key=key)
+
+    def remember_key(self, base_url: str | None, api_key: str | None) -> None:
+        if base_url and api_key:
+            self.api_keys[base_url.rstrip("/")] = api_key
+
+    def close(self) -> None:
+        """Stop the pools (their unwritten lines wait for the next lease holder) and close memories."""
+        with self.lock:
+            entries, self.memories = list(self.memories.values()), {}
+
+        async def stop_all():
+            for entry in entries:
+                entry.stop.set()
+            tasks = [e.pool for e in entries if e.pool is not None]
+            if tasks:
+                await asyncio.wait(tasks, timeout=5)
+            for entry in entries:
+                entry.memory.close()
+        try:
+            self.loop.run(stop_all(), timeout=10)
+        except Exception as exc:  # at exit: say so, never raise
+            log(f"closing memories at exit: {exc!r}")
+
+
+_RUNTIME: Runtime | None = None
+_RUNTIME_LOCK = threading.Lock()
+
+
+def runtime() -> Runtime:
+    """The process-wide runtime, created on first use (never at import: Hermes probes plugins)."""
+    global _RUNTIME
+    with _RUNTIME_LOCK:
+        if _RUNTIME is None:
+            _RUNTIME = Runtime(load_settings())
+            atexit.register(_RUNTIME.close)
+        return _RUNTIME
+
+
+def memory_root() -> Path:
+    return runtime().settings.memory_root()

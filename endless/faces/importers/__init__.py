@@ -1,0 +1,1 @@
+"""Importing earlier conversations into a memory (`endless import`)."""

@@ -38,7 +38,7 @@ def _writer(args: argparse.Namespace) -> int:
     import time
 
     from endless.faces.cli.choose import ChoiceError, choose
-    from endless.writer.pool import lift_pause, lifted_today, read_pause
+    from endless.writer.spend import is_paused, lift_pause, read_pause
     from endless.writer.usage import UsageLog
 
     try:
@@ -56,7 +56,7 @@ def _writer(args: argparse.Namespace) -> int:
         cap = memory.settings.spend_cap_per_day
         spent = usage.spent_today(now)
         state = {"memoryId": memory.memory_id, "writerUsage": usage.totals(), "spentToday": spent,
-                 "spendCap": cap, "paused": cap is not None and spent >= cap and not lifted_today(memory, now),
+                 "spendCap": cap, "paused": is_paused(memory, spent, cap, now),
                  "pause": read_pause(memory)}
     if args.json:
         sys.stdout.write(orjson.dumps(state, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -24,7 +24,7 @@ from endless.demo.replay import CONTEXT, HARNESS_SYSTEM, HARNESS_TOOLS, PRICED, 
 from endless.sim.cache import make_cache
 from endless.sim.tokens import TOKEN_TYPECODE, default_tokenizer
 from endless.writer.offline import offline_leaf
-from endless.llm.providers import Usage
+from endless.llm.client import Usage
 from endless.writer.usage import cost
 
 MODELS = ("deepseek", "openai-auto", "openai-breakpoints", "anthropic")

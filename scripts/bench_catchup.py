@@ -27,8 +27,10 @@ from pathlib import Path
 
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
+from endless.core.turns import TurnRecord
 from endless.core.messages import Message
 from endless.core.settings import Settings
+from endless.writer.queue import ready_work
 
 
 def say(text: str) -> None:
@@ -39,20 +41,19 @@ def catch_up(root: Path, size: int, settings: Settings) -> dict:
     memory = Memory.open(workspace_key(None, root / "ws"), settings=settings, root=root)
     started = time.perf_counter()
     for first in range(0, size, 2000):
-        memory.commit_turns([("chat", "Imported", [Message("user", f"q {i} " + "word " * 200, 1.0),
-                                                   Message("reply", f"a {i} " + "word " * 200, 1.0)],
-                              "completed", None, None)
+        memory.commit_turns([TurnRecord("chat", "Imported", [Message("user", f"q {i} " + "word " * 200, 1.0),
+                                                             Message("reply", f"a {i} " + "word " * 200, 1.0)])
                              for i in range(first, min(size, first + 2000), 2)], sync=False)
     imported = time.perf_counter() - started
     times: list[float] = []
     changes = 0
-    while jobs := memory.ready_work()[:6]:
-        before = len(memory.chat.parts)
+    while jobs := ready_work(memory)[:6]:
+        before = len(memory.views.chat.parts)
         lines = [(j.level, j.index, f"line {j.name} " + "w" * 300) for j in jobs]
         t0 = time.perf_counter()
         memory.store_lines(lines, sync=False)
         times.append(time.perf_counter() - t0)
-        changes += len(memory.chat.parts) != before
+        changes += len(memory.views.chat.parts) != before
     memory.close()
     times.sort()
     return {"import": imported, "stores": len(times), "changes": changes, "total": sum(times),

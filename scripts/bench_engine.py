@@ -54,6 +54,7 @@ if str(ROOT) not in sys.path:
 from endless.core.keys import Key  # noqa: E402
 from endless.core.messages import Message, render  # noqa: E402
 from endless.core.settings import Settings  # noqa: E402
+from endless.core.turns import TurnRecord  # noqa: E402
 
 KEY = Key("bench", "/bench/engine-workspace")
 HIT_WORD = "qz7hitmark"  # in exactly one old message
@@ -192,7 +193,7 @@ class TurnStream:
         self.hit_at = max(1, total // 20)
         self.pattern_at = {max(0, total // 100): 17, max(0, total // 50): 4242, max(0, total // 25): 9}
 
-    def turn(self) -> tuple:
+    def turn(self) -> TurnRecord:
         gen, rng = self.gen, self.gen.rng
         if self.left_in_session <= 0:
             self.session = SESSIONS[rng.randrange(len(SESSIONS))]
@@ -213,9 +214,9 @@ class TurnStream:
             messages.append(Message(kind, text, self.at))
             self.next_id += 1
         self.at += rng.expovariate(1 / 900.0)
-        return (self.session[0], self.session[1], messages, "completed", None, None)
+        return TurnRecord(self.session[0], self.session[1], messages)
 
-    def turns(self, upto: int) -> list[tuple]:
+    def turns(self, upto: int) -> list[TurnRecord]:
         out = []
         while self.next_id < upto:
             out.append(self.turn())
@@ -345,8 +346,8 @@ def build(folder: Path, size: int, seed: int, batch_turns: int, tail: int, tail_
         _fsync(memory.tree.path)
         stats["total"] = memory.total
         stats["turns"] = memory.turns
-        stats["view_parts"] = len(memory.chat.parts)
-        stats["view_bytes"] = memory.view_size()
+        stats["view_parts"] = len(memory.views.chat.parts)
+        stats["view_bytes"] = memory.views.size()
     finally:
         memory.close()
     stats["build_s"] = time.perf_counter() - t_start
@@ -529,10 +530,10 @@ def child_measure(root: Path, seed: int) -> dict:
     finally:
         os.fsync = real_fsync
     out["commit_nosync_s"] = timed_commits(50, False, True)
-    out["view_lines_before_idle"] = len(memory.chat.parts)
+    out["view_lines_before_idle"] = len(memory.views.chat.parts)
     idle_from = memory.total
     out["commit_idle_s"] = timed_commits(50, False, False)
-    out["view_lines_after_idle"] = len(memory.chat.parts)
+    out["view_lines_after_idle"] = len(memory.views.chat.parts)
     out["rss_mb"] = _rss_mb()
     out["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     # Untimed: the writer catches up on the idle turns, so a fixture kept with --keep stays steady.

@@ -34,7 +34,10 @@ from endless.sim.simulator import Route as SimRoute, Simulator  # noqa: E402
 from endless.sim.transport import sdk_http_client  # noqa: E402
 from endless.sim.writer_model import ScriptedWriter  # noqa: E402
 from endless.writer.pool import WriterPool  # noqa: E402
-from endless.llm.providers import Route, make_provider  # noqa: E402
+from endless.llm.connect import make_provider  # noqa: E402
+from endless.llm.routes import Route  # noqa: E402
+from endless.writer.queue import ready_work
+from endless.writer.recorded import recorded_routes
 
 WORDS = ("deploy config port schema test migration cache index server client build release branch "
          "review token budget latency error retry queue worker lease journal view line merge").split()
@@ -84,7 +87,7 @@ def measure(batch: int, turns: int, seed: int, cache: str) -> dict:
     root = Path(tempfile.mkdtemp(prefix="endless-bench-writer-"))
     settings = Settings(lines_per_call=batch)
     memory = Memory.open(workspace_key(None, root / "ws"), settings=settings, root=root, clock=clock.wall)
-    memory.record_route("chat", route.to_json(), SYSTEM, [])
+    recorded_routes(memory).record("chat", route.to_json(), SYSTEM, [])
 
     def providers(r: Route):
         return make_provider(r, api_key="sim", http_client=sdk_http_client(r.provider, sim))
@@ -98,7 +101,7 @@ def measure(batch: int, turns: int, seed: int, cache: str) -> dict:
         for _ in range(turns):
             memory.commit_turn("chat", "Benchmark chat", turn_messages(rng, clock.wall()))
             await asyncio.sleep(rng.lognormvariate(3.4, 0.8))  # median about 30 s
-        await memory.settle(lambda m: all(m.is_built(0, i) for i in range(m.total)) and not m.ready_work(),
+        await memory.settle(lambda m: all(m.is_built(0, i) for i in range(m.total)) and not ready_work(m),
                             24 * 3600)
         stop.set()
         await task

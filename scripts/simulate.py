@@ -85,7 +85,7 @@ def run_pass(name: str, turns: int, seed: int, writer: dict | None, writer_calls
     memory = Memory.open(memory_id=result.memory_id, settings=_settings(name), root=root, readonly=True)
     with memory:
         reached = sum(1 for f in facts if reachable(memory, f))
-        view_bytes = memory.view_size()
+        view_bytes = memory.views.size()
     models = list(result.requests[0].read) if result.requests else []
     per_model = {}
     for model in models:

@@ -14,6 +14,8 @@ from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
 from endless.writer.offline import offline_leaf, offline_merge
+from endless.writer.queue import ready_work
+from endless.writer.task import job_input
 
 START = 1_790_000_000.0  # a fixed moment, so days are the same on every run
 DAY = 86_400.0
@@ -34,16 +36,16 @@ def write_all(memory: Memory) -> int:
     """Write every line the memory asks for with the offline writer; returns how many."""
     written = 0
     while True:
-        jobs = memory.ready_work()
+        jobs = ready_work(memory)
         if not jobs:
             return written
         for job in jobs:
             if memory.is_built(job.level, job.index):
                 continue
             if job.level == 0:
-                text = offline_leaf(memory.job_input(job), memory.settings.line_budget)
+                text = offline_leaf(job_input(memory, job), memory.settings.line_budget)
             else:
-                left, right = memory.job_input(job).split("\n", 1)
+                left, right = job_input(memory, job).split("\n", 1)
                 text = offline_merge(left.split("|", 1)[1], right.split("|", 1)[1],
                                      memory.settings.line_budget)
             written += memory.store_line(job.level, job.index, text, sync=False)

@@ -16,9 +16,12 @@ from endless.sim.simulator import Route as SimRoute, Simulator
 from endless.sim.transport import sdk_http_client
 from endless.sim.writer_model import ScriptedWriter
 from endless.turn.run import run_turn
-from endless.turn.protocol import Turn, system_prompt, turn_tools
+from endless.turn.head import system_prompt, turn_tools
+from endless.turn.protocol import Turn
 from endless.writer.pool import WriterPool
-from endless.llm.providers import Route, make_provider
+from endless.llm.connect import make_provider
+from endless.llm.routes import Route
+from endless.writer.queue import ready_work
 
 ROUTE = Route("openai", "deepseek-v4-pro", base_url="https://api.deepseek.com", api_key_env="SIM_KEY")
 
@@ -47,7 +50,7 @@ def test_twelve_turns_with_tools_zoom_and_the_writer(tmp_path):
             turn = Turn(memory, "chat-1", "Deploy", system, tools)
             outcomes.append(await run_turn(turn, text, agent, route=ROUTE.to_json()))
             await asyncio.sleep(30)
-        await memory.settle(lambda m: not m.ready_work(), 3600)
+        await memory.settle(lambda m: not ready_work(m), 3600)
         stop.set()
         await pool
         return outcomes

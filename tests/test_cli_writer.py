@@ -12,7 +12,7 @@ import orjson
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.settings import Settings
-from endless.writer.pool import lifted_today, write_pause
+from endless.writer.spend import lifted_today, write_pause
 from endless.writer.usage import UsageLog
 
 

@@ -28,6 +28,7 @@ from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
+from endless.writer.queue import ready_work
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "procs"))
 import harness  # noqa: E402
@@ -43,11 +44,11 @@ coarser_or_equal = views.covers  # nothing merged is split again
 
 
 def check_view(memory: Memory) -> None:
-    for state in (memory.chat, memory.wview):
+    for state in (memory.views.chat, memory.views.wview):
         views.validate(state, memory.total, memory.tree.built)
         assert views.check_tiling(state.parts, memory.total) == memory.total == state.total
     # The writer view is the chat view merged further.
-    assert coarser_or_equal(memory.wview.parts, memory.chat.parts)
+    assert coarser_or_equal(memory.views.wview.parts, memory.views.chat.parts)
 
 
 def check_chain(memory: Memory) -> None:
@@ -164,8 +165,8 @@ class Ledger:
             if stored:
                 assert memory.node_text(level, index) == line_text(level, index)
         check_view(memory)
-        assert coarser_or_equal(memory.chat.parts, self.last_chat), "a merged part of the view was split"
-        self.last_chat = list(memory.chat.parts)
+        assert coarser_or_equal(memory.views.chat.parts, self.last_chat), "a merged part of the view was split"
+        self.last_chat = list(memory.views.chat.parts)
 
 
 def _spin(seconds: float) -> None:
@@ -229,7 +230,7 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     assert ledger.interrupted > 20, ledger.interrupted
     assert sum(ledger.lines.values()) > 100
     with Memory.open(key, settings=settings, root=root) as memory:
-        assert any(p[0] > 0 for p in memory.chat.parts), "the view never batched"
+        assert any(p[0] > 0 for p in memory.views.chat.parts), "the view never batched"
         assert memory.reports == []
 
 
@@ -244,7 +245,7 @@ def _fill(root: Path, workspace: Path, turns: int, settings: Settings | None = N
         infos.append(memory.commit_turn("s", "damage", [
             Message("user", f"question {i}", float(i)),
             Message("reply", f"answer {i} " + "w" * (i % 5 * 30), float(i))]))
-        for job in memory.ready_work():
+        for job in ready_work(memory):
             memory.store_line(job.level, job.index, line_text(job.level, job.index))
     return memory, infos
 
@@ -340,7 +341,7 @@ def test_garbage_line_in_the_middle_of_the_order_log(tmp_path: Path, keep_index:
 @pytest.mark.parametrize("which", ["view.json", "writer-view.json"])
 def test_truncated_view_is_recomputed(tmp_path: Path, which: str) -> None:
     memory, _ = _fill(tmp_path, tmp_path, 60)
-    assert any(p[0] > 0 for p in memory.chat.parts), "the fixture should have merged parts"
+    assert any(p[0] > 0 for p in memory.views.chat.parts), "the fixture should have merged parts"
     total = memory.total
     path = memory.folder / which
     data = path.read_bytes()
@@ -364,7 +365,7 @@ def test_torn_tree_line(tmp_path: Path) -> None:
     built = {(l, i): memory.node_text(l, i) for l, slots in enumerate(memory.tree.slots)
              for i in range(len(slots)) if slots[i]}
     assert any(l > 0 for l, _ in built) and len(built) > 40
-    chat = list(memory.chat.parts)
+    chat = list(memory.views.chat.parts)
     torn = b'{"l":0,"i":999,"text":"half a li'
     with open(memory.tree.path, "ab") as handle:
         handle.write(torn)
@@ -374,11 +375,11 @@ def test_torn_tree_line(tmp_path: Path) -> None:
     assert memory.damage == []
     for (l, i), text in built.items():
         assert memory.node_text(l, i) == text
-    assert memory.chat.parts == chat
+    assert memory.views.chat.parts == chat
     check_view(memory)
     # A line stored after the repair is readable by the next process.
     memory.commit_turn("s", "after", [Message("user", "q " + "v" * 200, 1.0)])
-    job = next(j for j in memory.ready_work() if j.level == 0)
+    job = next(j for j in ready_work(memory) if j.level == 0)
     assert memory.store_line(0, job.index, "after the torn line")
     memory = _reopen(memory)
     assert memory.reports == [] and memory.damage == []
@@ -425,7 +426,7 @@ def test_garbage_line_in_the_middle_of_the_tree(tmp_path: Path) -> None:
     check_view(memory)
     # The lost line is written again, like any line not yet written.
     assert not memory.is_built(level, index)
-    assert (level, index) in [j.part for j in memory.ready_work()]
+    assert (level, index) in [j.part for j in ready_work(memory)]
     assert memory.store_line(level, index, "written again")
     memory = _reopen(memory)
     assert memory.node_text(level, index) == "written again"

@@ -9,7 +9,7 @@ from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import load_settings
-from endless.turn.protocol import keep_pending
+from endless.turn.pending import keep_pending
 
 
 def history(*texts: str) -> list[dict]:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from endless.core import sessions
-from endless.core.keys import Key, KeyError_, gateway_key, workspace_key
+from endless.core.keys import Key, InvalidKey, gateway_key, workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
@@ -26,7 +26,7 @@ def _maybe_key(profile, platform, conversation):
         key = gateway_key(profile, platform, conversation)
         key.memory_id
         return key
-    except KeyError_:
+    except InvalidKey:
         return None
 
 
@@ -101,7 +101,7 @@ def test_gateway_conversations_keep_their_own_memories(tmp_path: Path) -> None:
 
 def test_an_incomplete_gateway_key_is_refused() -> None:
     for platform, conversation in (("", "1"), ("telegram", "")):
-        with pytest.raises(KeyError_):
+        with pytest.raises(InvalidKey):
             gateway_key(None, platform, conversation)
 
 
@@ -204,9 +204,9 @@ def test_bind_refuses_after_a_crash_left_the_turn_in_a_memory(two_keys, tmp_path
 
 
 def test_a_memory_id_is_exactly_sixteen_hex_digits() -> None:
-    from endless.core.keys import KeyError_, check_memory_id
+    from endless.core.keys import InvalidKey, check_memory_id
 
     assert check_memory_id("0123456789abcdef") == "0123456789abcdef"
     for bad in ("0123456789abcdef\n", "0123456789ABCDEF", "../0123456789abc", "0123456789abcde", 16):
-        with pytest.raises(KeyError_):
+        with pytest.raises(InvalidKey):
             check_memory_id(bad)

@@ -10,8 +10,15 @@ from hypothesis import given, settings, strategies as st
 from endless.core import tiling as views
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
+from endless.core.turns import TurnRecord
 from endless.core.messages import Message
 from endless.core.settings import Settings
+from endless.writer.queue import ready_work
+from endless.writer.task import job_input
+from endless.writer.task import job_session, job_sources
+from endless.writer.task import writer_context
+from endless.writer.recorded import recorded_routes
+from endless.core.render import recent_block
 
 SMALL = Settings(view_ceiling=3000, view_floor=1500, writer_view_ceiling=1400,
                  writer_view_floor=700, view_shrink_slack=800)
@@ -22,11 +29,11 @@ def _open(root: Path, s: Settings = SMALL) -> Memory:
 
 
 def _check(memory: Memory) -> None:
-    assert views.check_tiling(memory.chat.parts, memory.total) == memory.total
-    assert views.check_tiling(memory.wview.parts, memory.total) == memory.total
-    views.validate(memory.chat, memory.total, memory.tree.built)
-    views.validate(memory.wview, memory.total, memory.tree.built)
-    assert views.covers(memory.wview.parts, memory.chat.parts), "the writer view must coarsen the chat view"
+    assert views.check_tiling(memory.views.chat.parts, memory.total) == memory.total
+    assert views.check_tiling(memory.views.wview.parts, memory.total) == memory.total
+    views.validate(memory.views.chat, memory.total, memory.tree.built)
+    views.validate(memory.views.wview, memory.total, memory.tree.built)
+    assert views.covers(memory.views.wview.parts, memory.views.chat.parts), "the writer view must coarsen the chat view"
 
 
 ops = st.lists(st.one_of(
@@ -43,27 +50,27 @@ def test_views_stay_valid_and_reopen_identically(program):
         memory = _open(root)
         seen_batches = 0
         for op, arg in program:
-            before = list(memory.chat.parts)
+            before = list(memory.views.chat.parts)
             if op == "turn":
                 kinds = ["user", "reply", "trace"]
                 memory.commit_turn("s", "Title", [Message(kinds[k % 3], "w" * size, 1.0)
                                                   for k, size in enumerate(arg)], sync=False)
             else:
-                for job in memory.ready_work()[:arg + 1]:
+                for job in ready_work(memory)[:arg + 1]:
                     memory.store_line(job.level, job.index, f"line {job.name} " + "z" * 60, sync=False)
             _check(memory)
-            after = memory.chat.parts
+            after = memory.views.chat.parts
             if after[:len(before)] != before:
                 seen_batches += 1
                 for part in before:  # a merged part is never split
                     assert any(views.first(q) <= views.first(part) and views.end(part) <= views.end(q)
                                for q in after)
-        chat, wview = list(memory.chat.parts), list(memory.wview.parts)
-        shrinking = memory.chat.shrinking
+        chat, wview = list(memory.views.chat.parts), list(memory.views.wview.parts)
+        shrinking = memory.views.chat.shrinking
         memory.close()
         again = _open(root)
-        assert again.chat.parts == chat and again.wview.parts == wview
-        assert again.chat.shrinking == shrinking
+        assert again.views.chat.parts == chat and again.views.wview.parts == wview
+        assert again.views.chat.shrinking == shrinking
         assert again.reports == []
         again.close()
 
@@ -75,15 +82,15 @@ def test_between_batches_the_view_only_grows_at_its_end(tmp_path):
     for t in range(120):
         memory.commit_turn("s", "T", [Message("user", f"question {t} " + "q" * 300, 1.0),
                                       Message("reply", f"answer {t} " + "a" * 700, 1.0)], sync=False)
-        for job in memory.ready_work():
+        for job in ready_work(memory):
             memory.store_line(job.level, job.index, f"summary of {job.name} " + "s" * 100, sync=False)
-        rendered, _ = memory.render_view()
+        rendered, _ = memory.views.render()
         body = rendered[:-len("</chat>")]
         if previous and not body.startswith(previous):
             batches += 1
         previous = body
         _check(memory)
-    assert memory.view_size() <= SMALL.view_ceiling + SMALL.view_shrink_slack
+    assert memory.views.size() <= SMALL.view_ceiling + SMALL.view_shrink_slack
     assert 3 <= batches < 40, f"{batches} batches in 120 turns"
 
 
@@ -96,11 +103,11 @@ def test_free_nodes_are_stored_at_once(tmp_path):
     assert memory.node_text(1, 0) == "you: short question\nAssistant: short answer"
     memory.commit_turn("s", "T", [Message("user", "x" * 600, 1.0)])
     assert not memory.is_built(0, 2)
-    assert [j.name for j in memory.ready_work()] == ["2+1"]
-    rendered, stop = memory.render_view()
+    assert [j.name for j in ready_work(memory)] == ["2+1"]
+    rendered, stop = memory.views.render()
     # the parent exists, but the view merges only in a batch
     assert stop == 2 and rendered == "<chat>\n0+1|you: short question\n1+1|Assistant: short answer\n</chat>"
-    assert memory.recent_block(stop) == "2+0|you: " + "x" * 600
+    assert recent_block(memory, stop) == "2+0|you: " + "x" * 600
 
 
 def test_stored_line_is_written_once(tmp_path):
@@ -116,9 +123,9 @@ def test_stored_line_is_written_once(tmp_path):
 def test_ceiling_scales_to_small_windows(tmp_path):
     memory = _open(tmp_path, Settings())
     memory.set_window(40_000)
-    assert (memory.chat_saw.ceiling, memory.chat_saw.floor) == (40_000, 20_000)
+    assert (memory.views.chat_saw.ceiling, memory.views.chat_saw.floor) == (40_000, 20_000)
     memory.set_window(1_000_000)
-    assert (memory.chat_saw.ceiling, memory.chat_saw.floor) == (128_000, 64_000)
+    assert (memory.views.chat_saw.ceiling, memory.views.chat_saw.floor) == (128_000, 64_000)
     try:
         memory.set_window(16_000)
     except Exception as exc:  # noqa: BLE001 - the message is what matters
@@ -157,38 +164,40 @@ def test_writer_api_gives_input_context_and_route(tmp_path):
     long_text = "the server listens on port 5433 " * 30
     memory.commit_turn("chat-a", "Ports", [Message("user", long_text, 1.0),
                                            Message("reply", "noted " * 120, 2.0)])
-    memory.record_route("chat-a", {"provider": "sim", "model": "m1"}, "SYSTEM A")
-    jobs = memory.ready_work()
+    recorded_routes(memory).record("chat-a", {"provider": "sim", "model": "m1"}, "SYSTEM A")
+    jobs = ready_work(memory)
     assert [j.name for j in jobs] == ["0+1", "1+1"]
-    assert memory.job_input(jobs[0]) == "you: " + long_text
-    assert memory.job_route(jobs[0]) == ({"provider": "sim", "model": "m1"}, "SYSTEM A")
-    assert memory.writer_context(jobs[1]) == []  # stops at the first unwritten line
+    assert job_input(memory, jobs[0]) == "you: " + long_text
+    recorded = recorded_routes(memory).get(job_session(memory, jobs[0]))
+    assert (recorded.route, recorded.system) == ({"provider": "sim", "model": "m1"}, "SYSTEM A")
+    assert writer_context(memory, jobs[1]) == []  # stops at the first unwritten line
     first_line = "asked which port: 5433 " + "." * 280
     memory.store_line(0, 0, first_line)
-    context = memory.writer_context(jobs[1])
+    context = writer_context(memory, jobs[1])
     assert [line.render() for line in context] == ["0+1|" + first_line]
-    jobs = memory.ready_work()
+    jobs = ready_work(memory)
     assert [j.name for j in jobs] == ["1+1"]
     memory.store_line(0, 1, "acknowledged " + "," * 280)  # too long together: not a free parent
-    merge = memory.ready_work()
+    merge = ready_work(memory)
     assert [j.name for j in merge] == ["0+2"]
-    assert memory.job_input(merge[0]) == f"0+1|{first_line}\n1+1|acknowledged " + "," * 280
-    sources = memory.job_sources(merge[0])
+    assert job_input(memory, merge[0]) == f"0+1|{first_line}\n1+1|acknowledged " + "," * 280
+    sources = job_sources(memory, merge[0])
     assert any("5433" in s for s in sources[1:]) and len(sources) == 3
     # a later route replaces the earlier one, also as seen by another process
-    memory.record_route("chat-a", {"provider": "sim", "model": "m2"}, "SYSTEM B")
+    recorded_routes(memory).record("chat-a", {"provider": "sim", "model": "m2"}, "SYSTEM B")
     other = _open(tmp_path, Settings())
-    assert other.route_for("chat-a") == ({"provider": "sim", "model": "m2"}, "SYSTEM B")
-    assert other.route_for("nobody") is None
+    recorded = recorded_routes(other).get("chat-a")
+    assert (recorded.route, recorded.system) == ({"provider": "sim", "model": "m2"}, "SYSTEM B")
+    assert recorded_routes(other).get("nobody") is None
 
 
 def test_unwritten_lines_ahead_are_limited(tmp_path):
     memory = _open(tmp_path, Settings())
     memory.commit_turn("s", "T", [Message("user", f"{k} " + "m" * 700, 1.0) for k in range(12)])
-    leaves = [j for j in memory.ready_work() if j.level == 0]
+    leaves = [j for j in ready_work(memory) if j.level == 0]
     assert [j.index for j in leaves] == list(range(8))
     memory.store_line(0, 3, "three")
-    leaves = [j for j in memory.ready_work() if j.level == 0]
+    leaves = [j for j in ready_work(memory) if j.level == 0]
     assert [j.index for j in leaves] == [0, 1, 2, 4, 5, 6, 7, 8]
 
 
@@ -200,33 +209,33 @@ def test_merges_the_view_needs_come_first(tmp_path):
         memory.commit_turn("s", "T", [Message("user", f"{t} " + "u" * 700, 1.0)], sync=False)
     # write every message line but no merge: the view passes its ceiling and waits for parents
     memory.store_lines([(0, i, f"line {i} " + "l" * 300) for i in range(16)], sync=False)
-    assert memory.view_size() > s.view_ceiling and memory.needed and not memory.chat.shrinking
-    jobs = memory.ready_work()
+    assert memory.views.size() > s.view_ceiling and memory.views.needed and not memory.views.chat.shrinking
+    jobs = ready_work(memory)
     needed = [j for j in jobs if j.needed]
     assert needed and jobs[:len(needed)] == needed, "needed merges come before other work"
-    assert [j.part for j in needed] == [p for p in memory.needed if p in {j.part for j in jobs}]
+    assert [j.part for j in needed] == [p for p in memory.views.needed if p in {j.part for j in jobs}]
     # building them, in the order given, lets the batch apply in one step
-    before = list(memory.chat.parts)
-    while memory.chat.parts == before:
-        job = next(j for j in memory.ready_work() if j.needed)
+    before = list(memory.views.chat.parts)
+    while memory.views.chat.parts == before:
+        job = next(j for j in ready_work(memory) if j.needed)
         memory.store_line(job.level, job.index, f"merged {job.name} " + "m" * 300, sync=False)
-    assert memory.view_size() <= s.view_floor
+    assert memory.views.size() <= s.view_floor
 
 
 def _import_and_write(root: Path, s: Settings) -> tuple[Memory, int, int]:
     """2,000 unwritten messages at once, then the writer until it is done; (memory, view changes, stores)."""
     memory = _open(root, s)
-    memory.commit_turns([("s", "Imported", [Message("user", f"{t} " + "u" * 600, 1.0)], "completed", None, None)
+    memory.commit_turns([TurnRecord("s", "Imported", [Message("user", f"{t} " + "u" * 600, 1.0)])
                          for t in range(2000)], sync=False)
-    assert memory.chat.shrinking and len(memory.needed) > 500, len(memory.needed)
+    assert memory.views.chat.shrinking and len(memory.views.needed) > 500, len(memory.views.needed)
     stores = changes = 0
-    while jobs := memory.ready_work()[:6]:
-        before = list(memory.chat.parts)
+    while jobs := ready_work(memory)[:6]:
+        before = list(memory.views.chat.parts)
         memory.store_lines([(j.level, j.index, f"line {j.name} " + "l" * 100) for j in jobs], sync=False)
         stores += 1
-        changes += memory.chat.parts != before
+        changes += memory.views.chat.parts != before
         _check(memory)  # every view in between is a valid one
-    assert not memory.chat.shrinking and memory.view_size() <= s.view_floor
+    assert not memory.views.chat.shrinking and memory.views.size() <= s.view_floor
     return memory, changes, stores
 
 
@@ -239,9 +248,9 @@ def test_after_a_long_import_the_view_is_replanned_at_a_share_of_the_parents_and
     each, each_changes, each_stores = _import_and_write(tmp_path / "each", every)
     assert stores == each_stores, "the writer does the same work either way"
     assert 0 < changes * 3 < each_changes, (changes, each_changes)
-    assert memory.chat.parts == each.chat.parts and memory.wview.parts == each.wview.parts
+    assert memory.views.chat.parts == each.views.chat.parts and memory.views.wview.parts == each.views.wview.parts
     with _open(tmp_path / "share") as again:
-        assert again.chat.parts == memory.chat.parts and again.wview.parts == memory.wview.parts
+        assert again.views.chat.parts == memory.views.chat.parts and again.views.wview.parts == memory.views.wview.parts
 
 
 def test_a_shrinking_view_with_nothing_to_merge_matches_a_fresh_pass(tmp_path):
@@ -249,19 +258,19 @@ def test_a_shrinking_view_with_nothing_to_merge_matches_a_fresh_pass(tmp_path):
     memory = _open(tmp_path)
     for t in range(30):  # over the line budget each: no free lines, nothing built
         memory.commit_turn("s", "T", [Message("user", f"{t} " + "u" * 600, 1.0)], sync=False)
-    assert memory.chat.shrinking and all(level == 0 for level, _ in memory.chat.parts)
+    assert memory.views.chat.shrinking and all(level == 0 for level, _ in memory.views.chat.parts)
     memory.store_lines([(0, i, f"line {i} " + "l" * 400) for i in range(12)], sync=False)
     for t in range(5):
         memory.commit_turn("s", "T", [Message("user", f"later {t} " + "v" * 600, 1.0)], sync=False)
-    assert memory.chat.shrinking and all(level == 0 for level, _ in memory.chat.parts)
-    stuck = views.ViewState(list(memory.chat.parts), memory.chat.total, True)
-    fresh = memory.chat_saw.settle(stuck, memory.view_size(stuck), memory._size_of, memory.tree.built)
+    assert memory.views.chat.shrinking and all(level == 0 for level, _ in memory.views.chat.parts)
+    stuck = views.ViewState(list(memory.views.chat.parts), memory.views.chat.total, True)
+    fresh = memory.views.chat_saw.batch(stuck, memory.views.size(stuck), memory.views.lines)
     assert not fresh.changed and fresh.needed, "a full pass would not have merged anything either"
     with _open(tmp_path) as again:
-        assert again.chat.parts == memory.chat.parts and again.chat.shrinking
-    merge = next(job for job in memory.ready_work() if job.level == 1)
+        assert again.views.chat.parts == memory.views.chat.parts and again.views.chat.shrinking
+    merge = next(job for job in ready_work(memory) if job.level == 1)
     memory.store_line(merge.level, merge.index, f"merged {merge.name} " + "m" * 400, sync=False)
-    assert merge.part in memory.chat.parts, "the first merge built is applied at once"
+    assert merge.part in memory.views.chat.parts, "the first merge built is applied at once"
     _check(memory)
     with _open(tmp_path) as again:
-        assert again.chat.parts == memory.chat.parts and again.wview.parts == memory.wview.parts
+        assert again.views.chat.parts == memory.views.chat.parts and again.views.wview.parts == memory.views.wview.parts

@@ -13,6 +13,9 @@ from endless.core.memory import Memory
 from endless.core.messages import (KINDS, Message, MessageError, Stored, TraceBuilder, cap_middle,
                               check_kind, prepare, render, split_long, tag)
 from endless.core.settings import Settings, SettingsError
+from endless.writer.queue import ready_work
+from endless.writer.task import job_input
+from endless.writer.task import job_sources
 
 AT = 1_700_000_000.0
 S = Settings()
@@ -323,15 +326,15 @@ def test_memory_writer_task_reads_the_trimmed_trace_and_checks_against_the_whole
         memory.commit_turn("chat-a", "Build", [Message("user", "show me the log", AT),
                                                Message("trace", builder.text(), AT + 1),
                                                Message("reply", "the build finished " * 40, AT + 2)])
-        jobs = {job.index: job for job in memory.ready_work() if job.level == 0}
+        jobs = {job.index: job for job in ready_work(memory) if job.level == 0}
         trace_job = jobs[1]
-        task_input = memory.job_input(trace_job)
+        task_input = job_input(memory, trace_job)
         assert task_input.startswith("did: cat build.log\nresult: start ")
         assert "E4242" not in task_input and task_input.endswith(" done")
         assert len(task_input) < 1_000
-        (source,) = memory.job_sources(trace_job)
+        (source,) = job_sources(memory, trace_job)
         assert "E4242" in source  # the log and the fact check keep every character
-        assert memory.job_input(jobs[2]) == memory.job_sources(jobs[2])[0]
+        assert job_input(memory, jobs[2]) == job_sources(memory, jobs[2])[0]
 
 
 @pytest.mark.parametrize("name", ["writer_result_keep_chars", "writer_input_keep_chars"])

@@ -103,8 +103,8 @@ def test_two_writers_and_a_reader(place, tmp_path: Path) -> None:
         # Both writers stored lines; the first one for each node won and no node was stored twice.
         nodes = Counter((r["l"], r["i"]) for r in map(orjson.loads, memory.tree.path.read_bytes().splitlines()))
         assert max(nodes.values()) == 1, [n for n, c in nodes.items() if c > 1][:5]
-        views.validate(memory.chat, memory.total, memory.tree.built)
-        assert any(p[0] > 0 for p in memory.chat.parts), "the view never merged"
+        views.validate(memory.views.chat, memory.total, memory.tree.built)
+        assert any(p[0] > 0 for p in memory.views.chat.parts), "the view never merged"
 
 
 def test_a_reader_never_waits_for_the_lock(place) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from endless.llm.request import (Msg, Request, anthropic_mark_positions, to_anthropic, to_openai,
-                             view_message_blocks)
+from endless.llm.anthropic_api import anthropic_mark_positions, to_anthropic
+from endless.llm.openai_api import to_openai
+from endless.llm.request import Msg, Request, view_message_blocks
 
 TOOLS = [{"name": "zoom", "description": "open a line", "parameters": {"type": "object", "properties": {}}}]
 
@@ -93,7 +94,7 @@ def test_tool_calls_and_results_in_both_forms():
 
 
 def test_openai_breakpoints_mark_every_whole_view_block_up_to_the_read_limit():
-    from endless.llm.request import OPENAI_READ_BREAKPOINTS, openai_breakpoint_positions
+    from endless.llm.openai_api import OPENAI_READ_BREAKPOINTS, openai_breakpoint_positions
     request = _request([f"{i}+1|x" for i in range(4 * 100 + 2)])
     marks = openai_breakpoint_positions(request)
     assert len(marks) == OPENAI_READ_BREAKPOINTS and marks[0] == (-1, 0)

@@ -23,6 +23,7 @@ from endless.faces import answers
 from endless.core import sessions
 from endless.core.keys import Key, workspace_key
 from endless.core.memory import Memory
+from endless.core.turns import TurnRecord
 from endless.core.messages import Message
 from endless.faces.rpc import create_app, start_in_thread
 
@@ -129,7 +130,7 @@ def test_view_shape_tiles_the_history(fixture_root):
     lines = value["lines"]
     expected = 0
     with Memory.open(memory_id=mid, root=root, readonly=True, settings=F.small_settings()) as memory:
-        parts = memory.chat.parts
+        parts = memory.views.chat.parts
         for line, (level, index) in zip(lines, parts, strict=True):
             assert set(line) == LINE_KEYS
             assert line["id"] == expected == index << level and line["n"] == 1 << level
@@ -376,8 +377,8 @@ def slow_root(tmp_path_factory) -> tuple[Path, str]:
     """A memory where ``/(a|aa)+$/``-style patterns take seconds (catastrophic backtracking)."""
     root = tmp_path_factory.mktemp("slow")
     memory = Memory.open(workspace_key(None, root / "ws"), root=root, settings=F.small_settings())
-    memory.commit_turns([("s", "T", [Message("user", "a" * 40 + "!", 1.0)], "completed", None, None)
-                         for _ in range(50)], sync=False)
+    memory.commit_turns([TurnRecord("s", "T", [Message("user", "a" * 40 + "!", 1.0)]) for _ in range(50)],
+                        sync=False)
     mid = memory.memory_id
     memory.close()
     return root, mid

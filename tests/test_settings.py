@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from endless.core.keys import workspace_key
-from endless.core.memory import Memory, MemoryError_
+from endless.core.memory import Memory, MemoryUseError
 from endless.core.settings import Settings, SettingsError, config_path, describe, load_settings, setting_names
 
 # DESIGN §7, as numbers.
@@ -369,8 +369,8 @@ def test_serves_window():
 def test_memory_scales_its_view_to_the_window(tmp_path):
     smallest = Memory.open(workspace_key(None, tmp_path), settings=Settings(), root=tmp_path,
                            window_tokens=32_768)
-    assert (smallest.chat_saw.ceiling, smallest.chat_saw.floor) == (32_768, 16_384)
-    with pytest.raises(MemoryError_, match="32767"):
+    assert (smallest.views.chat_saw.ceiling, smallest.views.chat_saw.floor) == (32_768, 16_384)
+    with pytest.raises(MemoryUseError, match="32767"):
         smallest.set_window(32_767)
     smallest.close()
 

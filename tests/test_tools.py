@@ -25,6 +25,7 @@ from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message, TraceBuilder
 from endless.core.settings import Settings
+from endless.writer.queue import ready_work
 
 BASE = 1_700_000_000.0  # a fixed moment; every message time is BASE + something
 
@@ -252,7 +253,7 @@ def test_free_line_is_its_source_word_for_word_by_bytes(mem):
     assert mem.node_text(0, ids[1]) == "you: " + umlaut_512
     assert not mem.is_built(0, ids[2]) and mem.node_text(0, ids[2]) is None
     assert not mem.is_built(0, ids[3])
-    waiting = {(j.level, j.index) for j in mem.ready_work()}
+    waiting = {(j.level, j.index) for j in ready_work(mem)}
     assert {(0, ids[2]), (0, ids[3])} <= waiting and (0, ids[0]) not in waiting
     assert tools.zoom(mem, 2, 2) == "No line 2+2."
     # two 512-byte lines do not join into a free parent

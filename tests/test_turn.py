@@ -5,10 +5,14 @@ from __future__ import annotations
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
-from endless.llm.request import ToolCallOut, anthropic_mark_positions, to_anthropic
+from endless.llm.anthropic_api import anthropic_mark_positions, to_anthropic
+from endless.llm.request import ToolCallOut
 from endless.core.settings import Settings
 from endless.sim.clock import SimClock, run
-from endless.turn.protocol import Turn, build_request, pending, recent_bytes, system_prompt, turn_tools
+from endless.turn.head import build_request, recent_bytes, system_prompt, turn_tools
+from endless.turn.pending import pending
+from endless.turn.protocol import Turn
+from endless.writer.queue import ready_work
 
 HARNESS_TOOLS = [{"name": "terminal", "description": "run a command",
                   "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
@@ -23,7 +27,7 @@ def _turn(memory, session="s1"):
 
 
 def _write_all(memory):
-    while jobs := memory.ready_work():
+    while jobs := ready_work(memory):
         memory.store_lines([(j.level, j.index, f"line {j.name} " + "w" * 200) for j in jobs], sync=False)
 
 
@@ -126,7 +130,8 @@ def test_a_long_turn_refreshes_its_head_and_never_outgrows_the_window(tmp_path):
 
     from endless.sim.tokens import load_o200k_base
     from endless.core.lookback import call
-    from endless.turn.protocol import CONTINUED, refresh_bytes
+    from endless.turn.head import refresh_bytes
+    from endless.turn.protocol import CONTINUED
 
     encoding = load_o200k_base()
     clock = SimClock()
@@ -171,7 +176,7 @@ def test_a_refreshed_head_keeps_the_persons_message_and_the_newest_step_when_the
     It keeps the person's message and the newest steps (the oldest kept one shortened), names the
     rest for zoom, and stays within a quarter of the window."""
     from endless.core.lookback import call
-    from endless.turn.protocol import refresh_bytes
+    from endless.turn.head import refresh_bytes
 
     clock = SimClock()
     memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=Settings(), root=tmp_path,

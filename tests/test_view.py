@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from endless.core import tiling as views
-from endless.core.tiling import Sawtooth, ViewState, merge_down, most_due
+from endless.core.tiling import Lines, Sawtooth, ViewState, merge_down, most_due
 
 
 # -- the oracle: an independent transcription of Taelin's rollback-list push -----------
@@ -92,11 +92,11 @@ def test_worked_example_step_by_step():
     built = lambda l, i: True  # noqa: E731
     for t in range(10):
         state.append(t + 1)
-        outcome = saw.settle(state, 100 * len(state.parts), size_of, built)
+        outcome = saw.batch(state, 100 * len(state.parts), Lines(size_of, built))
         assert not outcome.changed and len(state.parts) == t + 1
     assert 100 * len(state.parts) == 1000
     state.append(11)
-    outcome = saw.settle(state, 1100, size_of, built)
+    outcome = saw.batch(state, 1100, Lines(size_of, built))
     assert [views.name(p) for p in outcome.merged] == ["0+2", "2+2", "4+2", "0+4", "6+2", "4+4"]
     assert [views.name(p) for p in state.parts] == ["0+4", "4+4", "8+1", "9+1", "10+1"]
     expected = {16: ["0+8", "8+4", "12+2", "14+2", "16+1"],
@@ -104,7 +104,7 @@ def test_worked_example_step_by_step():
     for t in range(11, 23):
         state.append(t + 1)
         before = list(state.parts)
-        outcome = saw.settle(state, 100 * len(state.parts), size_of, built)
+        outcome = saw.batch(state, 100 * len(state.parts), Lines(size_of, built))
         if t in expected:
             assert outcome.changed and [views.name(p) for p in state.parts] == expected[t]
             assert 100 * len(state.parts) == 500
@@ -119,15 +119,15 @@ def test_batch_waits_for_parents_then_applies_in_one_step():
     built = lambda l, i: (l, i) in have  # noqa: E731
     size_of = lambda part: 100  # noqa: E731
     state.append(11)
-    outcome = saw.settle(state, 1100, size_of, built)
+    outcome = saw.batch(state, 1100, Lines(size_of, built))
     assert not outcome.changed and len(state.parts) == 11
     assert [views.name(p) for p in outcome.needed] == ["0+2", "2+2", "4+2", "0+4", "6+2", "4+4"]
     for part in outcome.needed[:-1]:
         have.add(part)
-        again = saw.settle(state, 1100, size_of, built)
+        again = saw.batch(state, 1100, Lines(size_of, built))
         assert not again.changed, "a batch must not be applied before all its parents exist"
     have.add(outcome.needed[-1])
-    final = saw.settle(state, 1100, size_of, built)
+    final = saw.batch(state, 1100, Lines(size_of, built))
     assert final.changed and [views.name(p) for p in state.parts] == ["0+4", "4+4", "8+1", "9+1", "10+1"]
 
 
@@ -138,13 +138,13 @@ def test_shrinking_when_parents_stay_missing():
     built = lambda l, i: (l, i) in have  # noqa: E731
     size_of = lambda part: 100  # noqa: E731
     state.append(14)  # 1,400 bytes: past ceiling + slack
-    outcome = saw.settle(state, 1400, size_of, built)
+    outcome = saw.batch(state, 1400, Lines(size_of, built))
     assert outcome.changed and state.shrinking
     assert [views.name(p) for p in state.parts[:2]] == ["0+2", "2+2"]
     assert (2, 0) not in have and (1, 2) not in have
     have.update((l, i) for l in range(1, 5) for i in range(16))
     state.append(15)
-    outcome = saw.settle(state, 100 * len(state.parts), size_of, built)
+    outcome = saw.batch(state, 100 * len(state.parts), Lines(size_of, built))
     assert 100 * len(state.parts) <= 500 and not state.shrinking
 
 
@@ -180,7 +180,7 @@ def test_sawtooth_properties(scenario):
         before = list(state.parts)
         state.append(t + 1)
         size = sum(size_of(p) for p in state.parts)
-        outcome = saw.settle(state, size, size_of, built)
+        outcome = saw.batch(state, size, Lines(size_of, built))
         assert views.check_tiling(state.parts, t + 1) == t + 1
         for part in state.parts:
             assert part[0] == 0 or built(*part)
@@ -210,7 +210,7 @@ def test_merge_down_equals_repeated_most_due(levels_seed, target, missing):
     parts = [(0, i) for i in range(total)]
     built = lambda l, i: (l, i) not in missing  # noqa: E731
     size_of = lambda part: 100 + part[0] * 7 + part[1] % 13  # noqa: E731
-    fast, merged, size = merge_down(parts, total, target, size_of, built)
+    fast, merged, size = merge_down(parts, total, target, Lines(size_of, built))
     slow = list(parts)
     slow_merged = []
     while sum(size_of(p) for p in slow) > target:

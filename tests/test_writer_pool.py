@@ -13,8 +13,11 @@ from endless.sim.model import SimReply
 from endless.sim.writer_model import ScriptedWriter
 from writer_fixtures import CLAUDE, DEEPSEEK, fill, open_memory, providers, simulator
 from endless.writer.checks import judge
-from endless.writer.pool import WriterPool, lift_pause
+from endless.writer.pool import WriterPool
+from endless.writer.spend import lift_pause
 from endless.writer.usage import UsageLog
+from endless.writer.queue import ready_work
+from endless.writer.task import job_sources
 
 FIT = {"fit": 1.0}
 
@@ -99,12 +102,12 @@ def test_an_invented_number_is_rejected_with_feedback(tmp_path):
     assert any("which the input does not contain" in r["prompt"] for r in sim.records)
     # every stored line passes the checks against its sources (offline fallback included)
     for i in range(memory.total):
-        job_sources = memory.job_sources(memory_job(i))
-        assert judge(memory.node_text(0, i), job_sources).ok
+        sources = job_sources(memory, memory_job(i))
+        assert judge(memory.node_text(0, i), sources).ok
 
 
 def memory_job(i):
-    from endless.core.memory import Job
+    from endless.writer.queue import Job
     return Job(0, i)
 
 
@@ -292,7 +295,7 @@ def test_lease_handover_the_new_holder_finishes(tmp_path):
         return await _pool(second, sim).run(until_idle=True)
 
     run(handover(), clock)
-    second.refresh()
+    second.catch_up()
     assert _all_written(second)
     built = [r for r in second.tree.catch_up(False)]
     lines = (second.folder / "tree.turn.v1.jsonl").read_text().splitlines()
@@ -354,7 +357,7 @@ def test_every_task_the_pool_sends_is_a_writer_task(tmp_path):
     clock = SimClock()
     memory = open_memory(tmp_path, clock.wall)
     fill(memory, 4)
-    jobs = memory.ready_work()
+    jobs = ready_work(memory)
     assert len(jobs) >= 6
     for size in (1, 6):
         text = task_text(describe(memory, jobs[:size]), 512)

@@ -1,4 +1,4 @@
-"""writer/providers.py through the real SDK clients and the simulator's in-process transport.
+"""endless/llm/'s model clients through the real SDK clients and the simulator's in-process transport.
 
 Runs on the simulated clock (``endless.sim.clock.run``) in both venvs: the
 current SDKs (``openai`` 3.x / ``anthropic`` 2.x on ``httpx2``) and the ones
@@ -24,8 +24,11 @@ from endless.sim.simulator import Route as SimRoute
 from endless.sim.simulator import Simulator
 from endless.sim.transport import transport_for
 from endless.sim.writer_model import ScriptedWriter
-from endless.llm.providers import (Completion, ProviderError, Route, RouteError, Usage, make_provider,
-                              reasoning_params, resolve_api_key, retry_after_from)
+from endless.llm.client import Completion, Usage
+from endless.llm.connect import make_provider
+from endless.llm.errors import ProviderError, retry_after_from
+from endless.llm.models import reasoning_params
+from endless.llm.routes import Route, RouteError, resolve_api_key
 
 SYSTEM = "You write the lines of a long-running memory, one short line per message. " * 40
 VIEW = [f"{i}+1|you: step {i} touched src/module_{i}.py and port {5400 + i}" for i in range(100)]
@@ -400,7 +403,7 @@ def test_unknown_provider_and_keys(monkeypatch):
 
 
 def test_keywords_an_older_sdk_lacks_go_in_extra_body():
-    from endless.llm.providers import _fit_kwargs
+    from endless.llm.client import _fit_kwargs
 
     def create(*, model, messages, max_tokens=None, extra_body=None):  # an SDK without the newer keywords
         return None

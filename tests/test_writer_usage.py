@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from endless.writer import usage as usage_module
-from endless.llm.providers import Route, Usage
+from endless.llm.client import Usage
+from endless.llm.routes import Route
 from endless.writer.usage import LOG_NAME, SNAPSHOT_NAME, UsageLog, cost, find_price_entry, is_peak, price, price_table
 
 DEEPSEEK = Route("openai", "deepseek-flash", base_url="https://api.deepseek.com")
@@ -215,7 +216,8 @@ def test_cost_arithmetic():
 
 
 def test_one_hour_cache_writes_are_billed_at_their_own_price():
-    from endless.llm.providers import Usage, anthropic_usage
+    from endless.llm.anthropic_api import anthropic_usage
+    from endless.llm.client import Usage
     from endless.writer.usage import cost, price
 
     route = {"provider": "anthropic", "flavour": "anthropic", "model": "claude-sonnet-5"}

@@ -12,7 +12,9 @@ from endless.sim.cache import make_cache
 from endless.sim.simulator import Route as SimRoute, Simulator
 from endless.sim.transport import sdk_http_client
 from endless.sim.writer_model import ScriptedWriter
-from endless.llm.providers import Route, make_provider
+from endless.llm.connect import make_provider
+from endless.llm.routes import Route
+from endless.writer.recorded import recorded_routes
 
 DEEPSEEK = Route("openai", "deepseek-v4-pro", base_url="https://api.deepseek.com", api_key_env="SIM_KEY")
 CLAUDE = Route("anthropic", "claude-sonnet-5", api_key_env="SIM_KEY")
@@ -42,7 +44,7 @@ def long_text(k: int, words: int = 120) -> str:
 def fill(memory: Memory, turns: int, route: Route | None = DEEPSEEK, system: str = "SYSTEM PROMPT",
          session: str = "chat-1") -> None:
     if route is not None:
-        memory.record_route(session, route.to_json(), system, [])
+        recorded_routes(memory).record(session, route.to_json(), system, [])
     for t in range(turns):
         memory.commit_turn(session, "Ports", [Message("user", long_text(2 * t), memory.clock()),
                                               Message("reply", long_text(2 * t + 1), memory.clock())])

@@ -21,13 +21,18 @@ from typing import Callable
 import orjson
 
 from endless.core import durable
-from endless.core import tiling as views
-from endless.core.memory import Job, Memory
+from endless.core import tiling
 from endless.llm.request import Msg, Request
 from endless.core.settings import Settings
 from endless.writer import checks, offline
-from endless.llm.providers import Completion, ProviderError, Route, RouteError
-from endless.writer.task import JobText, build_request, describe, feedback, split_reply
+from endless.llm.client import Completion
+from endless.llm.errors import ProviderError
+from endless.llm.routes import Route, RouteError
+from endless.writer.interface import WriterMemory
+from endless.writer.queue import Job, work_queue
+from endless.writer.recorded import recorded_routes
+from endless.writer.spend import is_paused, write_pause
+from endless.writer.task import JobText, build_request, describe, feedback, job_input, job_session, split_reply
 from endless.writer.usage import UsageLog
 
 ProviderFactory = Callable[[Route], object]
@@ -82,10 +87,12 @@ class _Plan:
 class WriterPool:
     """The pool for one memory.  ``providers`` turns a route into a provider (tests pass the simulator's)."""
 
-    def __init__(self, memory: Memory, providers: ProviderFactory, *, settings: Settings | None = None,
+    def __init__(self, memory: WriterMemory, providers: ProviderFactory, *, settings: Settings | None = None,
                  route: Route | None = None, usage: UsageLog | None = None,
                  wall: Callable[[], float] | None = None) -> None:
         self.memory = memory
+        self.queue = work_queue(memory)
+        self.routes = recorded_routes(memory)
         self.settings = settings or memory.settings
         self.providers = providers
         self.override = route if route is not None else configured_route(self.settings)
@@ -113,14 +120,14 @@ class WriterPool:
         keeper: asyncio.Task | None = None
         try:
             while not stop.is_set():
-                if self.memory.lease.token is None or keeper is None or keeper.done():
+                if not self.memory.holds_lease or keeper is None or keeper.done():
                     if not self.memory.take_lease():
                         if until_idle:
                             return self.stats
                         await self._wait(stop, self.settings.writer_poll_seconds)
                         continue
                     keeper = asyncio.create_task(self.memory.keep_lease(lease_stop))
-                self.memory.refresh()
+                self.memory.catch_up()
                 now = loop.time()
                 launched = self._launch(now)
                 if until_idle and not self._tasks and not launched and not self._waiting_work(now):
@@ -140,9 +147,9 @@ class WriterPool:
         return self.stats
 
     async def _wait(self, stop: asyncio.Event, timeout: float) -> None:
-        snapshot = (self.memory.total, self.memory.tree.count)
+        snapshot = (self.memory.total, self.memory.lines_built)
         changed = asyncio.ensure_future(self.memory.settle(
-            lambda m: (m.total, m.tree.count) != snapshot, max(0.0, timeout)))
+            lambda m: (m.total, m.lines_built) != snapshot, max(0.0, timeout)))
         stopper = asyncio.ensure_future(stop.wait())
         waiters = {changed, stopper, *self._tasks}
         try:
@@ -168,30 +175,30 @@ class WriterPool:
 
     def _waiting_work(self, now: float) -> bool:
         """Ready work that only waits for a retry time, a backoff or the cache gate."""
-        return any(job.part not in self._in_flight for job in self.memory.ready_work()) and not self.paused()
+        return any(job.part not in self._in_flight for job in self.queue.ready()) and not self.paused()
 
     # -- choosing work ---------------------------------------------------------------
 
     def _plan(self, job: Job) -> _Plan:
-        recorded = self.memory.job_recorded(job)
+        recorded = self.routes.get(job_session(self.memory, job))
         if self.override is not None:
-            return _Plan(self.override, recorded["system"] if recorded else None,
-                         recorded["tools"] if recorded else [])
-        if recorded is None or not recorded.get("route"):
+            return _Plan(self.override, recorded.system if recorded else None,
+                         recorded.tools if recorded else [])
+        if recorded is None or not recorded.route:
             return _Plan(None, None, [])
         try:
-            route = Route.from_json(recorded["route"])
+            route = Route.from_json(recorded.route)
         except (ValueError, TypeError, KeyError) as exc:
             log(f"the recorded route of this chat is unusable ({exc}); writing its lines offline")
             return _Plan(None, None, [])
-        return _Plan(route, recorded["system"], recorded.get("tools") or [])
+        return _Plan(route, recorded.system, recorded.tools or [])
 
     def paused(self) -> bool:
         cap = self.settings.spend_cap_per_day
         if cap is None:
             return False
         spent = self.usage.spent_today(self.wall())
-        if spent < cap or lifted_today(self.memory, self.wall()):
+        if not is_paused(self.memory, spent, cap, self.wall()):
             self._paused_noted = False
             return False
         if not self._paused_noted:
@@ -205,7 +212,7 @@ class WriterPool:
         """Start calls for ready work while slots are free; True if anything started."""
         if self.paused() or now + _EPSILON < self._backoff_until:
             return False
-        ready = [job for job in self.memory.ready_work()
+        ready = [job for job in self.queue.ready()
                  if job.part not in self._in_flight and self._state(job).retry_at <= now + _EPSILON]
         ready.sort(key=lambda job: not self._state(job).first_in_line)
         plans = {job.part: self._plan(job) for job in ready}  # one routes read per job, not per pairing
@@ -246,7 +253,7 @@ class WriterPool:
     def _gate_key(self, plan_key: str) -> str:
         """The cached prefix a call reads: the chat prompt plus the writer view's merged lines."""
         merged = []
-        for part in self.memory.wview.parts:
+        for part in self.memory.views.wview.parts:
             if part[0] == 0:
                 break
             merged.append(part)
@@ -292,7 +299,7 @@ class WriterPool:
                 if verdict.ok:
                     self._store(item, verdict.text)
                 else:
-                    self._settle_failure(item, candidates[key], loop.time())
+                    self._no_try_passed(item, candidates[key], loop.time())
                 del unresolved[key]
             self._backoff = 0.0
         except ProviderError as error:
@@ -311,7 +318,7 @@ class WriterPool:
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.stats.calls += 1
-        names = [views.name(j.part) for j in jobs]
+        names = [tiling.name(j.part) for j in jobs]
         try:
             completion = await asyncio.wait_for(provider.complete(request), self.settings.call_timeout_seconds)
         except ProviderError as error:
@@ -358,7 +365,7 @@ class WriterPool:
             self.stats.model_lines += 1
         self._states.pop(item.job.part, None)
 
-    def _settle_failure(self, item: JobText, candidates: list[str], now: float) -> None:
+    def _no_try_passed(self, item: JobText, candidates: list[str], now: float) -> None:
         """No try passed: trim the shortest clean too-long try, or count a failed round."""
         budget = self.settings.line_budget
         if candidates:
@@ -392,9 +399,9 @@ class WriterPool:
     def _write_offline(self, job: Job, *, default: bool) -> None:
         budget = self.settings.line_budget
         if job.level == 0:
-            text = offline.offline_leaf(self.memory.job_input(job), budget)
+            text = offline.offline_leaf(job_input(self.memory, job), budget)
         else:
-            left, right = views.children(job.part)
+            left, right = tiling.children(job.part)
             text = offline.offline_merge(self.memory.node_text(*left) or "",
                                          self.memory.node_text(*right) or "", budget)
         stored = self.memory.store_line(job.level, job.index, text)
@@ -408,39 +415,8 @@ class WriterPool:
                 self._offline_noted = True
         else:
             self.stats.offline_fallbacks += 1
-            log(f"line {views.name(job.part)} failed {self.settings.content_rounds} rounds of checks; "
+            log(f"line {tiling.name(job.part)} failed {self.settings.content_rounds} rounds of checks; "
                 "the offline writer wrote it")
-
-
-# -- the spend-cap pause, shared across processes through the memory folder ------------
-
-def _day(wall: float) -> str:
-    return time.strftime("%Y-%m-%d", time.localtime(wall))
-
-
-def write_pause(memory: Memory, wall: float, spent: float, cap: float) -> None:
-    state = read_pause(memory)
-    state.update({"paused": _day(wall), "spent": spent, "cap": cap})
-    durable.write_json(memory.folder / "writer-pause.json", state)
-
-
-def read_pause(memory: Memory) -> dict:
-    try:
-        value = durable.read_json(memory.folder / "writer-pause.json")
-        return value if isinstance(value, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def lifted_today(memory: Memory, wall: float) -> bool:
-    return read_pause(memory).get("lifted") == _day(wall)
-
-
-def lift_pause(memory: Memory, wall: float | None = None) -> None:
-    """Let the pool spend past the cap for the rest of today (the `resume` command)."""
-    state = read_pause(memory)
-    state["lifted"] = _day(wall if wall is not None else time.time())
-    durable.write_json(memory.folder / "writer-pause.json", state)
 
 
 def configured_route(settings: Settings) -> Route | None:
@@ -456,7 +432,7 @@ def configured_route(settings: Settings) -> Route | None:
         return None
 
 
-async def run_pool(memory: Memory, providers: ProviderFactory, **kwargs) -> PoolStats:
+async def run_pool(memory: WriterMemory, providers: ProviderFactory, **kwargs) -> PoolStats:
     """Convenience: run a pool until nothing is left to do."""
     return await WriterPool(memory, providers, **kwargs).run(until_idle=True)
 

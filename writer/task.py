@@ -13,8 +13,11 @@ import re
 from dataclasses import dataclass
 
 from endless import prompts
-from endless.core import tiling as views
-from endless.core.memory import Job, Memory
+from endless.core import tiling
+from endless.core.errors import MemoryUseError
+from endless.core.render import ViewLine
+from endless.writer.interface import WriterMemory
+from endless.writer.queue import Job
 from endless.llm.request import Msg, Request, view_message_blocks
 
 WORDS_PER_512 = 70
@@ -36,12 +39,50 @@ class JobText:
 def job_name(job: Job) -> str:
     if job.level == 0:
         return f"compress message {job.index}"
-    left, right = views.children(job.part)
-    return f"merge lines {views.name(left)} and {views.name(right)}"
+    left, right = tiling.children(job.part)
+    return f"merge lines {tiling.name(left)} and {tiling.name(right)}"
 
 
-def describe(memory: Memory, jobs: list[Job]) -> list[JobText]:
-    return [JobText(job, str(k + 1), job_name(job), memory.job_input(job), memory.job_sources(job))
+def job_input(memory: WriterMemory, job: Job) -> str:
+    """What the writer compresses: ``tag: message`` (tool output trimmed), or the two child lines."""
+    if job.level == 0:
+        stored = memory.message(job.index)
+        if stored is None:
+            raise MemoryUseError(f"message {job.index} cannot be read from the log")
+        return stored.writer_task_input(memory.settings, memory.agent_name)
+    left, right = tiling.children(job.part)
+    return "\n".join(ViewLine(p, memory.node_text(*p)).render() for p in (left, right))
+
+
+def job_sources(memory: WriterMemory, job: Job) -> list[str]:
+    """Everything a line may draw facts from: its whole message, or a merge's lines and messages."""
+    if job.level == 0:
+        stored = memory.message(job.index)
+        return [job_input(memory, job) if stored is None
+                else stored.writer_source(memory.settings, memory.agent_name)]
+    sources = [job_input(memory, job)]
+    for message_id in range(tiling.first(job.part), tiling.end(job.part)):
+        stored = memory.message(message_id)
+        if stored is not None:
+            sources.append(stored.writer_source(memory.settings, memory.agent_name))
+    return sources
+
+
+def job_session(memory: WriterMemory, job: Job) -> str | None:
+    """The session whose route a job uses: its message's, or a merge's last message's."""
+    stored = memory.message(job.index if job.level == 0 else tiling.end(job.part) - 1)
+    return None if stored is None else stored.session
+
+
+def writer_context(memory: WriterMemory, job: Job) -> list[ViewLine]:
+    """The writer view up to the node, stopping at the first unwritten line."""
+    upto = job.index if job.level == 0 else tiling.end(job.part)
+    lines, _ = memory.views.written_prefix(writer=True, upto=upto)
+    return lines
+
+
+def describe(memory: WriterMemory, jobs: list[Job]) -> list[JobText]:
+    return [JobText(job, str(k + 1), job_name(job), job_input(memory, job), job_sources(memory, job))
             for k, job in enumerate(jobs)]
 
 
@@ -57,7 +98,7 @@ def task_text(items: list[JobText], budget: int) -> str:
         if item.job.level == 0:
             return prompts.text("writer/compress.txt").format(job=item.name, budget=budget, words=words,
                                                               ruler=ruler, input=item.input)
-        first, last = views.first(item.job.part), views.end(item.job.part) - 1
+        first, last = tiling.first(item.job.part), tiling.end(item.job.part) - 1
         return prompts.text("writer/merge.txt").format(job=item.name, budget=budget, words=words, ruler=ruler,
                                                        input=item.input, first=first, last=last)
     form = "\n".join(f'<line id="{item.key}">…</line>' for item in items)
@@ -67,13 +108,13 @@ def task_text(items: list[JobText], budget: int) -> str:
                                                    ruler=ruler, jobs=jobs)
 
 
-def context_lines(memory: Memory, jobs: list[Job]) -> list[str]:
+def context_lines(memory: WriterMemory, jobs: list[Job]) -> list[str]:
     """The writer view before the earliest job's node, stopping at the first unwritten line."""
-    earliest = min(jobs, key=lambda j: j.index if j.level == 0 else views.end(j.part))
-    return [line.render() for line in memory.writer_context(earliest)]
+    earliest = min(jobs, key=lambda j: j.index if j.level == 0 else tiling.end(j.part))
+    return [line.render() for line in writer_context(memory, earliest)]
 
 
-def build_request(memory: Memory, items: list[JobText], *, system: str | None, tools: list[dict],
+def build_request(memory: WriterMemory, items: list[JobText], *, system: str | None, tools: list[dict],
                   budget: int, max_tokens: int = 1024) -> Request:
     """The start of a writer conversation: the view message, then the task as its own message.
 

@@ -10,7 +10,7 @@ written in one ``write`` and fsynced before :meth:`UsageLog.record` returns::
 
 (``error`` is added for failed calls.)  ``outcome`` is ``"ok"`` or what went
 wrong: the writer's check results (``"too_long"``, ``"wrong_script"``,
-``"invented"`` …) or a :class:`writer.providers.ProviderError` kind
+``"invented"`` …) or a :class:`endless.llm.errors.ProviderError` kind
 (``"rate_limit"``, ``"timeout"`` …).  Every line is a call, whatever its outcome.
 
 **Totals across restarts.**  ``usage.totals.json`` is a small snapshot: the
@@ -89,7 +89,7 @@ class Price:
     source: str = ""
 
     def cost(self, usage: Any) -> float:
-        """USD for ``usage`` (a :class:`writer.providers.Usage` or anything with its four fields)."""
+        """USD for ``usage`` (a :class:`endless.llm.client.Usage` or anything with its four fields)."""
         long = _field(usage, "cache_write_long")
         return (_field(usage, "uncached") * self.input + _field(usage, "cached") * self.cached
                 + (_field(usage, "cache_write") - long) * self.write + long * (self.write_long or self.write)
@@ -374,9 +374,9 @@ class UsageLog:
         """Append (and fsync) one call's line; returns it.
 
         ``when``: Unix time of the call (None: the log's clock); ``route``: a
-        :class:`writer.providers.Route` (or a mapping with provider/flavour/
+        :class:`endless.llm.routes.Route` (or a mapping with provider/flavour/
         model); ``jobs``: the job names (``"41+1"``); ``usage``: the
-        :class:`writer.providers.Usage`, None for a call that failed;
+        :class:`endless.llm.client.Usage`, None for a call that failed;
         ``outcome``: ``"ok"``, a check result or a provider error kind.
         ``cost`` defaults to the prices table's.
         """

@@ -18,7 +18,7 @@ MEMORY_ID = re.compile(r"^[0-9a-f]{16}$")
 DEFAULT_PROFILE_AGENT = "endless"
 
 
-class KeyError_(ValueError):
+class InvalidKey(ValueError):
     """A key or memory id that cannot name a memory."""
 
 
@@ -34,16 +34,16 @@ class Key:
 
 def memory_id(agent: str, project: str) -> str:
     if not agent or not project:
-        raise KeyError_("a memory key needs a non-empty agent and project")
+        raise InvalidKey("a memory key needs a non-empty agent and project")
     if "\n" in agent:  # the hash joins agent and project with a newline
-        raise KeyError_(f"an agent name cannot contain a line break: {agent!r}")
+        raise InvalidKey(f"an agent name cannot contain a line break: {agent!r}")
     return hashlib.sha256(f"{agent}\n{project}".encode("utf-8")).hexdigest()[:16]
 
 
 def check_memory_id(value: object) -> str:
     """Accept only 16 lowercase hex digits, never a path."""
     if not isinstance(value, str) or not MEMORY_ID.fullmatch(value):
-        raise KeyError_(f"{value!r} is not a memory id (16 hex digits, lowercase)")
+        raise InvalidKey(f"{value!r} is not a memory id (16 hex digits, lowercase)")
     return value
 
 
@@ -60,10 +60,10 @@ def workspace_key(profile: str | None, workspace: str | os.PathLike[str]) -> Key
 
 def gateway_key(profile: str | None, platform: str, conversation_id: str) -> Key:
     if not platform or not conversation_id:
-        raise KeyError_("a gateway chat needs its platform and conversation id")
+        raise InvalidKey("a gateway chat needs its platform and conversation id")
     if ":" in platform or platform.startswith("/"):
         # Else "a:b" + "c" and "a" + "b:c" would share a memory, or a platform could name a folder.
-        raise KeyError_(f"a gateway platform name cannot contain ':' or start with '/': {platform!r}")
+        raise InvalidKey(f"a gateway platform name cannot contain ':' or start with '/': {platform!r}")
     return Key(agent_for_profile(profile), f"{platform}:{conversation_id}")
 
 

@@ -19,7 +19,8 @@ import orjson
 from endless import prompts
 from endless.core import recall as searching
 from endless.core import tiling as views
-from endless.core.memory import Memory, ViewLine
+from endless.core.memory import Memory
+from endless.core.render import ViewLine
 
 TOOL_NAMES = ("zoom", "date", "recall_search")
 
@@ -59,7 +60,7 @@ _INTEGER = re.compile(r"-?[0-9]{1,30}")
 
 def zoom(memory: Memory, ident: Any, n: Any, page: Any = 1) -> str:
     """The two halves of ``id+n``, or message ``id`` whole (paged) when ``n`` is 1."""
-    memory.refresh()
+    memory.catch_up()
     i, count, p = _int_arg(ident), _int_arg(n), _int_arg(page if page is not None else 1)
     shown = f"{ident}+{n}"
     if i is None or count is None:
@@ -102,7 +103,7 @@ def local_time(at: float) -> str:
 
 
 def date(memory: Memory, ident: Any) -> str:
-    memory.refresh()
+    memory.catch_up()
     i = _int_arg(ident)
     if i is None or i < 0 or i >= memory.total:
         return f"No message {ident}."
@@ -115,7 +116,7 @@ def date(memory: Memory, ident: Any) -> str:
 def recall_search(memory: Memory, query: Any, page: Any = 1,
                   clock: Callable[[], float] = time.monotonic) -> str:
     """Raw words in any case, or ``/pattern/``; 20 hits a page, newest first."""
-    memory.refresh()
+    memory.catch_up()
     p = _int_arg(page if page is not None else 1)
     if p is None or p < 1:
         return f"No page {page}: pages are numbered from 1."

@@ -22,6 +22,11 @@ def search_workers(settings: "Settings") -> int:
     return settings.rpc_search_workers or max(1, (os.cpu_count() or 2) - 1)
 
 
+# Bytes a sawtooth plans for the "id+n|" head and newline of a merge line not written yet (the
+# line itself is planned at line_budget); a head is at most about this long for any real history.
+PLANNED_HEAD_BYTES = 12
+
+
 class SettingsError(ValueError):
     """A settings file, variable or harness value could not be used."""
 
@@ -38,7 +43,7 @@ class Settings:
     view_floor: int = 64_000
     view_shrink_slack: int = 16_000
     # A shrinking view waiting for many parents (after a long import) is re-planned once this share
-    # of them is built, not at every one (see Memory._settle); a short wait re-plans at each.
+    # of them is built, not at every one (see ViewKeeper._run_sawtooth); a short wait re-plans at each.
     shrink_replan_share: float = 1 / 32
     writer_view_floor: int = 16_000
     writer_view_ceiling: int = 32_000
@@ -119,6 +124,11 @@ class Settings:
             ceiling = min(ceiling, int(window_tokens))
         floor = ceiling * self.view_floor // self.view_ceiling
         return ceiling, floor
+
+    @property
+    def planned_line_bytes(self) -> int:
+        """What a sawtooth assumes an unwritten merge line weighs, when planning a batch."""
+        return self.line_budget + PLANNED_HEAD_BYTES
 
     def serves_window(self, window_tokens: int | None) -> bool:
         return window_tokens is None or window_tokens >= self.smallest_window_tokens

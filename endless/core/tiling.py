@@ -18,6 +18,30 @@ Part = tuple[int, int]
 Built = Callable[[int, int], bool]
 SizeOf = Callable[[Part], int]
 
+
+@dataclass(frozen=True)
+class Lines:
+    """What the merge logic asks of the tree: each part's rendered size, and which parts are built.
+
+    ``built`` None plans as if every parent were built (the batch a view would
+    make once the writer has caught up).
+    """
+
+    size: SizeOf
+    built: Built | None = None
+
+    def is_built(self, part: Part) -> bool:
+        return self.built is None or self.built(*part)
+
+    def planned(self, estimate: int) -> "Lines":
+        """For planning a batch: an unbuilt parent counts as ``estimate`` bytes, and may merge."""
+        size, built = self.size, self.built
+
+        def planned_size(part: Part) -> int:
+            return size(part) if part[0] == 0 or built is None or built(*part) else estimate
+
+        return Lines(planned_size, None)
+
 _KEY_BITS = 80  # due compared as an exact integer: (T - last) << (_KEY_BITS - level)
 
 
@@ -133,14 +157,15 @@ def check_tiling(parts: Iterable[Part], total: int) -> int:
     return at
 
 
-def merge_down(parts: list[Part], total: int, target: int, size_of: SizeOf,
-               built: Built | None = None, size: int | None = None) -> tuple[list[Part], list[Part], int]:
+def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
+               size: int | None = None) -> tuple[list[Part], list[Part], int]:
     """Merge most-due pairs until the size is at most ``target`` or nothing can merge.
 
     Returns the new parts, the parents merged in order, and the new size.  The
     same choices as calling ``most_due`` repeatedly, with a heap instead of a
     scan per merge, so a whole batch costs O(n log n).
     """
+    size_of, built = lines.size, lines.built
     n = len(parts)
     cur = list(parts)
     alive = [True] * n
@@ -224,9 +249,17 @@ def validate(state: ViewState, total: int, built: Built) -> None:
 
 @dataclass
 class BatchOutcome:
+    """What one run of a sawtooth did, and the parents the next batch still waits for.
+
+    ``replanned`` is False when the keeper reused the last pass's plan
+    instead of running a new one (see ``ViewKeeper``): ``needed`` is then that
+    plan, unchanged.
+    """
+
     changed: bool
     merged: list[Part]
-    needed: list[Part]  # parents the next batch still waits for, in the order it would merge them
+    needed: list[Part]  # in the order the batch would merge them
+    replanned: bool = True
 
 
 @dataclass(frozen=True)
@@ -244,50 +277,45 @@ class Sawtooth:
     slack: int
     estimate: int  # size assumed for a parent not yet written, when planning
 
-    def settle(self, state: ViewState, size: int, size_of: SizeOf, built: Built) -> BatchOutcome:
+    def batch(self, state: ViewState, size: int, lines: Lines) -> BatchOutcome:
+        """Merge a whole batch if the view passed its ceiling and the parents exist (a full pass)."""
         if state.shrinking:
-            return self._shrink(state, size, size_of, built)
+            return self._shrink(state, size, lines)
         if size <= self.ceiling:
             return BatchOutcome(False, [], [])
-
-        def planned_size(part: Part) -> int:
-            return size_of(part) if part[0] == 0 or built(*part) else self.estimate
-
-        _, plan, _ = merge_down(state.parts, state.total, self.floor, planned_size, None, size)
-        needed = [p for p in plan if not built(*p)]
+        _, plan, _ = merge_down(state.parts, state.total, self.floor, lines.planned(self.estimate), size)
+        needed = [p for p in plan if not lines.is_built(p)]
         if not needed:
-            parts, merged, _ = merge_down(state.parts, state.total, self.floor, size_of, built, size)
+            parts, merged, _ = merge_down(state.parts, state.total, self.floor, lines, size)
             state.parts = parts
             return BatchOutcome(bool(merged), merged, [])
         if size > self.ceiling + self.slack:
             state.shrinking = True
-            outcome = self._shrink(state, size, size_of, built)
-            outcome.needed = [p for p in needed if not built(*p)]
+            outcome = self._shrink(state, size, lines)
+            outcome.needed = [p for p in needed if not lines.is_built(p)]
             return outcome
         return BatchOutcome(False, [], needed)
 
-    def _shrink(self, state: ViewState, size: int, size_of: SizeOf, built: Built) -> BatchOutcome:
-        parts, merged, new_size = merge_down(state.parts, state.total, self.floor, size_of, built, size)
+    def _shrink(self, state: ViewState, size: int, lines: Lines) -> BatchOutcome:
+        parts, merged, new_size = merge_down(state.parts, state.total, self.floor, lines, size)
         state.parts = parts
         needed: list[Part] = []
         if new_size <= self.floor:
             state.shrinking = False
         else:
-            def planned_size(part: Part) -> int:
-                return size_of(part) if part[0] == 0 or built(*part) else self.estimate
-            _, plan, _ = merge_down(parts, state.total, self.floor, planned_size, None, new_size)
-            needed = [p for p in plan if not built(*p)]
+            _, plan, _ = merge_down(parts, state.total, self.floor, lines.planned(self.estimate), new_size)
+            needed = [p for p in plan if not lines.is_built(p)]
         return BatchOutcome(bool(merged), merged, needed)
 
 
-def derive(chat: ViewState, sawtooth: Sawtooth, size_of: SizeOf, built: Built) -> ViewState:
+def derive(chat: ViewState, sawtooth: Sawtooth, lines: Lines) -> ViewState:
     """The writer view: the chat view merged further with the same rule, down to its floor."""
-    parts, _, size = merge_down(chat.parts, chat.total, sawtooth.floor, size_of, built)
+    parts, _, size = merge_down(chat.parts, chat.total, sawtooth.floor, lines)
     return ViewState(parts, chat.total, size > sawtooth.floor)
 
 
-def refold(total: int, size_of: SizeOf, built: Built, floor: int) -> ViewState:
+def refold(total: int, lines: Lines, floor: int) -> ViewState:
     """A view recomputed from scratch: every message, merged down to the floor with built parents."""
     parts = [(0, i) for i in range(total)]
-    parts, _, _ = merge_down(parts, total, floor, size_of, built)
+    parts, _, _ = merge_down(parts, total, floor, lines)
     return ViewState(parts, total, False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from collections import OrderedDict
 from pathlib import Path
 
 import orjson
@@ -18,15 +19,7 @@ from endless.core import durable
 from endless.core.log import Damage
 
 FORMAT = 1
-
-
-def fold(text: str) -> str:
-    """A node's text as one view line: line breaks become spaces (same byte count for ``\\n``)."""
-    return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-
-
-def line_size(head: str, text: str) -> int:
-    return len(head) + len(fold(text).encode("utf-8")) + 1
+TEXT_CACHE = 8192  # node texts kept in memory: every view line and then some
 
 
 class TreeStore:
@@ -43,6 +36,7 @@ class TreeStore:
         self.free_upto = 0  # free leaves are known stored for every message below this id
         self._dirty: dict[int, dict[int, int]] = {}
         self._fd: int | None = None
+        self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
 
     def _slot_path(self, level: int) -> Path:
         return self.index_dir / f"tree-L{level:02d}.v{FORMAT}.bin"
@@ -153,6 +147,20 @@ class TreeStore:
     def text(self, level: int, index: int) -> str | None:
         record = self.record(level, index)
         return None if record is None else record["text"]
+
+    def cached_text(self, level: int, index: int) -> str | None:
+        """``text``, from memory for the lines read lately (a node's text never changes)."""
+        part = (level, index)
+        text = self._texts.get(part)
+        if text is not None:
+            self._texts.move_to_end(part)
+            return text
+        text = self.text(level, index)
+        if text is not None:
+            self._texts[part] = text
+            if len(self._texts) > TEXT_CACHE:
+                self._texts.popitem(last=False)
+        return text
 
     def record(self, level: int, index: int) -> dict | None:
         if not self.built(level, index):

@@ -14,6 +14,7 @@ import re
 from endless.core import lookback as tools
 from endless.core import tiling as views
 from endless.core.memory import Memory
+from endless.core.render import recent_block
 
 _NAME = re.compile(r"^(\d+)\+(\d+)\|", re.M)
 
@@ -31,9 +32,9 @@ def reachable(memory: Memory, fact: str) -> bool:
     message_id = message_holding(memory, fact)
     if message_id is None:
         return False
-    lines, p = memory.written_prefix()
+    lines, p = memory.views.written_prefix()
     if message_id >= p:
-        return fact in memory.recent_block(p)
+        return fact in recent_block(memory, p)
     line = next((v for v in lines
                  if views.first(v.part) <= message_id < views.first(v.part) + views.count(v.part)), None)
     if line is None:

@@ -33,10 +33,14 @@ from endless.sim.script import ScriptTurn, tool_result
 from endless.sim.simulator import Route as SimRoute, Simulator
 from endless.sim.transport import sdk_http_client
 from endless.sim.writer_model import ScriptedWriter, is_writer_request
-from endless.turn.protocol import Turn, system_prompt, turn_tools
+from endless.turn.head import system_prompt, turn_tools
+from endless.turn.protocol import Turn
 from endless.writer.pool import PoolStats, WriterPool
-from endless.llm.providers import Route, Usage, make_provider
+from endless.llm.client import Usage
+from endless.llm.connect import make_provider
+from endless.llm.routes import Route
 from endless.writer.usage import cost
+from endless.writer.queue import ready_work
 
 HARNESS_SYSTEM = ("You are a careful assistant working with one person on their projects. Answer plainly, "
                   "use the tools when a task needs them, and keep what you promise. ") * 12
@@ -315,7 +319,7 @@ class Replay:
                                     outcome.steps, first))
                 transcript.append({"chat": item.chat, "person": item.person, "steps": steps,
                                    "reply": outcome.reply, "at": began, "tokens": first.tokens if first else 0})
-                view_sizes.append(memory.view_size())
+                view_sizes.append(memory.views.size())
                 if self.progress is not None:
                     self.progress(number + 1, len(self.script))
             self._current = None
@@ -386,7 +390,7 @@ class _Idle:
         self.built_upto = 0
 
     def __call__(self, memory: Memory) -> bool:
-        if memory.ready_work():
+        if ready_work(memory):
             return False
         while self.built_upto < memory.total and memory.is_built(0, self.built_upto):
             self.built_upto += 1

@@ -84,7 +84,7 @@ def run_demo(args: argparse.Namespace) -> int:
 def _show(out, memory: Memory, result, script) -> None:
     from rich.table import Table
 
-    lines, p = memory.written_prefix()
+    lines, p = memory.views.written_prefix()
     rendered = [line.render() for line in lines]
     out.print("\n[b]The view[/b] (what the model reads instead of the history), first and last lines:")
     for text in rendered[:3]:
@@ -94,7 +94,7 @@ def _show(out, memory: Memory, result, script) -> None:
         out.print("  " + _clip(text), markup=False)
 
     shares = [t.first.read["deepseek"] / t.first.tokens for t in result.turns[10:] if t.first and t.first.tokens]
-    built = memory.tree.count
+    built = memory.lines_built
     merges = max(0, built - memory.total)  # every message has its line by now; the rest are merges
     table = Table(title="The memory after the replay")
     table.add_column("what")
@@ -102,7 +102,7 @@ def _show(out, memory: Memory, result, script) -> None:
     table.add_row("turns / messages", f"{memory.turns:,} / {memory.total:,}")
     table.add_row("lines written (messages + merges)", f"{built:,}")
     table.add_row("merged lines", f"{merges:,}")
-    table.add_row("view", f"{len(lines):,} lines, {memory.view_size():,} bytes")
+    table.add_row("view", f"{len(lines):,} lines, {memory.views.size():,} bytes")
     table.add_row("recent block (messages not yet in a line)", f"{memory.total - p:,}")
     table.add_row("turn input read from cache, median / min (from turn 10)",
                   f"{statistics.median(shares):.1%} / {min(shares):.1%}" if shares else "–")

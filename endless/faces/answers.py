@@ -10,7 +10,7 @@ A function that cannot answer raises :class:`AnswerError` with one of the
 DESIGN §6 codes and a message saying what went wrong and what to do.
 
 The functions read the memory as it is: a caller that keeps a memory open
-catches it up first (``memory.refresh()``, or the RPC reader's cheaper check);
+catches it up first (``memory.catch_up()``, or the RPC reader's cheaper check);
 a freshly opened memory is already caught up.
 """
 
@@ -28,9 +28,9 @@ import orjson
 from endless.core import recall as searching
 from endless.core import sessions
 from endless.core import tiling as views
-from endless.core.keys import Key, KeyError_, memory_id as key_memory_id
+from endless.core.keys import Key, InvalidKey, memory_id as key_memory_id
 from endless.core.log import stored_from
-from endless.core.memory import Memory, MemoryError_, NoMemory, memories_dir
+from endless.core.memory import Memory, MemoryUseError, NoMemory, memories_dir
 from endless.core.settings import Settings
 
 BAD_REQUEST = "endless/bad-request"
@@ -101,7 +101,7 @@ def open_memory(settings: Settings, memory_id: Any, root: Path | None = None) ->
         return Memory.open(memory_id=mid, settings=settings, root=root, readonly=True, create=False)
     except NoMemory:
         raise AnswerError(UNKNOWN_MEMORY, f"there is no memory {mid}; list them with endless.memories") from None
-    except MemoryError_ as exc:
+    except MemoryUseError as exc:
         raise AnswerError(UNKNOWN_MEMORY, f"memory {mid} cannot be read: {exc}") from None
 
 
@@ -126,7 +126,7 @@ def bind(settings: Settings, args: dict, root: Path | None = None) -> dict:
     try:
         key = Key(agent, project)
         key_memory_id(agent, project)
-    except KeyError_ as exc:
+    except InvalidKey as exc:
         raise AnswerError(BAD_REQUEST, str(exc)) from None
     root = Path(root) if root is not None else settings.memory_root()
     try:
@@ -208,7 +208,7 @@ def line_value(memory: Memory, part: views.Part, times: TimeCache | None = None)
 def view(memory: Memory, times: TimeCache | None = None) -> dict:
     """``endless.view``: the chat view's lines, oldest first."""
     times = times or TimeCache()
-    return {"lines": [line_value(memory, part, times) for part in memory.chat.parts]}
+    return {"lines": [line_value(memory, part, times) for part in memory.views.chat.parts]}
 
 
 def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:

@@ -58,8 +58,8 @@ class Backend:
         return lookback.call(self.memory, name, arguments if arguments is not None else {}), not known
 
     def view_text(self) -> str:
-        self.memory.refresh()
-        text, _ = self.memory.render_view()
+        self.memory.catch_up()
+        text, _ = self.memory.views.render()
         return text
 
     def resource(self) -> dict:

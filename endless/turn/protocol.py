@@ -1,98 +1,36 @@
 """The turn protocol (DESIGN §4): the request a harness sends instead of its own history.
 
-One module for every harness.  A turn's head is built once, at its first
-request: the harness's system prompt with Endless's section, the tools with
-Endless's three, the rarely-changing context messages, the view up to its
-first unwritten line, the recent block ``[p, T)`` word for word, the per-turn
-state, then the new message.  Steps after the first keep that head and append
-the turn's own calls and results.  A turn waits only while the recent block
-would pass its limit, and is refused after the wait limit with one sentence;
-the refused message is kept and delivered once, with the next one.
+One :class:`Turn` for every harness.  A turn's head is built once, at its
+first request (:mod:`endless.turn.head`): the harness's system prompt with
+Endless's section, the tools with Endless's three, the rarely-changing context
+messages, the view up to its first unwritten line, the recent block ``[p, T)``
+word for word, the per-turn state, then the new message.  Steps after the
+first keep that head and append the turn's own calls and results.  A turn
+waits only while the recent block would pass its limit, and is refused after
+the wait limit with one sentence; the refused message is kept and delivered
+once, with the next one (:mod:`endless.turn.pending`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import orjson
 
 from endless import prompts
 from endless.core import durable
 from endless.core import lookback
-from endless.core.keys import session_file_name
-from endless.core.memory import Memory, TurnInProgress
+from endless.core.memory import Memory
+from endless.core.turns import TurnInProgress
 from endless.core.messages import TraceBuilder
-from endless.llm.request import Msg, Request, ToolCallOut, view_message_blocks
+from endless.llm.request import Msg, Request, ToolCallOut
+from endless.turn.head import build_request, fits, refresh_bytes
+from endless.turn.pending import drop_pending, keep_pending, pending
+from endless.writer.recorded import recorded_routes
 
 CONTINUED = "continued"  # the status of a long turn's parts before its last
 REFUSAL = ("I can't answer yet: my memory is still catching up on the last messages. "
            "Please send your message again in a minute; I have kept it and will read it then.")
-
-
-def system_prompt(harness_system: str) -> str:
-    """The harness's system prompt, then Endless's constant sections (the same bytes every turn)."""
-    sections = [prompts.text("turn/section.txt").strip(), prompts.text("writer/section.txt").strip()]
-    return "\n\n".join([harness_system.rstrip(), *sections]) if harness_system.strip() else "\n\n".join(sections)
-
-
-def turn_tools(harness_tools: list[dict], include_search: bool = True) -> list[dict]:
-    """The harness's tools, then Endless's look-back tools."""
-    own = lookback.definitions(include_search)
-    names = {t["name"] for t in own}
-    return [t for t in harness_tools if t.get("name") not in names] + own
-
-
-def recent_start(memory: Memory) -> int:
-    """p: the first message not covered by a written view line."""
-    _, p = memory.written_prefix()
-    return p
-
-
-def recent_bytes(memory: Memory, start: int | None = None) -> int:
-    start = recent_start(memory) if start is None else start
-    block = memory.recent_block(start)
-    return len(block.encode("utf-8")) + (1 if block else 0)
-
-
-def refresh_bytes(memory: Memory) -> int:
-    """A quarter of the window, in bytes: a token is at least a byte, so this errs early."""
-    window = memory.window_tokens or memory.settings.default_window_tokens
-    return int(window * memory.settings.long_turn_fraction)
-
-
-def fits(memory: Memory) -> bool:
-    return recent_bytes(memory) <= memory.settings.recent_block_bytes
-
-
-# -- the pending store: messages of refused turns, delivered once ----------------------
-
-def _pending_path(memory: Memory, session: str) -> Path:
-    return memory.folder / "pending" / f"{session_file_name(session)}.jsonl"
-
-
-def keep_pending(memory: Memory, session: str, text: str, at: float) -> None:
-    path = _pending_path(memory, session)
-    durable.make_dir(path.parent)
-    durable.append_lines(path, [durable.dumps_line({"s": session, "x": text, "at": at})])
-
-
-def pending(memory: Memory, session: str) -> list[str]:
-    data, _ = durable.read_complete(_pending_path(memory, session), 0)
-    out = []
-    for _, line in durable.iter_lines(data, 0):
-        try:
-            out.append(orjson.loads(line)["x"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            durable.log("turn", f"skipped a damaged line of {_pending_path(memory, session).name}")
-    return out
-
-
-def drop_pending(memory: Memory, session: str) -> None:
-    try:
-        _pending_path(memory, session).unlink()
-    except FileNotFoundError:
-        pass
 
 
 @dataclass
@@ -111,8 +49,8 @@ class Turn:
     state: str = ""
     refreshes: int = 0
     _journal: TurnInProgress | None = None
-    _person_id: int | None = None  # the person's message, once a refresh has logged it
-    _calls: int = 0  # tool calls the turn has made (a refresh saves them all)
+    _person_id: int | None = None  # the person's message, once a head rebuild has logged it
+    _calls: int = 0  # tool calls the turn has made (a head rebuild saves them all)
     _trace: TraceBuilder | None = None
     _step_bytes: int = 0
 
@@ -129,7 +67,7 @@ class Turn:
                                 f"{memory.settings.recent_block_bytes} bytes for {limit:.0f} s")
             return None
         if route is not None:
-            memory.record_route(self.session, route, self.system, self.tools)
+            recorded_routes(memory).record(self.session, route, self.system, self.tools)
         self.delivered_pending = pending(memory, self.session)
         new = "\n\n".join([*self.delivered_pending, message])
         self._journal = memory.journal(self.session, self.title)
@@ -164,10 +102,10 @@ class Turn:
             self._step_bytes += len(call.arguments.encode()) + len(result.encode())
         self._step_bytes += len(said.encode())
         if self._step_bytes > refresh_bytes(self.memory):
-            return self.refresh()
+            return self.rebuild_head()
         return head
 
-    def refresh(self) -> Request:
+    def rebuild_head(self) -> Request:
         """Rebuild the head so a long turn never outgrows the window (one cache miss).
 
         The turn so far is committed as a part with status ``continued``: its
@@ -212,88 +150,3 @@ class Turn:
         info = self._journal.commit(status, status_text)
         drop_pending(self.memory, self.session)
         return info
-
-
-def bounded_recent_block(memory: Memory, start: int, limit: int, keep: int | None = None) -> str:
-    """``[start, T)`` when it fits ``limit`` bytes; else the most of it that does, the rest named.
-
-    Only a long turn's refresh needs this, when the writer lags behind the
-    turn's own steps.  Message ``keep`` (the person's message of the turn)
-    always stays, shortened to at most a quarter of ``limit``; then the newest
-    messages, the oldest of them shortened to the room left.  Each run of
-    left-out messages gets a note line: they are in the memory, and ``zoom``
-    reads them by id.
-    """
-    total = memory.total
-    lines = {m: memory.recent_line(m) for m in range(start, total)}  # each message read once
-    block = "\n".join(lines.values())
-    if len(block.encode("utf-8")) <= limit:
-        return block
-    room = limit - 2 * _NOTE_ROOM
-    shown: dict[int, str] = {}
-    if keep is not None and start <= keep < total:
-        shown[keep] = shorten_line(lines[keep], keep, max(0, room // 4))
-        room -= len(shown[keep].encode("utf-8")) + 1
-    for message_id in range(total - 1, start - 1, -1):
-        if message_id == keep:
-            continue
-        line = lines[message_id]
-        size = len(line.encode("utf-8")) + 1
-        if size > room:
-            if room >= _MIN_SHORTENED:
-                shown[message_id] = shorten_line(line, message_id, room - 1)
-            break
-        shown[message_id] = line
-        room -= size
-    out: list[str] = []
-    message_id = start
-    while message_id < total:
-        if message_id in shown:
-            out.append(shown[message_id])
-            message_id += 1
-            continue
-        last = message_id
-        while last + 1 < total and last + 1 not in shown:
-            last += 1
-        note = prompts.text("turn/left_out.txt").strip().format(first=message_id, last=last)
-        out.append(f"{message_id}+0|note: {note}")
-        message_id = last + 1
-    return "\n".join(out)
-
-
-_NOTE_ROOM = 256  # bytes for one left-out note line
-_MIN_SHORTENED = 1024  # a message shortened below this shows too little to be worth it
-
-
-def shorten_line(line: str, message_id: int, size: int) -> str:
-    """``line`` in at most ``size`` UTF-8 bytes: its head and tail, with the cut named for ``zoom``."""
-    data = line.encode("utf-8")
-    if len(data) <= size:
-        return line
-    marker = prompts.text("turn/shortened.txt").strip()
-    longest = len(marker.format(cut=f"{len(line):,}", id=message_id).encode("utf-8")) + 2
-    half = max(0, (size - longest) // 2)
-    head = data[:half].decode("utf-8", "ignore")
-    tail = data[len(data) - half:].decode("utf-8", "ignore") if half else ""
-    cut = len(line) - len(head) - len(tail)
-    return f"{head}\n{marker.format(cut=f'{cut:,}', id=message_id)}\n{tail}"
-
-
-def build_request(memory: Memory, system: str, tools: list[dict], context: list[str], state: str,
-                  new: str, recent_limit: int | None = None, keep: int | None = None) -> Request:
-    """The head of DESIGN §4, in neutral form."""
-    lines, p = memory.written_prefix()
-    rendered = [line.render() for line in lines]
-    recent = (memory.recent_block(p) if recent_limit is None
-              else bounded_recent_block(memory, p, recent_limit, keep))
-    tail = []
-    if recent:
-        tail.append(recent + "\n")
-    if state:
-        tail.append(state.rstrip("\n") + "\n")
-    tail.append(new)
-    blocks, whole = view_message_blocks(rendered, tail)
-    messages = [Msg("user", [text]) for text in context]
-    messages.append(Msg("user", blocks))
-    return Request(system, tools, messages, view_message=len(context), view_blocks=whole,
-                   cache_key=memory.memory_id)

@@ -14,7 +14,8 @@ from typing import Awaitable, Callable
 from endless.core import lookback
 from endless.llm.request import ToolCallOut
 from endless.turn.protocol import REFUSAL, Turn
-from endless.llm.providers import Completion, ProviderError, Usage
+from endless.llm.client import Completion, Usage
+from endless.llm.errors import ProviderError
 
 RunTool = Callable[[ToolCallOut], Awaitable[str]]
 

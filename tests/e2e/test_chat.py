@@ -22,6 +22,7 @@ import pytest
 
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
+from endless.writer.recorded import recorded_routes
 from endless.core.settings import Settings
 from commands import endless_command
 from endless.sim.server import free_port
@@ -144,7 +145,7 @@ def test_two_turns_then_ctrl_c_during_a_slow_reply(sim, tmp_path: Path, style: s
         assert sum(1 for m in every if m.kind == "user" and m.text == slow) == 1
         assert not any(journal.glob("*.jsonl"))
         # The chat's own route was recorded for its session, so its writer calls go there.
-        assert memory.route_for(infos[0].session)[0]["model"] == model
+        assert recorded_routes(memory).get(infos[0].session).route["model"] == model
     replies = (tmp_path / "chat.out").read_text().splitlines()
     assert len(replies) == 3, replies
     assert "stopped" in err_path.read_text()

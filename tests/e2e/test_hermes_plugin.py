@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from endless.turn import head as turn_head
 from endless.turn import protocol as turn_protocol
 from endless.core.keys import gateway_key
+from endless.writer.recorded import recorded_routes
 
 from hermes_env import Env, HERMES_PYTHON, hermes_ready, outside_view, segments
 
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     reason=f"no Hermes venv with Endless: {HERMES_PYTHON} (create it with `python3 -m venv .venv-hermes && "
            ".venv-hermes/bin/pip install 'hermes-agent[anthropic]==0.19.0' && .venv-hermes/bin/pip install -e .`)")
 
-SECTION_START = turn_protocol.system_prompt("").split("\n", 1)[0]
+SECTION_START = turn_head.system_prompt("").split("\n", 1)[0]
 OUR_TOOLS = ["zoom", "date", "recall_search"]
 
 
@@ -358,10 +360,10 @@ def test_hermes_own_transcript_is_compacted_in_place(env: Env) -> None:
         assert memory.turns == 6 and count_in_memory(memory, "crane-") == 6
         assert [memory.turn(t).title for t in range(6)] == [""] * 3 + ["Crane planning"] * 3
         # the writer route is the chat's own model, recorded for this session (no key)
-        recorded = memory.recorded(results[0]["session_id"])
-        route = {k: recorded["route"].get(k) for k in ("provider", "model", "base_url")}
+        recorded = recorded_routes(memory).get(results[0]["session_id"])
+        route = {k: recorded.route.get(k) for k in ("provider", "model", "base_url")}
         assert route == {"provider": "openai", "model": "sim-model",
-                         "base_url": f"http://127.0.0.1:{env.port}/v1"}, recorded["route"]
+                         "base_url": f"http://127.0.0.1:{env.port}/v1"}, recorded.route
         assert "sk-sim-test" not in (memory.folder / "routes.jsonl").read_text()
     last = first_requests(env)[-1]["prompt"]
     assert head_part(last).lstrip().startswith("<chat>") and "crane-1" in head_part(last)

@@ -113,7 +113,7 @@ def test_tools_and_view_over_stdio(setup, monkeypatch) -> None:
     assert len(got["resources"]) == 1 and got["resources"][0]["mimeType"] == "text/plain"
     assert memory.memory_id in got["resources"][0]["uri"]
     with Memory.open(memory_id=memory.memory_id, settings=memory.settings, readonly=True) as ro:
-        view_now = ro.render_view()[0]
+        view_now = ro.views.render()[0]
     assert got["view"].startswith("<chat>\n0+") and got["view"].endswith("</chat>")
     assert got["late_view"] == view_now and got["late_view"] != got["view"]
     assert "kestrels" in got["late_view"]

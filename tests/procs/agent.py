@@ -21,6 +21,7 @@ from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
+from endless.writer.queue import ready_work
 
 memory: Memory | None = None
 offset = [0.0]
@@ -87,7 +88,7 @@ def op_open(c: dict) -> dict:
 def op_commit(c: dict) -> dict:
     """Commit ``count`` turns named ``name``-i, half through the journal, storing ready lines."""
     name, count, pad = c["name"], int(c["count"]), int(c.get("pad", 0))
-    seen = list(memory.chat.parts)
+    seen = list(memory.views.chat.parts)
     splits = []
     stored = 0
     for i in range(count):
@@ -102,29 +103,29 @@ def op_commit(c: dict) -> dict:
             memory.commit_turn(f"{name}-session", f"{name} title",
                                [Message("user" if k == 0 else "reply", t, time.time())
                                 for k, t in enumerate(texts)])
-        if not coarser_or_equal(memory.chat.parts, seen):
-            splits.append([seen, list(memory.chat.parts)])
-        seen = list(memory.chat.parts)
+        if not coarser_or_equal(memory.views.chat.parts, seen):
+            splits.append([seen, list(memory.views.chat.parts)])
+        seen = list(memory.views.chat.parts)
         if c.get("store"):
-            for job in memory.ready_work()[:2]:
+            for job in ready_work(memory)[:2]:
                 stored += bool(memory.store_line(job.level, job.index, line_text(job.level, job.index, name)))
         if c.get("refresh"):
-            memory.refresh()
-            if not coarser_or_equal(memory.chat.parts, seen):
-                splits.append([seen, list(memory.chat.parts)])
-            seen = list(memory.chat.parts)
+            memory.catch_up()
+            if not coarser_or_equal(memory.views.chat.parts, seen):
+                splits.append([seen, list(memory.views.chat.parts)])
+            seen = list(memory.views.chat.parts)
     return {"ok": True, "total": memory.total, "stored": stored, "splits": splits[:3],
             "reports": memory.reports}
 
 
 def op_state(c: dict) -> dict:
-    memory.refresh()
+    memory.catch_up()
     texts = []
     for message_id in range(memory.total):
         stored = memory.message(message_id)
         texts.append(None if stored is None else stored.text.split("|")[0])
     problems = []
-    for state in (memory.chat, memory.wview):
+    for state in (memory.views.chat, memory.views.wview):
         try:
             views.validate(state, memory.total, memory.tree.built)
         except views.ViewError as exc:
@@ -136,8 +137,8 @@ def op_state(c: dict) -> dict:
             problems.append(f"turn {t} does not start at {chain}: {info}")
             break
         chain += info.count
-    return {"ok": True, "total": memory.total, "turns": memory.turns, "chat_total": memory.chat.total,
-            "wview_total": memory.wview.total, "texts": texts, "problems": problems,
+    return {"ok": True, "total": memory.total, "turns": memory.turns, "chat_total": memory.views.chat.total,
+            "wview_total": memory.views.wview.total, "texts": texts, "problems": problems,
             "chain": chain, "reports": memory.reports, "damage": [str(d) for d in memory.damage]}
 
 
@@ -148,17 +149,17 @@ def op_read_loop(c: dict) -> dict:
     seen_total = memory.total
     while True:
         stopping = stop.exists()
-        memory.refresh()
+        memory.catch_up()
         total = memory.total
         if total < seen_total:
             return {"error": f"the total went back from {seen_total} to {total}"}
         seen_total = total
         try:
-            views.validate(memory.chat, total, memory.tree.built)
-            views.validate(memory.wview, total, memory.tree.built)
+            views.validate(memory.views.chat, total, memory.tree.built)
+            views.validate(memory.views.wview, total, memory.tree.built)
         except views.ViewError as exc:
             return {"error": f"a reader saw an invalid view: {exc}"}
-        for part in memory.chat.parts:
+        for part in memory.views.chat.parts:
             if memory.tree.built(*part) and memory.node_text(*part) is None:
                 return {"error": f"line {views.name(part)} is built but unreadable"}
         for message_id in {0, total - 1, (rounds * 7919) % max(total, 1), total // 2}:
@@ -175,7 +176,7 @@ def op_read_loop(c: dict) -> dict:
         if stopping:
             break
     return {"ok": True, "reads": reads, "rounds": rounds, "total": memory.total,
-            "chat_total": memory.chat.total, "wview_total": memory.wview.total}
+            "chat_total": memory.views.chat.total, "wview_total": memory.views.wview.total}
 
 
 def op_settle(c: dict) -> dict:
@@ -209,8 +210,8 @@ def op_refresh_paused(c: dict) -> dict:
         return found
 
     log.catch_up = catch_up
-    memory.refresh()
-    return {"ok": True, "total": memory.total, "chat_total": memory.chat.total}
+    memory.catch_up()
+    return {"ok": True, "total": memory.total, "chat_total": memory.views.chat.total}
 
 
 def op_die_after_log_append(c: dict) -> dict:
@@ -308,11 +309,11 @@ def main() -> None:
         "die_after_log_append": op_die_after_log_append,
         "die_in_turn": op_die_in_turn,
         "built": lambda c: {"ok": memory.is_built(int(c["level"]), int(c["index"]))},
-        "refresh": lambda c: {"ok": True, "changed": memory.refresh(), "total": memory.total,
-                              "chat_total": memory.chat.total, "parts": memory.chat.parts},
+        "refresh": lambda c: {"ok": True, "changed": memory.catch_up(), "total": memory.total,
+                              "chat_total": memory.views.chat.total, "parts": memory.views.chat.parts},
         "store": lambda c: {"ok": memory.store_line(int(c["level"]), int(c["index"]), c["text"])},
         "message": lambda c: {"ok": True, "text": getattr(memory.message(int(c["id"])), "text", None)},
-        "ready": lambda c: {"ok": True, "jobs": [[j.level, j.index] for j in memory.ready_work()]},
+        "ready": lambda c: {"ok": True, "jobs": [[j.level, j.index] for j in ready_work(memory)]},
     }
     for raw in sys.stdin:
         command = json.loads(raw)

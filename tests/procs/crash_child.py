@@ -25,6 +25,7 @@ from pathlib import Path
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.settings import Settings
+from endless.writer.queue import ready_work
 
 
 def message_text(run: int, turn: int, k: int, rng: random.Random) -> str:
@@ -62,7 +63,7 @@ def main() -> None:
             emit(f"J {run} {turn} {k}")
         info = pending.commit()
         emit(f"C {run} {turn} {info.first} {info.count} {info.turn}")
-        for job in memory.ready_work()[:rng.randint(0, 5)]:
+        for job in ready_work(memory)[:rng.randint(0, 5)]:
             stored = memory.store_line(job.level, job.index, line_text(job.level, job.index))
             emit(f"L {job.level} {job.index} {int(stored)}")
         turn += 1

@@ -29,9 +29,10 @@ from endless import prompts
 from endless.core import durable
 from endless.turn.run import run_turn
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
-from endless.core.memory import Memory, MemoryError_
+from endless.core.memory import Memory, MemoryUseError
 from endless.core.messages import Message
-from endless.turn.protocol import Turn, system_prompt, turn_tools
+from endless.turn.head import system_prompt, turn_tools
+from endless.turn.protocol import Turn
 
 
 def log(message: str) -> None:
@@ -72,7 +73,7 @@ def stop_turn(turn: Turn, memory: Memory, text: str) -> None:
 async def chat(memory: Memory, provider: Any, route: Any, session: str, title: str, system: str,
                providers_factory: Any, interactive: bool) -> int:
     from endless.writer.pool import WriterPool
-    from endless.llm.providers import ProviderError
+    from endless.llm.errors import ProviderError
 
     loop = asyncio.get_running_loop()
     lines = Lines(loop)
@@ -135,7 +136,8 @@ async def chat(memory: Memory, provider: Any, route: Any, session: str, title: s
 
 
 def _chat_command(args: argparse.Namespace) -> int:
-    from endless.llm.providers import Route, RouteError, make_provider
+    from endless.llm.connect import make_provider
+    from endless.llm.routes import Route, RouteError
 
     try:
         route = Route(args.api_style, args.model, base_url=args.base_url, api_key_env=args.key_env)
@@ -155,7 +157,7 @@ def _chat_command(args: argparse.Namespace) -> int:
         try:
             if args.window:
                 memory.set_window(args.window)
-        except MemoryError_ as exc:
+        except MemoryUseError as exc:
             print(f"[endless.chat] {exc}", file=sys.stderr)
             return EXIT_USAGE
         log(f"memory {memory.memory_id} ({memory.total} messages), session {session!r}, "
@@ -167,7 +169,7 @@ def _chat_command(args: argparse.Namespace) -> int:
         try:
             return asyncio.run(chat(memory, provider, route, session, title, system, providers,
                                     sys.stdin.isatty()))
-        except (MemoryError_, OSError) as exc:
+        except (MemoryUseError, OSError) as exc:
             log(f"stopped: {exc}")
             return EXIT_FAILED
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from endless.core.keys import KeyError_, Key, check_memory_id, workspace_key
-from endless.core.memory import Memory, MemoryError_, NoMemory
+from endless.core.keys import InvalidKey, Key, check_memory_id, workspace_key
+from endless.core.memory import Memory, MemoryUseError, NoMemory
 from endless.core.settings import Settings, load_settings
 
 EXIT_OK = 0
@@ -49,7 +49,7 @@ def choose(args: argparse.Namespace, *, readonly: bool, create: bool = False,
         key = key_of(args)
         return Memory.open(key, settings=settings, root=root, readonly=readonly,
                            create=create and not readonly, **open_kwargs)
-    except KeyError_ as exc:
+    except InvalidKey as exc:
         raise ChoiceError(f"{exc}; `endless memories` lists the memories there are") from None
     except NoMemory as exc:
         if getattr(args, "memory", None):
@@ -57,5 +57,5 @@ def choose(args: argparse.Namespace, *, readonly: bool, create: bool = False,
         raise ChoiceError(f"the workspace {workspace_of(args)} has no memory yet under "
                           f"{settings.memory_root()}; chat there first, or pick one with --memory "
                           "(`endless memories` lists them)") from None
-    except MemoryError_ as exc:
+    except MemoryUseError as exc:
         raise ChoiceError(str(exc)) from None

@@ -32,9 +32,10 @@ from endless.core import journal as journals
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK
 from endless.core.keys import MEMORY_ID
 from endless.core.locks import Lease, holder_pid, is_held
-from endless.core.memory import FORMAT, Memory, MemoryError_, memories_dir
+from endless.core.keyfile import FORMAT
+from endless.core.memory import Memory, MemoryUseError, memories_dir
 from endless.core.settings import Settings, SettingsError, config_path, load_settings
-from endless.turn.protocol import recent_start
+from endless.turn.head import recent_start
 
 STATUSES = ("ok", "warning", "error")
 PLUGIN_NAME = "endless"
@@ -139,7 +140,7 @@ def _loose_files(folder: Path) -> list[Path]:
 
 
 def _route_text(route: dict) -> str:
-    from endless.llm.providers import Route, RouteError
+    from endless.llm.routes import Route, RouteError
 
     try:
         return Route.from_json(route).describe()
@@ -159,7 +160,7 @@ def check_memory(report: Report, folder: Path, settings: Settings, now: float) -
         return
     try:
         memory = Memory.open(memory_id=mid, settings=settings, root=folder.parent.parent, readonly=True)
-    except (MemoryError_, OSError, ValueError) as exc:
+    except (MemoryUseError, OSError, ValueError) as exc:
         report.add("memory.format", "error", f"memory {mid}: {exc}", None, mid)
         return
     with memory:
@@ -260,7 +261,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                       "for the writer"
                       if over > 0 else ""),
                    "the writer pool runs with the next chat in this workspace" if over > 0 else None, mid)
-    from endless.writer.pool import lifted_today
+    from endless.writer.spend import is_paused
     from endless.writer.usage import UsageLog
 
     usage = UsageLog(folder, readonly=True)
@@ -270,7 +271,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     finally:
         usage.close()
     cap = settings.spend_cap_per_day
-    paused = cap is not None and spent >= cap and not lifted_today(memory, now)
+    paused = is_paused(memory, spent, cap, now)
     cap_text = "no spend cap" if cap is None else f"cap {cap:.4f} USD a day"
     report.add("memory.spend", "warning" if paused else "ok",
                f"memory {mid}: {totals['calls']} writer calls, {totals['cost']:.4f} USD in all, "
@@ -332,7 +333,7 @@ def _recorded_routes(memory: Memory) -> set[str]:
 
 
 def check_writer_route(report: Report, settings: Settings, environ: dict) -> None:
-    from endless.llm.providers import Route, RouteError
+    from endless.llm.routes import Route, RouteError
 
     if not settings.writer_route.strip():
         report.add("writer.route", "ok", "writer route: each chat's own; chats with none (imports, the demo) "
@@ -425,7 +426,7 @@ def repair(settings: Settings, memory_ids: Iterable[str] | None = None) -> list[
         try:
             with Memory.open(memory_id=name, settings=settings, create=False) as memory:
                 done.extend(f"memory {name}: {what}" for what in memory.reports)
-        except (MemoryError_, OSError) as exc:
+        except (MemoryUseError, OSError) as exc:
             done.append(f"memory {name}: not repaired ({exc})")
     return done
 

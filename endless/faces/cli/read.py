@@ -18,7 +18,7 @@ import orjson
 
 from endless.faces import answers
 from endless.faces.answers import AnswerError
-from endless.core.tree import fold
+from endless.core.render import fold
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 

@@ -56,17 +56,17 @@ def slash(raw_args: str = "") -> str:
 
 
 def render_view(memory) -> str:
-    memory.refresh()
-    text, _ = memory.render_view()
+    memory.catch_up()
+    text, _ = memory.views.render()
     return text or "(the memory is empty)"
 
 
 def status_text(memory, off: bool = False) -> str:
-    memory.refresh()
-    lines, p = memory.written_prefix()
-    from endless.turn.protocol import recent_bytes
+    memory.catch_up()
+    lines, p = memory.views.written_prefix()
+    from endless.turn.head import recent_bytes
     return (f"Endless memory {memory.memory_id} ({memory.key.agent} · {memory.key.project}): "
-            f"{memory.turns} turns, {memory.total} messages; view {len(memory.view_lines())} lines, "
+            f"{memory.turns} turns, {memory.total} messages; view {len(memory.views.view_lines())} lines, "
             f"{len(lines)} written; recent block {recent_bytes(memory)} of "
             f"{memory.settings.recent_block_bytes} bytes" + ("; OFF for this chat" if off else ""))
 
@@ -130,7 +130,7 @@ def run_cli(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from endless.faces.hermes.plugin import profile_name
     from endless.core.keys import workspace_key
-    from endless.core.memory import Memory, MemoryError_
+    from endless.core.memory import Memory, MemoryUseError
     from endless.core.settings import load_settings
 
     settings = load_settings()
@@ -140,7 +140,7 @@ def _status(args: argparse.Namespace) -> int:
         else:
             key = workspace_key(profile_name(), Path(args.workspace or "."))
             memory = Memory.open(key, settings=settings, create=False, readonly=True)
-    except (MemoryError_, ValueError) as exc:
+    except (MemoryUseError, ValueError) as exc:
         print(f"[endless.hermes] {exc}", file=sys.stderr)
         return 1
     with memory:

@@ -12,7 +12,7 @@ One turn of a chat, as Hermes runs it:
     interrupt flag.  After the wait limit the turn is refused.
 ``llm_request`` middleware (every request of the turn, retries included)
     the first request builds the head (DESIGN §4) through
-    :class:`endless.turn.Turn` and freezes it in wire form; every request
+    :class:`endless.turn.protocol.Turn` and freezes it in wire form; every request
     is that head, byte for byte, then the turn's own part exactly as Hermes
     built it (everything after the person's message: tool calls and results,
     ``/steer`` text inside results, Hermes's synthetic nudges).  New complete
@@ -26,6 +26,7 @@ One turn of a chat, as Hermes runs it:
 from __future__ import annotations
 
 import datetime as _dt
+import enum
 import inspect
 import os
 import threading
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from endless.core import lookback
+from endless.turn import head as turn_head
+from endless.turn import pending as turn_pending
 from endless.turn import protocol as turn_protocol
 from endless.faces.hermes import reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
@@ -48,6 +51,37 @@ REFUSED_PROMPT = "Reply with the single word: waiting."
 INTERRUPT_POLL = 0.1
 
 
+class Phase(enum.Enum):
+    """Where one Hermes turn stands with Endless (``TurnState.phase``; one at a time).
+
+    ``RUNNING``
+        runs with Endless: the head is built at its first request, then its steps follow.
+    ``BYPASSED``
+        runs without Endless, on Hermes's own history (``TurnState.reason`` says why:
+        ``side-agent``, ``off``, ``mode``, ``moa``, ``window``).
+    ``FAILED``
+        Endless could not prepare it (``reason``): it goes out as system prompt + message + notice.
+    ``REFUSED``
+        the recent block stayed too long: the model is asked to wait, the person gets ``REFUSAL``.
+    ``REFUSED_FAILED``
+        refused, then Endless failed (``reason``; keeping the message, say): sent as ``FAILED``
+        is, answered with ``REFUSAL`` as ``REFUSED`` is.
+    ``INTERRUPTED_WAITING``
+        Hermes was interrupted during the settle wait: the model is asked to wait, and when
+        the turn ends its message alone is committed as ``stopped``.
+    ``FINISHED``
+        committed: its turn (from ``RUNNING``) or its message alone (from ``INTERRUPTED_WAITING``).
+    """
+
+    RUNNING = "running"
+    BYPASSED = "bypassed"
+    FAILED = "failed"
+    REFUSED = "refused"
+    REFUSED_FAILED = "refused-failed"
+    INTERRUPTED_WAITING = "interrupted-waiting"
+    FINISHED = "finished"
+
+
 @dataclass
 class TurnState:
     session: str
@@ -55,10 +89,8 @@ class TurnState:
     user_message: str
     memory: Memory | None = None
     title: str = ""
-    bypass: str = ""  # why this turn runs without Endless ("" = it runs with it)
-    failure: str = ""  # why Endless failed this turn: it goes out as system prompt + message + notice
-    refused: bool = False
-    settle_interrupted: bool = False
+    phase: Phase = Phase.RUNNING
+    reason: str = ""  # BYPASSED: why it runs without Endless; FAILED, REFUSED_FAILED: what failed
     turn: turn_protocol.Turn | None = None
     head: Request | None = None
     frozen: dict | None = None
@@ -66,7 +98,6 @@ class TurnState:
     style: str = "none"
     steps_added: int = 0
     folded: int = 0
-    finished: bool = False
     route: dict | None = None
     window: int | None = None
 
@@ -104,7 +135,7 @@ class Plugin:
         if _is_side_agent(agent, platform):
             # subagents, cron, review forks (which share the parent's session id): left alone, and
             # never taking the parent's place as the session's current turn
-            state.bypass = "side-agent"
+            state.phase, state.reason = Phase.BYPASSED, "side-agent"
             with self.lock:
                 self.turns[(session_id, state.turn_id)] = state
             return None
@@ -112,23 +143,24 @@ class Plugin:
             previous = self.current.get(session_id)
             # keep only this session's previous turn (it may still need closing) and this one
             for key in [k for k in self.turns if k[0] == session_id and self.turns[k] is not previous
-                        and self.turns[k].bypass != "side-agent"]:
+                        and not _side_agent(self.turns[k])]:
                 del self.turns[key]
             self.turns[(session_id, state.turn_id)] = state
             self.current[session_id] = state
             self.last_session = session_id
         try:
-            state.bypass = self._bypass_reason(agent, session_id, platform)
-            if state.bypass:
-                if state.bypass == "off":
+            reason = self._bypass_reason(agent, session_id, platform)
+            if reason:
+                state.phase, state.reason = Phase.BYPASSED, reason
+                if reason == "off":
                     self.off_texts.setdefault(session_id, set()).add(text.strip())
                 return None
-            if previous is not None and not previous.finished and previous.turn is not None:
+            if previous is not None and previous.phase is not Phase.FINISHED and previous.turn is not None:
                 self._close(previous, "interrupted",
                             "The turn stopped: the model's provider failed or Hermes ended it early.")
             state.window = _window(agent)
             if state.window is not None and not runtime().settings.serves_window(state.window):
-                state.bypass = "window"
+                state.phase, state.reason = Phase.BYPASSED, "window"
                 self.note_once(session_id, "window", f"session {session_id}: a {state.window}-token window "
                                f"is under {runtime().settings.smallest_window_tokens}; this chat runs "
                                "without Endless")
@@ -146,8 +178,11 @@ class Plugin:
                         "in the memory as interrupted turns")
             self._settle(state, agent)
         except Exception as exc:  # never break Hermes's turn, never send the full history: say why
-            state.failure = f"{type(exc).__name__}: {exc}"
-            log(f"session {session_id}: Endless could not prepare this turn ({state.failure}); it is sent "
+            failure = f"{type(exc).__name__}: {exc}"
+            if state.phase is not Phase.BYPASSED:  # a bypassed turn still runs without Endless
+                state.phase = Phase.REFUSED_FAILED if state.phase is Phase.REFUSED else Phase.FAILED
+                state.reason = failure
+            log(f"session {session_id}: Endless could not prepare this turn ({failure}); it is sent "
                 "with the system prompt and this message only")
         return None
 
@@ -173,7 +208,7 @@ class Plugin:
         memory = state.memory
         assert memory is not None
         limit = rt.settings.turn_wait_seconds
-        future = rt.loop.submit(memory.settle(turn_protocol.fits, limit))
+        future = rt.loop.submit(memory.settle(turn_head.fits, limit))
         while True:
             try:
                 ok = future.result(INTERRUPT_POLL)
@@ -181,11 +216,11 @@ class Plugin:
             except TimeoutError:
                 if _interrupted(agent):
                     future.cancel()
-                    state.settle_interrupted = True
+                    state.phase = Phase.INTERRUPTED_WAITING
                     return
         if not ok:
-            state.refused = True
-            rt.loop.call(turn_protocol.keep_pending, memory, state.session, state.user_message, memory.clock())
+            state.phase = Phase.REFUSED
+            rt.loop.call(turn_pending.keep_pending, memory, state.session, state.user_message, memory.clock())
             log(f"refused a turn of {state.session!r}: the memory's recent block stayed over "
                 f"{rt.settings.recent_block_bytes} bytes for {limit:.0f} s")
 
@@ -194,17 +229,17 @@ class Plugin:
     def llm_request(self, request: dict | None = None, session_id: str = "", turn_id: str = "",
                     api_mode: str = "", api_call_count: int = 0, **_: Any) -> dict | None:
         state = self.state_for(session_id, str(turn_id))
-        if state is None or state.bypass or request is None:
+        if state is None or state.phase is Phase.BYPASSED or request is None:
             return None
         if api_mode not in wire.MODES:
             self.note_once(session_id, "mode", f"session {session_id}: {api_mode!r} requests run without Endless")
             return None
         try:
-            if state.failure:
-                raise RuntimeError(state.failure)
+            if state.phase in _FAILED:
+                raise RuntimeError(state.reason)
             return {"request": self._build(state, request, api_mode)}
         except Exception as exc:
-            if not state.failure:
+            if state.phase not in _FAILED:
                 log(f"session {session_id}: could not build the Endless request ({exc!r}); sending the "
                     "system prompt and this message only")
             try:
@@ -220,7 +255,8 @@ class Plugin:
     def _build(self, state: TurnState, request: dict, mode: str) -> dict:
         rt = runtime()
         system = wire.system_text(request, mode)
-        if state.refused or state.settle_interrupted:
+        if state.phase in (Phase.REFUSED, Phase.INTERRUPTED_WAITING) or (
+                state.phase is Phase.FINISHED and state.turn is None):  # its message alone was committed
             out = wire.safe_request(request, mode, system, REFUSED_PROMPT, "Endless: the memory is catching up")
             out.pop("tools", None)
             out.pop("tool_choice", None)
@@ -229,13 +265,13 @@ class Plugin:
         anchor = wire.find_anchor(conv, mode, state.user_message)
         own = conv[anchor + 1:]
         if state.turn is None:
-            tools = turn_protocol.turn_tools(wire.neutral_tools(request, mode), rt.settings.recall_search)
+            tools = turn_head.turn_tools(wire.neutral_tools(request, mode), rt.settings.recall_search)
             turn = turn_protocol.Turn(state.memory, state.session, state.title,
-                                      turn_protocol.system_prompt(system), tools)
+                                      turn_head.system_prompt(system), tools)
             head = rt.loop.run(turn.begin(state.user_message, per_turn_state(state), route=state.route,
                                           timeout=0))
             if head is None:  # another process committed between the settle and now
-                state.refused = True
+                state.phase = Phase.REFUSED
                 return self._build(state, request, mode)
             state.turn = turn
             state.head = head
@@ -258,29 +294,29 @@ class Plugin:
 
     def transform_llm_output(self, response_text: str = "", session_id: str = "", **_: Any) -> str | None:
         state = self.current.get(session_id)
-        if state is not None and not state.bypass and state.refused:
+        if state is not None and state.phase in _REFUSED:
             return turn_protocol.REFUSAL
         return None
 
     def post_llm_call(self, session_id: str = "", turn_id: str = "", assistant_response: str = "",
                       **_: Any) -> None:
         state = self.state_for(session_id, str(turn_id))
-        if state is None or state.bypass or state.finished:
+        if state is None or state.phase in (Phase.BYPASSED, Phase.FINISHED):
             return None
         if state.turn is not None:
             self._close(state, "completed", None, reply=assistant_response or "")
-        elif state.failure:
-            log(f"session {session_id}: this turn is not in the memory ({state.failure})")
+        elif state.phase in _FAILED:
+            log(f"session {session_id}: this turn is not in the memory ({state.reason})")
         return None
 
     def on_session_end(self, session_id: str = "", turn_id: str = "", completed: bool = False,
                        interrupted: bool = False, **_: Any) -> None:
         state = self.state_for(session_id, str(turn_id))
-        if state is not None and state.bypass == "side-agent":
+        if state is not None and _side_agent(state):
             with self.lock:
                 self.turns.pop((session_id, str(turn_id)), None)
             return None
-        if state is None or state.bypass or state.finished:
+        if state is None or state.phase in (Phase.BYPASSED, Phase.FINISHED):
             return None
         if state.turn is not None:
             if interrupted:
@@ -288,23 +324,24 @@ class Plugin:
             elif completed:
                 self._close(state, "completed", None)
             # else: an error exit; the next turn (or the next process) closes it as interrupted
-        elif state.settle_interrupted and state.memory is not None:
+        elif state.phase is Phase.INTERRUPTED_WAITING and state.memory is not None:
             self._commit_message_only(state, "stopped")
         return None
 
     def on_session_finalize(self, session_id: str = "", **_: Any) -> None:
         """Hermes is leaving this session (exit, /new): close its unfinished turn as interrupted."""
         state = self.current.get(session_id)
-        if state is not None and not state.bypass and not state.finished and state.turn is not None:
+        if (state is not None and state.phase not in (Phase.BYPASSED, Phase.FINISHED)
+                and state.turn is not None):
             self._close(state, "interrupted", "The turn stopped: the model's provider failed or Hermes "
                                               "ended the session before the turn finished.")
         return None
 
     def _close(self, state: TurnState, status: str, status_text: str | None, reply: str = "") -> None:
         with self.lock:
-            if state.finished:
+            if state.phase is Phase.FINISHED:
                 return
-            state.finished = True
+            state.phase = Phase.FINISHED
         try:
             runtime().loop.call(state.turn.finish, reply, status, status_text)
         except Exception as exc:
@@ -313,9 +350,9 @@ class Plugin:
 
     def _commit_message_only(self, state: TurnState, status: str) -> None:
         with self.lock:
-            if state.finished:
+            if state.phase is Phase.FINISHED:
                 return
-            state.finished = True
+            state.phase = Phase.FINISHED
         memory = state.memory
 
         def commit():
@@ -344,6 +381,14 @@ class Plugin:
 
 
 PLUGIN = Plugin()
+
+_FAILED = (Phase.FAILED, Phase.REFUSED_FAILED)  # sent as system prompt + message + notice
+_REFUSED = (Phase.REFUSED, Phase.REFUSED_FAILED)  # answered with the refusal sentence
+
+
+def _side_agent(state: TurnState) -> bool:
+    """A subagent's, cron job's or review fork's turn: never the session's current one."""
+    return state.phase is Phase.BYPASSED and state.reason == "side-agent"
 
 
 def _view_msg(head: Request | None) -> Any:
@@ -438,7 +483,7 @@ def _route(agent: Any, rt) -> dict | None:
     """The chat's own model as the writer route (the key stays in memory, never in the route)."""
     if agent is None or not getattr(agent, "model", None):
         return None
-    from endless.llm.providers import Route, RouteError
+    from endless.llm.routes import Route, RouteError
 
     provider = "anthropic" if getattr(agent, "api_mode", "") == "anthropic_messages" else "openai"
     base_url = getattr(agent, "base_url", None) or None
@@ -453,7 +498,7 @@ def _route(agent: Any, rt) -> dict | None:
 def _route_style(route: dict | None) -> str:
     if not route:
         return "none"
-    from endless.llm.providers import Route
+    from endless.llm.routes import Route
 
     try:
         return Route.from_json(route).style or "none"

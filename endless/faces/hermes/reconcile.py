@@ -60,9 +60,9 @@ def missed(history: list[dict], current: str, known: str | None, skip: Iterable[
 def reconcile(memory: Memory, session: str, title: str, history: list[dict], current: str,
               skip: Iterable[str]) -> int:
     """Commit each missed message as an interrupted turn; returns how many (runs on the loop thread)."""
-    from endless.turn.protocol import pending
+    from endless.turn.pending import pending
 
-    memory.refresh()
+    memory.catch_up()
     texts = missed(history, current, last_known_text(memory, session), [*skip, *pending(memory, session)])
     for text in texts:
         journal = memory.journal(session, title)

@@ -95,7 +95,7 @@ class Runtime:
         return task
 
     def _provider(self, route):
-        from endless.llm.providers import make_provider
+        from endless.llm.connect import make_provider
 
         key = self.api_keys.get((route.base_url or "").rstrip("/"))
         return make_provider(route, api_key=key)

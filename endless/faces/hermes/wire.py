@@ -17,8 +17,9 @@ from typing import Any
 
 import orjson
 
-from endless.llm.request import (ANTHROPIC_MAX_MARKS, Request, ToolCallOut, anthropic_mark_positions,
-                             to_anthropic, to_openai)
+from endless.llm.anthropic_api import ANTHROPIC_MAX_MARKS, anthropic_mark_positions, to_anthropic
+from endless.llm.openai_api import to_openai
+from endless.llm.request import Request, ToolCallOut
 
 MODES = ("chat_completions", "anthropic_messages")
 MARK_KEYS = ("cache_control", "prompt_cache_breakpoint")

@@ -35,7 +35,8 @@ from endless.core import lookback
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
-from endless.core.memory import Memory, MemoryError_
+from endless.core.memory import Memory, MemoryUseError
+from endless.core.turns import TurnRecord
 from endless.core.messages import Message, TraceBuilder, prepare
 from endless.core.settings import Settings, load_settings
 
@@ -266,7 +267,7 @@ def _hermes_workspace_sessions(path: Path, project: str | None) -> list[str]:
 
 def estimate(plan: Plan, settings: Settings, total_before: int) -> dict:
     """Writer lines, calls and cost the new messages will take on the configured route (a rough bound)."""
-    from endless.llm.providers import Route, RouteError
+    from endless.llm.routes import Route, RouteError
     from endless.writer.usage import cost, price
 
     budget = settings.line_budget
@@ -320,7 +321,7 @@ def commit(memory: Memory, plan: Plan, show_progress: bool) -> int:
         batch: list[tuple] = []
         size = 0
         for turn in plan.new:
-            batch.append((turn.session, turn.title, turn.messages, "completed", None, turn.tid, turn.at))
+            batch.append(TurnRecord(turn.session, turn.title, turn.messages, tid=turn.tid, at=turn.at))
             size += sum(len(m.text) for m in turn.messages)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
                 done += len(memory.commit_turns(batch))
@@ -407,7 +408,7 @@ def _import_command(args: argparse.Namespace) -> int:
     except ChoiceError as exc:
         print(f"[endless.import] {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (MemoryError_, OSError) as exc:
+    except (MemoryUseError, OSError) as exc:
         print(f"[endless.import] stopped: {exc}. The turns committed so far are kept; run the same import "
               "again to add the rest.", file=sys.stderr)
         return EXIT_FAILED

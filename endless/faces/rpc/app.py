@@ -24,16 +24,19 @@ end in ``endless/timeout`` (it ran past ``rpc_request_seconds``),
 ``endless/internal`` (a bug; the message never carries a stack trace, which
 goes to stderr).
 
-View and zoom run on the event loop itself (a catch-up, then cached text or
-one record); memories and bind on a small thread pool; history pages and
-searches in worker processes with a bounded queue, so a slow search can
-neither hold the interpreter lock nor stand in line before a view.
+Every method is one entry of ``METHODS`` (its handler, arguments, whether the
+page may call it, where it runs).  View and zoom run on the event loop itself
+(a catch-up, then cached text or one record); memories and bind on a small
+thread pool; history pages and searches in worker processes with a bounded
+queue, so a slow search can neither hold the interpreter lock nor stand in
+line before a view.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import multiprocessing
 import re
 import secrets
@@ -44,7 +47,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from starlette.applications import Starlette
@@ -56,6 +59,7 @@ from starlette.routing import Route
 from endless.faces import answers
 from endless.core import durable
 from endless.faces.answers import AnswerError
+from endless.faces.rpc import readers
 from endless.faces.rpc.readers import Readers
 from endless.core.settings import Settings, search_workers
 
@@ -63,18 +67,56 @@ TIMEOUT = "endless/timeout"
 BUSY = "endless/busy"
 INTERNAL = "endless/internal"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "::ffff:127.0.0.1"})
-RPC_METHODS = ("bind", "memories", "view", "zoom", "history", "search")
-UI_METHODS = ("memories", "view", "zoom", "history", "search")
-ARGS = {
-    "bind": {"sessionId", "agent", "project", "agentName"},
-    "memories": {"agent"},
-    "view": {"memoryId"},
-    "zoom": {"memoryId", "id", "n", "page"},
-    "history": {"memoryId", "before", "limit"},
-    "search": {"memoryId", "query", "limit"},
-}
-REQUIRED = {"bind": {"sessionId", "agent", "project"}, "memories": set(), "view": {"memoryId"},
-            "zoom": {"memoryId", "id", "n"}, "history": {"memoryId"}, "search": {"memoryId", "query"}}
+
+
+class Runs(enum.Enum):
+    """Where a method runs."""
+
+    LOOP = "loop"  # on the event loop once its memory is open (short work); its first use on THREADS
+    THREADS = "threads"  # the small thread pool
+    PROCESSES = "processes"  # the worker processes, behind a bounded queue (endless/busy past it)
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method of the host RPC, ``POST /api/endless.<name>``."""
+
+    name: str
+    handler: Callable[[Readers, dict], Any]  # (the open readers, args) -> value (or raw JSON bytes)
+    args: frozenset[str]  # the arguments it takes
+    required: frozenset[str]  # the arguments it needs (not null)
+    page: bool  # the page may call it too, on ``POST /api/endless-ui.<name>``
+    runs: Runs
+
+
+def _method(name: str, handler: Callable[[Readers, dict], Any], args: set[str], required: set[str],
+            page: bool, runs: Runs) -> Method:
+    return Method(name, handler, frozenset(args), frozenset(required), page, runs)
+
+
+# The one table of the host RPC: the routes, the envelope checks, ``call`` and ``run`` all read it
+# (in this order the refusals list the methods).
+METHODS: dict[str, Method] = {m.name: m for m in (
+    _method("bind", readers.bind, {"sessionId", "agent", "project", "agentName"},
+            {"sessionId", "agent", "project"}, page=False, runs=Runs.THREADS),
+    _method("memories", readers.memories, {"agent"}, set(), page=True, runs=Runs.THREADS),
+    _method("view", readers.view, {"memoryId"}, {"memoryId"}, page=True, runs=Runs.LOOP),
+    _method("zoom", readers.zoom, {"memoryId", "id", "n", "page"}, {"memoryId", "id", "n"},
+            page=True, runs=Runs.LOOP),
+    _method("history", readers.history, {"memoryId", "before", "limit"}, {"memoryId"},
+            page=True, runs=Runs.PROCESSES),
+    _method("search", readers.search, {"memoryId", "query", "limit"}, {"memoryId", "query"},
+            page=True, runs=Runs.PROCESSES),
+)}
+
+
+def method_named(name: str) -> Method:
+    method = METHODS.get(name)
+    if method is None:
+        raise AnswerError(answers.BAD_REQUEST, f"there is no method endless.{name}")
+    return method
+
+
 RPC_ID_LIMIT = 200
 STATIC = ("index.html", "app.css", "app.js")
 _CONTENT_TYPES = {"html": "text/html; charset=utf-8", "css": "text/css; charset=utf-8",
@@ -177,29 +219,17 @@ class EndlessApp:
 
     def call(self, method: str, args: dict) -> Any:
         """Run one method on this thread; returns its value (or raw JSON bytes for the view)."""
-        if method == "bind":
-            return answers.bind(self.settings, args, self.root)
-        if method == "memories":
-            return answers.memories(self.settings, args, self.root, summary_of=self.readers.summary)
-        reader = self.readers.get(args.get("memoryId"))
-        if method == "view":
-            return reader.view_json()
-        if method == "zoom":
-            return reader.zoom(args)
-        if method == "history":
-            return reader.history(args, self.settings)
-        if method == "search":
-            return reader.search(args, self.settings)
-        raise AnswerError(answers.BAD_REQUEST, f"there is no method endless.{method}")
+        return method_named(method).handler(self.readers, args)
 
     async def run(self, method: str, args: dict) -> Any:
         loop = asyncio.get_running_loop()
-        if method in ("view", "zoom") and self.readers.is_open(args.get("memoryId")):
+        spec = method_named(method)
+        if spec.runs is Runs.LOOP and self.readers.is_open(args.get("memoryId")):
             # Short work on an open memory (a catch-up, then cached text or one record): answered
             # on the event loop itself, so a queue of slower requests never stands before them.
             # A memory's first use (opening it) goes to the thread pool instead.
             return self.call(method, args)
-        if method not in ("history", "search"):
+        if spec.runs is not Runs.PROCESSES:
             return await loop.run_in_executor(self.quick, self.call, method, args)
         with self._slow_lock:
             if self._slow_waiting >= self.settings.rpc_search_queue:
@@ -208,7 +238,7 @@ class EndlessApp:
             self._slow_waiting += 1
         from endless.faces.rpc import workers
         try:
-            future = self.slow.submit(workers.run, method, args)
+            future = self.slow.submit(workers.run, spec.handler, args)
         except BaseException:
             self._done_slow(None)
             raise
@@ -307,11 +337,12 @@ def parse_envelope(body: bytes, method: str) -> tuple[Any, dict]:
     args = payload.get("args", {})
     if not isinstance(args, dict):
         raise Refused(400, "payload.args must be an object of named arguments", rpc_id)
-    unknown = set(args) - ARGS[method]
+    spec = METHODS[method]
+    unknown = set(args) - spec.args
     if unknown:
         raise Refused(400, f"endless.{method} takes no argument {', '.join(sorted(unknown))}; "
-                           f"its arguments are {', '.join(sorted(ARGS[method])) or 'none'}", rpc_id)
-    missing = REQUIRED[method] - {k for k, v in args.items() if v is not None}
+                           f"its arguments are {', '.join(sorted(spec.args)) or 'none'}", rpc_id)
+    missing = spec.required - {k for k, v in args.items() if v is not None}
     if missing:
         raise Refused(400, f"endless.{method} needs {', '.join(sorted(missing))}", rpc_id)
     return rpc_id, args
@@ -417,10 +448,10 @@ async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, lis
         ui, method = route.group(1) == "endless-ui", route.group(2)
         if scope["method"] != "POST":
             raise Refused(405, "send the envelope with POST")
-        allowed = UI_METHODS if ui else RPC_METHODS
-        if method not in allowed:
+        spec = METHODS.get(method)
+        if spec is None or (ui and not spec.page):
             raise Refused(404, f"there is no method endless.{method} here; the methods are "
-                               + ", ".join(f"endless.{m}" for m in allowed))
+                               + ", ".join(f"endless.{m.name}" for m in METHODS.values() if m.page or not ui))
         sent_origin = headers.get("origin")
         if ui:
             if sent_origin != origin:

@@ -51,7 +51,7 @@ class Reader:
         """
         seen = tuple(_stamp(path) for path in self._watched)
         if seen != self._seen:
-            self.memory.refresh()
+            self.memory.catch_up()
             self._seen = seen
 
     @contextlib.contextmanager
@@ -64,7 +64,7 @@ class Reader:
     def view_json(self) -> bytes:
         """The serialized value of ``endless.view``, recomputed only when the memory changed."""
         with self.fresh() as m:
-            key = (m.total, m.tree.count, m._view_stamp, len(m.chat.parts), m.chat.shrinking)
+            key = (m.total, m.lines_built, m.views.stamp, len(m.views.chat.parts), m.views.chat.shrinking)
             if key != self._view_key:
                 self._view_json = orjson.dumps(answers.view(m, self.times))
                 self._view_key = key
@@ -158,3 +158,33 @@ class Readers:
             readers, self._open = list(self._open.values()), OrderedDict()
         for reader in readers:
             reader.close()
+
+
+# -- the host RPC's methods on open readers: (readers, args) -> value -----------------
+# (``endless.faces.rpc.app.METHODS`` names them; the worker processes run them too, so they live here,
+# away from Starlette.)
+
+
+def bind(readers: Readers, args: dict) -> dict:
+    return answers.bind(readers.settings, args, readers.root)
+
+
+def memories(readers: Readers, args: dict) -> dict:
+    return answers.memories(readers.settings, args, readers.root, summary_of=readers.summary)
+
+
+def view(readers: Readers, args: dict) -> bytes:
+    """The view's JSON value, serialized once and kept."""
+    return readers.get(args.get("memoryId")).view_json()
+
+
+def zoom(readers: Readers, args: dict) -> dict:
+    return readers.get(args.get("memoryId")).zoom(args)
+
+
+def history(readers: Readers, args: dict) -> dict:
+    return readers.get(args.get("memoryId")).history(args, readers.settings)
+
+
+def search(readers: Readers, args: dict) -> dict:
+    return readers.get(args.get("memoryId")).search(args, readers.settings)

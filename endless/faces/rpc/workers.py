@@ -11,7 +11,7 @@ harness process has threads of its own).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from endless.core.settings import Settings
 
@@ -30,7 +30,6 @@ def start(settings: Settings, root: str) -> None:
         os.nice(settings.rpc_search_nice)
     except (AttributeError, OSError):
         pass
-    _state["settings"] = settings
     _state["readers"] = Readers(settings, Path(root))
 
 
@@ -39,15 +38,14 @@ def ready() -> bool:
     return True
 
 
-def run(method: str, args: dict) -> bytes:
-    """The JSON value of ``endless.history`` or ``endless.search``, serialized here.
+def run(handler: Callable[[Any, dict], Any], args: dict) -> bytes:
+    """The JSON value of a method the app's table runs here (``endless.history``, ``endless.search``).
 
-    Serializing in the worker keeps that work off the server, and bytes cross
-    the process boundary as one copy.  Raises ``AnswerError`` as the app does.
+    ``handler`` is the method's handler from ``endless.faces.rpc.readers`` (it
+    crosses the process boundary by name).  Serializing in the worker keeps
+    that work off the server, and bytes cross the process boundary as one copy.
+    Raises ``AnswerError`` as the app does.
     """
     import orjson
 
-    reader = _state["readers"].get(args.get("memoryId"))
-    if method == "history":
-        return orjson.dumps(reader.history(args, _state["settings"]))
-    return orjson.dumps(reader.search(args, _state["settings"]))
+    return orjson.dumps(handler(_state["readers"], args))

@@ -1,0 +1,78 @@
+"""Free nodes: lines that need no model call (DESIGN §2.3).
+
+A message whose ``tag: text`` fits the line budget is its own level-0 line,
+word for word; a parent whose two child lines, joined by a newline, fit the
+budget is that join.  They are found and encoded here; ``Memory`` stores them
+at once, under its lock, so the writer never sees them as work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from endless.core import tiling
+from endless.core.log import OrderLog
+from endless.core.messages import Message, render
+from endless.core.settings import Settings
+from endless.core.tiling import Part
+from endless.core.tree import TreeStore
+
+
+@dataclass
+class FreeLines:
+    """Encoded tree lines to append, the parts they store, and the sizes of messages too long to be free."""
+
+    lines: list[bytes] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+    long_sources: dict[int, int] = field(default_factory=dict)  # message id -> its source's bytes
+
+
+def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: str, total: int,
+                in_hand: Mapping[int, Message]) -> FreeLines:
+    """The free leaves of every message from the tree's watermark up to ``total``.
+
+    Normally those are just the turn being committed, whose messages are in
+    hand; after a crash between a commit and its leaves, the watermark lags
+    and the missed messages are read back from the log.
+    """
+    budget = settings.line_budget
+    found = FreeLines()
+    for message_id in range(tree.free_upto, total):
+        if tree.built(0, message_id):
+            continue
+        m = in_hand.get(message_id)
+        if m is not None:
+            source = render(m.kind, m.writer_text if m.writer_text is not None else m.text,
+                            settings, agent_name)
+        else:
+            stored = log.message(message_id)
+            if stored is None:
+                continue
+            source = stored.writer_source(settings, agent_name)
+        size = len(source.encode("utf-8"))
+        if size <= budget:
+            found.lines.append(tree.encode(0, message_id, source, size))
+            found.parts.append((0, message_id))
+        else:
+            found.long_sources[message_id] = size
+    return found
+
+
+def free_parents(tree: TreeStore, parts: Iterable[Part], total: int, budget: int) -> FreeLines:
+    """The free parents of newly built ``parts`` (one level up; the caller repeats with them)."""
+    found = FreeLines()
+    seen: set[Part] = set()
+    for part in parts:
+        top = tiling.parent(part)
+        if tree.built(*top) or not tree.built(part[0], part[1] ^ 1):
+            continue
+        if tiling.end(top) > total or top in seen:
+            continue
+        left, right = tiling.children(top)
+        joined = f"{tree.cached_text(*left)}\n{tree.cached_text(*right)}"
+        seen.add(top)
+        if len(joined.encode("utf-8")) <= budget:
+            found.lines.append(tree.encode(top[0], top[1], joined, None))
+            found.parts.append(top)
+    return found

@@ -1,0 +1,48 @@
+"""A memory folder's ``key.json``: which key it belongs to, its format and granularity (DESIGN §2.1, §2.5).
+
+Written once when the folder is made, read at every open: a folder that was
+moved, edited by hand or written by a newer Endless is refused here, before
+any other file of it is read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from endless.core import durable
+from endless.core.errors import MemoryUseError
+from endless.core.keys import Key
+
+FORMAT = 1
+
+
+def create(path: Path, key: Key, granularity: str, agent_name: str | None,
+           clock: Callable[[], float]) -> None:
+    durable.make_dir(path.parent)
+    durable.write_json(path, {"format": FORMAT, "memoryId": key.memory_id, "agent": key.agent,
+                              "project": key.project, "granularity": granularity,
+                              "agentName": agent_name, "created": clock()})
+
+
+def read(path: Path, memory_id: str) -> dict:
+    """The key file's fields, checked against the folder's id and this Endless's format."""
+    try:
+        meta = durable.read_json(path)
+    except (OSError, ValueError) as exc:
+        raise MemoryUseError(f"cannot read {path}: {exc}; restore it from a backup") from exc
+    if not isinstance(meta, dict) or "agent" not in meta or "project" not in meta:
+        raise MemoryUseError(f"{path} lacks its agent and project; restore it from a backup")
+    version = meta.get("format")
+    if version != FORMAT:
+        if isinstance(version, int) and version > FORMAT:
+            raise MemoryUseError(f"memory {path.parent.name} has format {version}, newer than this "
+                                 f"Endless understands ({FORMAT}); upgrade endless-memory to open it")
+        raise MemoryUseError(f"memory {path.parent.name} has format {version!r}, which this Endless "
+                             f"cannot migrate to {FORMAT}; open it with the version that wrote it "
+                             "and export it with `endless export`")
+    stored = Key(meta["agent"], meta["project"])
+    if stored.memory_id != memory_id:
+        raise MemoryUseError(f"{path} names the key of memory {stored.memory_id}, "
+                             f"not {memory_id}; the folder was moved or edited by hand")
+    return meta

@@ -1,0 +1,272 @@
+"""The keeper of a memory's two views: the chat view and the writer view (DESIGN §2.4).
+
+``Memory`` changes the history; this keeper turns each change into the views
+the model and the writer read.  It loads and validates the stored views, runs
+their sawtooths, derives the writer view, saves them, and keeps the byte
+sizes the sawtooths count.  It must never recompute a view that loaded
+cleanly: every cached prefix of every chat hangs on the live view.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from endless.core import durable, tiling
+from endless.core.log import OrderLog
+from endless.core.render import ViewLine, chat_block, head, line_size
+from endless.core.settings import Settings
+from endless.core.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
+from endless.core.tree import TreeStore
+
+FORMAT = 1
+SIZE_CACHE = 65536  # rendered sizes of written lines
+CHAT, WRITER = "chat", "writer"
+
+
+@dataclass(frozen=True)
+class _ShrinkPass:
+    """The last full pass over a shrinking view: the tree's merge counter then, and the parents it named."""
+
+    merged: int
+    needed: list[Part]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A stored view as read: ``state`` None when there is nothing to use, ``kept`` when the live one stays."""
+
+    state: ViewState | None
+    kept: bool = False
+
+
+class ViewKeeper:
+    """Both views of one open memory, their sawtooths, their files and their size caches."""
+
+    def __init__(self, folder: Path, settings: Settings, log: OrderLog, tree: TreeStore,
+                 agent_name: str, report: Callable[[str], None]) -> None:
+        self.folder, self.settings, self.log, self.tree = folder, settings, log, tree
+        self.agent_name = agent_name
+        self.report = report
+        self.window_tokens: int | None = None
+        estimate = settings.planned_line_bytes
+        self.chat_saw = Sawtooth(*settings.window_limits(None), settings.view_shrink_slack, estimate)
+        self.writer_saw = Sawtooth(settings.writer_view_ceiling, settings.writer_view_floor,
+                                   settings.view_shrink_slack, estimate)
+        self.chat = ViewState()
+        self.wview = ViewState()
+        self.needed: list[Part] = []  # parents the views wait for, chat view's first, in merge order
+        self.needed_rank: dict[Part, int] = {}  # each needed part's place in ``needed``
+        self.stamp: tuple | None = None  # the view files as last read or written
+        self._needed_stale = True
+        self._last_shrink: dict[str, _ShrinkPass] = {}
+        self._sizes: OrderedDict[Part, int] = OrderedDict()
+        self._src: dict[int, int] = {}
+
+    @property
+    def lines(self) -> Lines:
+        return Lines(self.size_of, self.tree.built)
+
+    def set_window(self, window_tokens: int) -> None:
+        """Scale the chat view to a model's window: ceiling = min(128,000, tokens × 1 byte)."""
+        self.window_tokens = window_tokens
+        self.chat_saw = Sawtooth(*self.settings.window_limits(window_tokens), self.settings.view_shrink_slack,
+                                 self.settings.planned_line_bytes)
+        self._last_shrink.pop(CHAT, None)
+
+    # -- sizes ---------------------------------------------------------------------
+
+    def source_size(self, message_id: int) -> int:
+        """Bytes of a message's writer source (what its level-0 line is written from)."""
+        size = self._src.get(message_id)
+        if size is None:
+            stored = self.log.message(message_id)
+            size = 0 if stored is None else len(
+                stored.writer_source(self.settings, self.agent_name).encode("utf-8"))
+            self._src[message_id] = size
+        return size
+
+    def note_source_size(self, message_id: int, size: int) -> None:
+        self._src[message_id] = size
+
+    def built(self, part: Part) -> None:
+        """A node was stored: its source size is no longer needed."""
+        if part[0] == 0:
+            self._src.pop(part[1], None)
+
+    def size_of(self, part: Part) -> int:
+        """Bytes of the part's rendered line; a written line's size never changes, so it is kept."""
+        size = self._sizes.get(part)
+        if size is not None:
+            return size
+        level, index = part
+        line_head = head(part)
+        text = self.tree.cached_text(level, index) if self.tree.built(level, index) else None
+        if text is not None:
+            size = line_size(line_head, text)
+            self._sizes[part] = size
+            if len(self._sizes) > SIZE_CACHE:
+                self._sizes.popitem(last=False)
+            return size
+        if level == 0:
+            return len(line_head) + min(self.source_size(index), self.settings.line_budget) + 1
+        return len(line_head) + self.settings.line_budget + 1
+
+    def size(self, state: ViewState | None = None) -> int:
+        state = state or self.chat
+        return sum(self.size_of(p) for p in state.parts)
+
+    # -- reading -------------------------------------------------------------------
+
+    def view_lines(self, writer: bool = False) -> list[ViewLine]:
+        state = self.wview if writer else self.chat
+        return [ViewLine(p, self.tree.cached_text(*p)) for p in state.parts]
+
+    def written_prefix(self, writer: bool = False, upto: int | None = None) -> tuple[list[ViewLine], int]:
+        """The view's lines up to the first unwritten one (or up to message ``upto``), and where they stop."""
+        state = self.wview if writer else self.chat
+        lines: list[ViewLine] = []
+        for part in state.parts:
+            if upto is not None and tiling.end(part) > upto:
+                return lines, tiling.first(part)
+            text = self.tree.cached_text(*part)
+            if text is None:
+                return lines, tiling.first(part)
+            lines.append(ViewLine(part, text))
+        return lines, state.total
+
+    def render(self, writer: bool = False) -> tuple[str, int]:
+        """``<chat>`` … ``</chat>`` up to the first unwritten line, and the first message not shown."""
+        lines, stop = self.written_prefix(writer)
+        return chat_block(lines), stop
+
+    # -- files ---------------------------------------------------------------------
+
+    def _paths(self) -> tuple[Path, Path]:
+        return self.folder / "view.json", self.folder / "writer-view.json"
+
+    def _file_stamp(self) -> tuple | None:
+        chat_path, writer_path = self._paths()
+        try:
+            st, wst = chat_path.stat(), writer_path.stat()
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size, wst.st_ino, wst.st_mtime_ns, wst.st_size)
+
+    def reload_if_changed(self, total: int) -> bool:
+        """Read the view files again if another process saved them; True if it did."""
+        if self._file_stamp() == self.stamp:
+            return False
+        self.load(total, repair=False)
+        return True
+
+    def load(self, total: int, repair: bool) -> None:
+        """Load both views; one that fails validation is recomputed from the log, loudly."""
+        chat_path, writer_path = self._paths()
+        self.stamp = self._file_stamp()
+        read = self._read(chat_path, "view", total, repair)
+        if read.state is None or read.kept:
+            # Not accepted (it may name messages or lines we have not read yet): try again
+            # at the next catch-up instead of keeping a stale view until the file changes.
+            self.stamp = None
+            if read.state is None:
+                return
+        else:
+            self.chat = read.state
+            self._last_shrink.pop(CHAT, None)
+        wread = self._read(writer_path, "writer view", total, repair, writer=True)
+        wview = wread.state
+        if wview is None or not tiling.covers(wview.parts, self.chat.parts):
+            if wview is not None and repair:
+                self.report("the writer view was not derived from the chat view; re-deriving it")
+            wview = tiling.derive(self.chat, self.writer_saw, self.lines)
+        self.wview = wview
+        self._last_shrink.pop(WRITER, None)
+
+    def _read(self, path: Path, label: str, total: int, repair: bool, writer: bool = False) -> _Read:
+        try:
+            state = ViewState.from_json(durable.read_json(path))
+            tiling.validate(state, total, self.tree.built)
+            return _Read(state)
+        except FileNotFoundError:
+            return _Read(None if writer else ViewState())
+        except (ViewError, ValueError, OSError) as exc:
+            if not repair:
+                if writer or not self.chat.parts:
+                    return _Read(None)
+                return _Read(self.chat, kept=True)
+            if writer:
+                self.report(f"the stored {label} is invalid ({exc}); re-deriving it")
+                return _Read(None)
+            self.report(f"the stored {label} is invalid ({exc}); recomputing it from the log "
+                        "(the provider cache is lost once)")
+            return _Read(tiling.refold(total, self.lines, self.chat_saw.floor))
+
+    def save(self, sync: bool = True) -> None:
+        chat_path, writer_path = self._paths()
+        ceiling = {"ceiling": self.chat_saw.ceiling, "floor": self.chat_saw.floor}
+        durable.write_json(chat_path, {"format": FORMAT, **self.chat.to_json(), **ceiling}, sync)
+        durable.write_json(writer_path, {"format": FORMAT, **self.wview.to_json()}, sync)
+        self.stamp = self._file_stamp()
+
+    # -- changes -------------------------------------------------------------------
+
+    def append(self, total: int) -> None:
+        """Pure appends are not saved: extend both views to every message read."""
+        for state in (self.chat, self.wview):
+            if state.total < total:
+                state.append(total)
+
+    def update(self, total: int, save: bool, sync: bool = True) -> None:
+        """Append new messages to both views, run the sawtooths, save after merges (under the lock).
+
+        A pure append is not saved: a stored view tiling ``[0, k)`` gets the
+        messages after ``k`` appended when it is loaded, which gives the same view.
+        """
+        flags = (self.chat.shrinking, self.wview.shrinking)
+        self.append(total)
+        outcome = self._run_sawtooth(CHAT, self.chat_saw, self.chat)
+        if outcome.changed:
+            self.wview = tiling.derive(self.chat, self.writer_saw, self.lines)
+            self._last_shrink.pop(WRITER, None)
+        woutcome = self._run_sawtooth(WRITER, self.writer_saw, self.wview)
+        if self._needed_stale or outcome.replanned or woutcome.replanned:
+            # (Skipped while both views wait on their last plans: these lists run to tens of
+            # thousands of parents after a long import, and a store would walk them each time.)
+            chat_needed = set(outcome.needed)
+            self.needed = outcome.needed + [p for p in woutcome.needed if p not in chat_needed]
+            self.needed_rank = {part: k for k, part in enumerate(self.needed)}
+            self._needed_stale = False
+        merged = outcome.changed or woutcome.changed
+        if save and (merged or flags != (self.chat.shrinking, self.wview.shrinking)):
+            self.save(sync)
+
+    def _run_sawtooth(self, which: str, saw: Sawtooth, state: ViewState) -> BatchOutcome:
+        """Run a view's sawtooth; a shrinking view is re-planned only when that can pay off.
+
+        A shrinking pass merges every pair whose parent is built, so when it
+        leaves the view still shrinking, a new pass can merge something only
+        after a node above level 0 is built: appended messages and their own
+        lines bring no built parent.  So the pass is skipped until one is.
+        And while the view waits for many parents (after importing a long
+        history: tens of thousands), it is re-planned once a share of them
+        (``shrink_replan_share``) is built rather than at each one: each pass
+        walks the whole view (about 2 s at 100,000 unwritten messages), and
+        the writer keeps building the parents of the last plan meanwhile.
+        The view is then a few merges behind, never wrong: every part of it
+        is built, and the next pass applies all that is ready.  (A view or a
+        sawtooth that is replaced forgets its last pass.)
+        """
+        last = self._last_shrink.get(which)
+        if last is not None and state.shrinking:
+            built_since = self.tree.merged - last.merged
+            if built_since < max(1, int(len(last.needed) * self.settings.shrink_replan_share)):
+                return BatchOutcome(False, [], last.needed, replanned=False)
+        outcome = saw.batch(state, self.size(state), self.lines)
+        if state.shrinking:
+            self._last_shrink[which] = _ShrinkPass(self.tree.merged, outcome.needed)
+        else:
+            self._last_shrink.pop(which, None)
+        return outcome

@@ -1,0 +1,50 @@
+"""Waiting until something holds in a memory, across processes (DESIGN §2.5, "settle").
+
+A waiter wakes at once when this process stores something (``notify``) and
+otherwise polls, since another process's writes reach us only through the
+files.  Waiters may sit on any event loop: they are woken thread-safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+
+class Waiters:
+    def __init__(self) -> None:
+        self._futures: list[asyncio.Future] = []
+
+    def notify(self) -> None:
+        futures, self._futures = self._futures, []
+        for future in futures:
+            if not future.done():
+                try:
+                    future.get_loop().call_soon_threadsafe(_resolve, future)
+                except RuntimeError:
+                    pass
+
+    async def wait(self, holds: Callable[[], bool], timeout: float, poll: float) -> bool:
+        """Until ``holds()`` is true (checked after each wake and at least every ``poll`` s); False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if holds():
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            future = loop.create_future()
+            self._futures.append(future)
+            try:
+                await asyncio.wait_for(future, min(remaining, poll))
+            except (asyncio.TimeoutError, TimeoutError):
+                pass
+            finally:
+                if future in self._futures:
+                    self._futures.remove(future)
+
+
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -1,0 +1,61 @@
+"""What the writer needs of a memory: the one seam between the writer layer and the core.
+
+The pool, the work queue, the call builder and the route records reach a
+memory only through these names; ``endless.core.memory.Memory`` provides
+them.  Anything else of the memory (its files, indexes, private caches) is
+the core's own business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Callable, Protocol
+
+from endless.core.locks import ChangeLock
+from endless.core.messages import Stored
+from endless.core.settings import Settings
+from endless.core.tiling import Part
+from endless.core.views import ViewKeeper
+
+
+class WriterMemory(Protocol):
+    memory_id: str
+    folder: Path
+    settings: Settings
+    agent_name: str
+    clock: Callable[[], float]
+    readonly: bool
+    lock: ChangeLock
+    views: ViewKeeper  # the chat view's and writer view's parts, and the parents they wait for
+
+    @property
+    def total(self) -> int: ...
+
+    @property
+    def lines_built(self) -> int: ...
+
+    @property
+    def holds_lease(self) -> bool: ...
+
+    def message(self, message_id: int) -> Stored | None: ...
+
+    def is_built(self, level: int, index: int) -> bool: ...
+
+    def node_text(self, level: int, index: int) -> str | None: ...
+
+    def built_slots(self) -> list: ...
+
+    def on_built(self, listener: Callable[[Part], None]) -> None: ...
+
+    def store_line(self, level: int, index: int, text: str, sync: bool = True) -> bool: ...
+
+    def catch_up(self) -> bool: ...
+
+    async def settle(self, predicate: Callable[["WriterMemory"], bool], timeout: float) -> bool: ...
+
+    def take_lease(self) -> bool: ...
+
+    async def keep_lease(self, stop: asyncio.Event) -> bool: ...
+
+    def report(self, what: str) -> None: ...

@@ -1,0 +1,119 @@
+"""The writer's work queue: which lines may be written now, in build order (DESIGN §3.1).
+
+A message's line may start once fewer than ``unwritten_ahead`` lines before
+it are unwritten; a merge once both halves exist; merges the views wait for
+come first, in the order their batch would apply them.  Ready merges are kept
+as a set updated from every line the memory stores or learns of, so nothing
+scans the tree after the first look.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from endless.core import tiling
+from endless.core.tiling import Part
+from endless.writer.interface import WriterMemory
+
+
+@dataclass(frozen=True)
+class Job:
+    """A line the writer may write now: a message's line (level 0) or a merge."""
+
+    level: int
+    index: int
+    needed: bool = False  # a view waits for it
+
+    @property
+    def part(self) -> Part:
+        return self.level, self.index
+
+    @property
+    def name(self) -> str:
+        return tiling.name(self.part)
+
+
+class WorkQueue:
+    """Ready work of one open memory; get it with :func:`work_queue`."""
+
+    def __init__(self, memory: WriterMemory) -> None:
+        self.memory = memory
+        self._ready_merges: set[Part] | None = None
+        self._next_leaf = 0
+        memory.on_built(self._built)
+
+    def ready(self) -> list[Job]:
+        """Lines the writer may write now, in build order."""
+        memory = self.memory
+        if self._ready_merges is None:
+            self._ready_merges = self._scan_ready_merges()
+        self._advance_leaf()
+        jobs: list[Job] = []
+        needed, rank = memory.views.needed, memory.views.needed_rank
+        if len(self._ready_merges) < len(rank):  # walk the shorter side, in the plan's order
+            ready_needed = sorted((p for p in self._ready_merges if p in rank), key=rank.__getitem__)
+        else:
+            ready_needed = [p for p in needed if p in self._ready_merges]
+        jobs += [Job(part[0], part[1], True) for part in ready_needed]
+        unwritten = 0
+        message_id = self._next_leaf
+        while unwritten < memory.settings.unwritten_ahead and message_id < memory.total:
+            if not memory.is_built(0, message_id):
+                jobs.append(Job(0, message_id))
+                unwritten += 1
+            message_id += 1
+        for part in sorted(p for p in self._ready_merges if p not in rank):
+            jobs.append(Job(part[0], part[1]))
+        return jobs
+
+    def _scan_ready_merges(self) -> set[Part]:
+        ready: set[Part] = set()
+        levels = self.memory.built_slots()
+        total = self.memory.total
+        for level, slots in enumerate(levels):
+            parents = levels[level + 1] if level + 1 < len(levels) else ()
+            for j in range(len(slots) // 2):
+                if slots[2 * j] and slots[2 * j + 1] and not (j < len(parents) and parents[j]):
+                    if ((j + 1) << (level + 1)) <= total:
+                        ready.add((level + 1, j))
+        return ready
+
+    def _advance_leaf(self) -> None:
+        """Move to the first unbuilt leaf; the search runs in C over the level-0 slots."""
+        levels = self.memory.built_slots()
+        if not levels:
+            return
+        slots = levels[0]
+        start = min(self._next_leaf, len(slots))
+        try:
+            found = slots.index(0, start)
+        except ValueError:
+            found = len(slots)
+        self._next_leaf = min(max(found, self._next_leaf), self.memory.total)
+
+    def _built(self, part: Part) -> None:
+        if self._ready_merges is None:
+            return
+        memory = self.memory
+        self._ready_merges.discard(part)
+        top = tiling.parent(part)
+        if (memory.is_built(part[0], part[1] ^ 1) and not memory.is_built(*top)
+                and tiling.end(top) <= memory.total):
+            self._ready_merges.add(top)
+
+
+_QUEUES: "weakref.WeakKeyDictionary[object, WorkQueue]" = weakref.WeakKeyDictionary()
+
+
+def work_queue(memory: WriterMemory) -> WorkQueue:
+    """The one work queue of an open memory (made at first use, kept while the memory is)."""
+    queue = _QUEUES.get(memory)
+    if queue is None:
+        queue = _QUEUES[memory] = WorkQueue(memory)
+    return queue
+
+
+def ready_work(memory: WriterMemory) -> list[Job]:
+    """Shorthand: the memory's ready work, in build order."""
+    return work_queue(memory).ready()

@@ -7,7 +7,8 @@ import random
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from endless.writer.checks import ELLIPSIS, clean, find_facts, judge, utf8_size
+from endless.writer.checks import ELLIPSIS, clean, judge, utf8_size
+from endless.writer.facts import find_facts
 from endless.writer.offline import offline_leaf, offline_merge
 
 TOPICS = ["lunch", "the weather", "a film", "the garden", "a book", "the trains", "music", "football", "tea",

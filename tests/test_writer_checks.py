@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from endless.writer.checks import (CUT_MARK, ELLIPSIS, PROBLEMS, Verdict, accept_limit, clean, cut_mark,
-                           find_facts, invented, is_writer_task, judge, trim, utf8_prefix, utf8_size)
+                                   is_writer_task, judge, trim, utf8_prefix, utf8_size)
+from endless.writer.facts import find_facts, invented
 
 SOURCE = (
     "you: Please move the database to port 5433 on db-prod-7, not the old one. "

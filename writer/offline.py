@@ -48,7 +48,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from endless.writer.checks import ELLIPSIS, find_facts, invented_facts, judge, strip_heads, trim, utf8_size
+from endless.writer.checks import ELLIPSIS, judge, trim, utf8_size
+from endless.writer.facts import find_facts, invented_facts, strip_heads
 
 __all__ = ["offline_leaf", "offline_merge", "PERSON_TAG", "TRACE_TAGS"]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable

@@ -18,7 +18,7 @@ import statistics
 import jsonschema
 import pytest
 
-from endless.core import lookback
+from tool_forms import openai_tools
 from endless.sim.agent_model import ScriptedAgent
 from endless.sim.model import ChatMessage, Segment, SimReply, SimRequest, ToolCall
 from endless.sim.responder import route_responder
@@ -456,7 +456,7 @@ HARNESS_TOOL = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"command": {"type": "string"},
                                                     "timeout": {"type": "integer", "minimum": 1}},
                    "required": ["command"]}}}
-TOOLS = lookback.openai_tools() + [HARNESS_TOOL]
+TOOLS = openai_tools() + [HARNESS_TOOL]
 
 
 def turn(person: str, *steps: ChatMessage, tools: list[dict] | None = None, api: str = "openai",

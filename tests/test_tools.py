@@ -26,6 +26,7 @@ from endless.core.memory import Memory
 from endless.core.messages import Message, TraceBuilder
 from endless.core.settings import Settings
 from endless.writer.queue import ready_work
+from tool_forms import anthropic_tools, openai_tools
 
 BASE = 1_700_000_000.0  # a fixed moment; every message time is BASE + something
 
@@ -570,8 +571,8 @@ def test_definitions_survive_a_caller_changing_them():
     """Providers add cache marks to the last tool; that must not leak into the next call."""
     raw = json.dumps(tools.definitions())
     tools.definitions()[-1]["cache_control"] = {"type": "ephemeral"}
-    tools.anthropic_tools()[0]["input_schema"]["properties"]["id"]["minimum"] = 5
-    tools.openai_tools()[1]["function"]["description"] = "changed"
+    anthropic_tools()[0]["input_schema"]["properties"]["id"]["minimum"] = 5
+    openai_tools()[1]["function"]["description"] = "changed"
     assert json.dumps(tools.definitions()) == raw
 
 
@@ -602,11 +603,11 @@ def test_definitions_match_the_settings_they_describe():
 
 def test_provider_shapes():
     defs = tools.definitions()
-    assert tools.openai_tools() == [{"type": "function", "function": t} for t in defs]
-    assert tools.anthropic_tools() == [
+    assert openai_tools() == [{"type": "function", "function": t} for t in defs]
+    assert anthropic_tools() == [
         {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
         for t in defs]
-    assert len(tools.openai_tools(include_search=False)) == 2
+    assert len(openai_tools(include_search=False)) == 2
 
 
 # -- the writer reads look-backs in words -------------------------------------------------

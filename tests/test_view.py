@@ -5,7 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from endless.core import tiling as views
-from endless.core.tiling import Lines, Sawtooth, ViewState, merge_down, most_due
+from endless.core.tiling import Lines, Part, Sawtooth, ViewState, merge_down, most_due
+
+
+def merge_at(parts: list[Part], k: int) -> Part:
+    """The slow oracle's merge: pair ``k, k+1`` becomes their parent, in place."""
+    merged = views.parent(parts[k])
+    parts[k:k + 2] = [merged]
+    return merged
 
 
 # -- the oracle: an independent transcription of Taelin's rollback-list push -----------
@@ -49,7 +56,7 @@ def run_with_budget(choose, steps: int):
         while len(parts) > len(entries):
             k = choose(parts, t + 1)
             assert k is not None, f"nothing to merge at T={t + 1}"
-            views.merge_at(parts, k)
+            merge_at(parts, k)
         yield t + 1, [views.first(p) for p in parts], push_view(entries)
 
 
@@ -217,7 +224,7 @@ def test_merge_down_equals_repeated_most_due(levels_seed, target, missing):
         k = most_due(slow, total, built)
         if k is None:
             break
-        slow_merged.append(views.merge_at(slow, k))
+        slow_merged.append(merge_at(slow, k))
     assert fast == slow and merged == slow_merged
     assert size == sum(size_of(p) for p in fast)
 

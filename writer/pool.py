@@ -431,7 +431,3 @@ def configured_route(settings: Settings) -> Route | None:
         return None
 
 
-async def run_pool(memory: WriterMemory, providers: ProviderFactory, **kwargs) -> PoolStats:
-    """Convenience: run a pool until nothing is left to do."""
-    return await WriterPool(memory, providers, **kwargs).run(until_idle=True)
-

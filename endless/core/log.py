@@ -25,10 +25,6 @@ _FIELDS = 5  # offset, length, first id, count, turn id (as an integer)
 _ITEM = 8
 
 
-class LogError(RuntimeError):
-    """The order log cannot be used as it is."""
-
-
 @dataclass(frozen=True)
 class TurnInfo:
     turn: int

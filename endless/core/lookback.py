@@ -17,8 +17,8 @@ from typing import Any, Callable
 import orjson
 
 from endless import prompts
-from endless.core import recall as searching
-from endless.core import tiling as views
+from endless.core import recall
+from endless.core import tiling
 from endless.core.memory import Memory
 from endless.core.render import ViewLine
 
@@ -32,15 +32,6 @@ def definitions(include_search: bool = True) -> list[dict]:
     tools = orjson.loads(prompts.text("tools.json"))
     assert isinstance(tools, list)
     return [t for t in tools if include_search or t["name"] != "recall_search"]
-
-
-def openai_tools(include_search: bool = True) -> list[dict]:
-    return [{"type": "function", "function": t} for t in definitions(include_search)]
-
-
-def anthropic_tools(include_search: bool = True) -> list[dict]:
-    return [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
-            for t in definitions(include_search)]
 
 
 def _int_arg(value: Any) -> int | None:
@@ -65,7 +56,7 @@ def zoom(memory: Memory, ident: Any, n: Any, page: Any = 1) -> str:
     shown = f"{ident}+{n}"
     if i is None or count is None:
         return f"No line {shown}."
-    part = views.parse_name(i, count, memory.total)
+    part = tiling.parse_name(i, count, memory.total)
     if part is None:
         return f"No line {i}+{count}."
     if p is None or p < 1:
@@ -74,7 +65,7 @@ def zoom(memory: Memory, ident: Any, n: Any, page: Any = 1) -> str:
         return _zoom_message(memory, i, p)
     if not memory.is_built(*part):
         return f"No line {i}+{count}."
-    halves = views.children(part)
+    halves = tiling.children(part)
     lines = [ViewLine(h, memory.node_text(*h)) for h in halves]
     if any(line.text is None for line in lines):
         return f"No line {i}+{count}."
@@ -125,8 +116,8 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
     per_page = memory.settings.search_hits_tool
     seconds = memory.settings.regex_seconds
     try:
-        result = searching.search(memory.log, query, (p - 1) * per_page, per_page, seconds, clock)
-    except searching.SearchError as exc:
+        result = recall.search(memory.log, query, (p - 1) * per_page, per_page, seconds, clock)
+    except recall.SearchError as exc:
         return f"Cannot search: {exc}."
     lines = []
     if result.stopped_at is not None:

@@ -136,12 +136,6 @@ def covers(coarse: Sequence[Part], fine: Sequence[Part]) -> bool:
     return k == len(fine)
 
 
-def merge_at(parts: list[Part], k: int) -> Part:
-    merged = parent(parts[k])
-    parts[k:k + 2] = [merged]
-    return merged
-
-
 def check_tiling(parts: Iterable[Part], total: int) -> int:
     """The end of the prefix ``[0, k)`` that ``parts`` tile; raises if they do not tile one."""
     at = 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from endless.core import lookback as tools
-from endless.core import tiling as views
+from endless.core import lookback
+from endless.core import tiling
 from endless.core.memory import Memory
 from endless.core.render import recent_block
 
@@ -36,12 +36,12 @@ def reachable(memory: Memory, fact: str) -> bool:
     if message_id >= p:
         return fact in recent_block(memory, p)
     line = next((v for v in lines
-                 if views.first(v.part) <= message_id < views.first(v.part) + views.count(v.part)), None)
+                 if tiling.first(v.part) <= message_id < tiling.first(v.part) + tiling.count(v.part)), None)
     if line is None:
         return False
-    start, count = views.first(line.part), views.count(line.part)
+    start, count = tiling.first(line.part), tiling.count(line.part)
     while count > 1:
-        answer = tools.zoom(memory, start, count)
+        answer = lookback.zoom(memory, start, count)
         halves = [(int(a), int(b)) for a, b in _NAME.findall(answer)]
         inside = [(a, b) for a, b in halves if a <= message_id < a + b]
         if not inside:
@@ -49,7 +49,7 @@ def reachable(memory: Memory, fact: str) -> bool:
         start, count = inside[0]
     page = 1
     while True:
-        answer = tools.zoom(memory, message_id, 1, page)
+        answer = lookback.zoom(memory, message_id, 1, page)
         if fact in answer:
             return True
         match = re.search(r"page (\d+) of (\d+)", answer)

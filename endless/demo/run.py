@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from endless.core import lookback as tools
+from endless.core import lookback
 from endless.core.memory import Memory
 from endless.demo.recall_check import message_holding
 from endless.demo.replay import Replay, ReplayConfig
@@ -118,31 +118,31 @@ def _show(out, memory: Memory, result, script) -> None:
         start, count = _first(line), _count(line)
         out.print(f"  The view line {start}+{count} covers message {target}; zoom opens it half by half:")
         while count > 1:
-            answer = tools.zoom(memory, start, count)
+            answer = lookback.zoom(memory, start, count)
             out.print(f"  > zoom({start}, {count})", markup=False)
             for row in answer.splitlines():
                 out.print("    " + _clip(row, 110), markup=False)
             start, count = next((int(a), int(b)) for a, b in _NAME.findall(answer)
                                 if int(a) <= target < int(a) + int(b))
         out.print(f"  > zoom({target}, 1)", markup=False)
-        out.print("    " + _clip(tools.zoom(memory, target, 1), 300), markup=False)
+        out.print("    " + _clip(lookback.zoom(memory, target, 1), 300), markup=False)
         out.print(f"  > date({target})", markup=False)
-        out.print("    " + tools.date(memory, target), markup=False)
+        out.print("    " + lookback.date(memory, target), markup=False)
     if fact:
         words = " ".join(fact.split()[-2:])
         out.print(f"  > recall_search({words!r})", markup=False)
-        for row in tools.recall_search(memory, words).splitlines()[:4]:
+        for row in lookback.recall_search(memory, words).splitlines()[:4]:
             out.print("    " + _clip(row, 140), markup=False)
 
 
 def _first(line) -> int:
-    from endless.core import tiling as views
-    return views.first(line.part)
+    from endless.core import tiling
+    return tiling.first(line.part)
 
 
 def _count(line) -> int:
-    from endless.core import tiling as views
-    return views.count(line.part)
+    from endless.core import tiling
+    return tiling.count(line.part)
 
 
 def _clip(text: str, width: int = 160) -> str:

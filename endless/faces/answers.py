@@ -25,9 +25,9 @@ from typing import Any, ContextManager, Iterator
 
 import orjson
 
-from endless.core import recall as searching
+from endless.core import recall
 from endless.core import sessions
-from endless.core import tiling as views
+from endless.core import tiling
 from endless.core.keys import Key, InvalidKey, memory_id as key_memory_id
 from endless.core.log import stored_from
 from endless.core.memory import Memory, MemoryUseError, NoMemory, memories_dir
@@ -196,12 +196,12 @@ class TimeCache:
         return value
 
 
-def line_value(memory: Memory, part: views.Part, times: TimeCache | None = None) -> dict:
+def line_value(memory: Memory, part: tiling.Part, times: TimeCache | None = None) -> dict:
     """``{id, n, text, from, to}`` of one line (``text`` None while it is unwritten)."""
     times = times or TimeCache()
-    first, end = views.first(part), views.end(part)
+    first, end = tiling.first(part), tiling.end(part)
     text = memory.node_text(*part) if memory.is_built(*part) else None
-    return {"id": first, "n": views.count(part), "text": text,
+    return {"id": first, "n": tiling.count(part), "text": text,
             "from": times.at(memory, first), "to": times.at(memory, end - 1)}
 
 
@@ -216,7 +216,7 @@ def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
     ident = int_arg("id", args.get("id"), 0)
     n = int_arg("n", args.get("n"), 1)
     page = int_arg("page", args.get("page", 1) if args.get("page") is not None else 1, 1)
-    part = views.parse_name(ident, n, memory.total)
+    part = tiling.parse_name(ident, n, memory.total)
     if part is None:
         raise AnswerError(NO_LINE, f"no line {ident}+{n} in memory {memory.memory_id} "
                                    f"(it holds messages 0 to {memory.total - 1}; n is a power of two "
@@ -225,7 +225,7 @@ def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
         return {"message": _message_value(memory, ident, page)}
     if not memory.is_built(*part):
         raise AnswerError(NO_LINE, f"line {ident}+{n} is not written yet; open its messages one by one")
-    return {"lines": [line_value(memory, half, times) for half in views.children(part)]}
+    return {"lines": [line_value(memory, half, times) for half in tiling.children(part)]}
 
 
 def _message_value(memory: Memory, ident: int, page: int) -> dict:
@@ -370,8 +370,8 @@ def search(memory: Memory, args: dict, settings: Settings,
     with guard:
         snap = snapshot(memory)
     try:
-        result = searching.search(snap, query, 0, limit, settings.regex_seconds)  # type: ignore[arg-type]
-    except searching.SearchError as exc:
+        result = recall.search(snap, query, 0, limit, settings.regex_seconds)  # type: ignore[arg-type]
+    except recall.SearchError as exc:
         raise AnswerError(BAD_REQUEST, f"cannot search: {exc}") from None
     with guard:
         hits = [{"id": h.id, "at": h.at, "sessionTitle": h.title, "kind": h.kind, "snippet": h.snippet,

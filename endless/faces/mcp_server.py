@@ -78,7 +78,7 @@ def _modern_sdk(server_class: type) -> bool:
 def build_server(backend: Backend) -> Any:
     """A low-level MCP ``Server`` for ``backend``, on whichever SDK generation is installed."""
     import anyio
-    import mcp.types as types
+    from mcp import types
     from mcp.server.lowlevel import Server
 
     lock = anyio.Lock()

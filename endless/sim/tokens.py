@@ -208,13 +208,6 @@ class Tokenizer:
 
     # -- a whole request -----------------------------------------------------------
 
-    def encode_texts(self, texts: Iterable[str]) -> array:
-        """The concatenated token ids of ``texts`` (each tokenised on its own)."""
-        out = array(TOKEN_TYPECODE)
-        for tokens in self._tokens_many(texts):
-            out.extend(tokens)
-        return out
-
     def encode_segments(self, segments: Iterable[Segment]) -> EncodedPrompt:
         """Tokenise a request's segments; positions of block ends and marks come along."""
         segments = list(segments)
@@ -231,9 +224,6 @@ class Tokenizer:
             if segment.mark is not None:
                 marks[end] = segment.mark
         return EncodedPrompt(out, block_ends, marks, segment_ends)
-
-    def count_segments(self, segments: Iterable[Segment]) -> int:
-        return sum(map(len, self._tokens_many(s.text for s in segments)))
 
     def cache_info(self) -> dict[str, int]:
         with self._lock:

@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from endless.core import journal as journals
+from endless.core import journal
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK
 from endless.core.keys import MEMORY_ID
 from endless.core.locks import Lease, holder_pid, is_held
@@ -202,7 +202,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                    f"memory {mid}: {count} torn lines were moved aside earlier to {memory.quarantine.name}",
                    memory=mid)
 
-    # Locks, lease, journals.
+    # Locks, lease, journal.
     if _lock_held(memory.lock.path):
         pid = holder_pid(memory.lock.holder_path)
         report.add("memory.lock", "warning",
@@ -231,8 +231,8 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
             report.add("memory.lease", "ok",
                        f"memory {mid}: the last writer pool (pid {info.pid}) has ended; the next one takes over",
                        memory=mid)
-    for path in sorted(journals.journal_dir(folder).glob("*.jsonl")):
-        pending = journals.read(path)
+    for path in sorted(journal.journal_dir(folder).glob("*.jsonl")):
+        pending = journal.read(path)
         if pending is None:
             continue
         pid = _journal_pid(path)

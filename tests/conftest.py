@@ -1,6 +1,9 @@
-"""Shared test helpers live beside this file; the end-to-end tests in ``tests/e2e`` import them too."""
+"""Shared test helpers live beside this file (and the child processes in ``procs/``); every test
+folder below, ``e2e`` too, imports them by name."""
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+HERE = Path(__file__).parent
+for folder in (HERE / "procs", HERE):
+    sys.path.insert(0, str(folder))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 Part = tuple[int, int]
 Built = Callable[[int, int], bool]
@@ -151,8 +151,16 @@ def check_tiling(parts: Iterable[Part], total: int) -> int:
     return at
 
 
+class Merged(NamedTuple):
+    """A view after merging: its parts, the parents merged (in order), its size in bytes."""
+
+    parts: list[Part]
+    merged: list[Part]
+    size: int
+
+
 def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
-               size: int | None = None) -> tuple[list[Part], list[Part], int]:
+               size: int | None = None) -> Merged:
     """Merge most-due pairs until the size is at most ``target`` or nothing can merge.
 
     Returns the new parts, the parents merged in order, and the new size.  The
@@ -197,7 +205,7 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
         if prev[k] >= 0:
             push(prev[k])
     result = [cur[k] for k in range(n) if alive[k]]
-    return result, merged, size
+    return Merged(result, merged, size)
 
 
 @dataclass

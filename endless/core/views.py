@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from endless.core import durable, tiling
 from endless.core.log import OrderLog
@@ -24,6 +24,20 @@ from endless.core.tree import TreeStore
 FORMAT = 1
 SIZE_CACHE = 65536  # rendered sizes of written lines
 CHAT, WRITER = "chat", "writer"
+
+
+class Prefix(NamedTuple):
+    """A view's written lines from its start, and the first message they do not show."""
+
+    lines: list[ViewLine]
+    stop: int
+
+
+class Rendered(NamedTuple):
+    """A view as the model reads it, and the first message it does not show."""
+
+    text: str
+    stop: int
 
 
 @dataclass(frozen=True)
@@ -124,23 +138,23 @@ class ViewKeeper:
         state = self.wview if writer else self.chat
         return [ViewLine(p, self.tree.cached_text(*p)) for p in state.parts]
 
-    def written_prefix(self, writer: bool = False, upto: int | None = None) -> tuple[list[ViewLine], int]:
+    def written_prefix(self, writer: bool = False, upto: int | None = None) -> Prefix:
         """The view's lines up to the first unwritten one (or up to message ``upto``), and where they stop."""
         state = self.wview if writer else self.chat
         lines: list[ViewLine] = []
         for part in state.parts:
             if upto is not None and tiling.end(part) > upto:
-                return lines, tiling.first(part)
+                return Prefix(lines, tiling.first(part))
             text = self.tree.cached_text(*part)
             if text is None:
-                return lines, tiling.first(part)
+                return Prefix(lines, tiling.first(part))
             lines.append(ViewLine(part, text))
-        return lines, state.total
+        return Prefix(lines, state.total)
 
-    def render(self, writer: bool = False) -> tuple[str, int]:
+    def render(self, writer: bool = False) -> Rendered:
         """``<chat>`` … ``</chat>`` up to the first unwritten line, and the first message not shown."""
-        lines, stop = self.written_prefix(writer)
-        return chat_block(lines), stop
+        prefix = self.written_prefix(writer)
+        return Rendered(chat_block(prefix.lines), prefix.stop)
 
     # -- files ---------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 Claude Code, Codex, Cursor… start ``endless mcp`` as a subprocess and get the
 three tools a chat has (``zoom``, ``date``, ``recall_search``: the same names,
 descriptions and schemas as ``prompts/tools.json``, and the very answers
-``endless.tools.call`` gives the chat model) and the view as a resource.
+``endless.core.lookback.call`` gives the chat model) and the view as a resource.
 
 Read-only: the memory is opened read-only and caught up from its files before
 every answer, so the server follows a chat that is writing the memory live and

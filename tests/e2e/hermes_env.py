@@ -33,12 +33,21 @@ ROLE = re.compile(r"<\|(system|user|assistant|tool|tools)\|>")
 VIEW_LINE = re.compile(r"^\d+\+\d+\|")
 
 
+# Loads the plugin the way Hermes does (its entry point), so a moved module cannot pass unnoticed.
+_PROBE = ("import run_agent; from importlib.metadata import entry_points; "
+          "(p,) = [e for e in entry_points(group='hermes_agent.plugins') if e.name == 'endless']; "
+          "assert callable(p.load().register)")
+
+
 def hermes_ready() -> bool:
+    """False when there is no Hermes venv (the tests skip); a venv that cannot load the plugin is an error."""
     if not HERMES_PYTHON.is_file():
         return False
-    probe = subprocess.run([str(HERMES_PYTHON), "-c", "import endless.hermes, run_agent"],
-                           capture_output=True, timeout=120)
-    return probe.returncode == 0
+    probe = subprocess.run([str(HERMES_PYTHON), "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        raise RuntimeError(f"{HERMES_PYTHON} cannot load the Endless plugin through Hermes's entry point "
+                           f"(reinstall with `.venv-hermes/bin/pip install -e .`):\n{probe.stderr[-2000:]}")
+    return True
 
 
 class Env:

@@ -1,7 +1,7 @@
 """The CLI's read commands: ``memories``, ``view``, ``zoom``, ``date``, ``search``, ``history``.
 
 Each prints data on stdout (``--json``: the same value the host RPC answers,
-from :mod:`endless.answers`) and diagnostics on stderr.  Exit codes: 0 done;
+from :mod:`endless.faces.answers`) and diagnostics on stderr.  Exit codes: 0 done;
 1 not found (no such memory, line, message or page); 2 bad usage or settings
 (a malformed argument, an invalid settings file).
 """

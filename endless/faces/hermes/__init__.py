@@ -1,4 +1,4 @@
-"""Endless as a Hermes Agent 0.19.0 plugin (entry point group ``hermes_agent.plugins``, value ``endless.hermes``).
+"""Endless as a Hermes Agent 0.19.0 plugin (entry point group ``hermes_agent.plugins``, value ``endless.faces.hermes``).
 
 Hermes imports this module and calls :func:`register`.  Importing it does
 nothing else (Hermes may load plugins just to list them); the memories, the

@@ -80,7 +80,7 @@ def history_address(memory) -> str:
         from endless.faces.rpc import start_in_thread
     except ImportError:
         return ("The History page is not available in this build of Endless "
-                "(it needs the endless.rpc module).")
+                "(it needs the endless.faces.rpc module).")
     rt = runtime()
     served = _SERVED.get("page")
     if served is None:

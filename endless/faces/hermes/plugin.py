@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from endless.core import lookback
-from endless.turn import head as turn_head
-from endless.turn import pending as turn_pending
-from endless.turn import protocol as turn_protocol
+from endless.turn.head import fits, system_prompt, turn_tools
+from endless.turn.pending import keep_pending
+from endless.turn.protocol import REFUSAL, Turn
 from endless.faces.hermes import reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
 from endless.core.keys import Key, gateway_key, workspace_key
@@ -91,7 +91,7 @@ class TurnState:
     title: str = ""
     phase: Phase = Phase.RUNNING
     reason: str = ""  # BYPASSED: why it runs without Endless; FAILED, REFUSED_FAILED: what failed
-    turn: turn_protocol.Turn | None = None
+    turn: Turn | None = None
     head: Request | None = None
     frozen: dict | None = None
     view_msg: Any = None  # the head's view message object when it was frozen
@@ -176,7 +176,7 @@ class Plugin:
                 if found:
                     log(f"session {session_id}: {found} message(s) Hermes kept but Endless never saw are now "
                         "in the memory as interrupted turns")
-            self._settle(state, agent)
+            self._wait_for_room(state, agent)
         except Exception as exc:  # never break Hermes's turn, never send the full history: say why
             failure = f"{type(exc).__name__}: {exc}"
             if state.phase is not Phase.BYPASSED:  # a bypassed turn still runs without Endless
@@ -202,13 +202,13 @@ class Plugin:
             return "moa"
         return ""
 
-    def _settle(self, state: TurnState, agent: Any) -> None:
+    def _wait_for_room(self, state: TurnState, agent: Any) -> None:
         """Wait (interruptibly) while the recent block is too long; refuse after the limit."""
         rt = runtime()
         memory = state.memory
         assert memory is not None
         limit = rt.settings.turn_wait_seconds
-        future = rt.loop.submit(memory.settle(turn_head.fits, limit))
+        future = rt.loop.submit(memory.settle(fits, limit))
         while True:
             try:
                 ok = future.result(INTERRUPT_POLL)
@@ -220,7 +220,7 @@ class Plugin:
                     return
         if not ok:
             state.phase = Phase.REFUSED
-            rt.loop.call(turn_pending.keep_pending, memory, state.session, state.user_message, memory.clock())
+            rt.loop.call(keep_pending, memory, state.session, state.user_message, memory.clock())
             log(f"refused a turn of {state.session!r}: the memory's recent block stayed over "
                 f"{rt.settings.recent_block_bytes} bytes for {limit:.0f} s")
 
@@ -265,9 +265,8 @@ class Plugin:
         anchor = wire.find_anchor(conv, mode, state.user_message)
         own = conv[anchor + 1:]
         if state.turn is None:
-            tools = turn_head.turn_tools(wire.neutral_tools(request, mode), rt.settings.recall_search)
-            turn = turn_protocol.Turn(state.memory, state.session, state.title,
-                                      turn_head.system_prompt(system), tools)
+            tools = turn_tools(wire.neutral_tools(request, mode), rt.settings.recall_search)
+            turn = Turn(state.memory, state.session, state.title, system_prompt(system), tools)
             head = rt.loop.run(turn.begin(state.user_message, per_turn_state(state), route=state.route,
                                           timeout=0))
             if head is None:  # another process committed between the settle and now
@@ -295,7 +294,7 @@ class Plugin:
     def transform_llm_output(self, response_text: str = "", session_id: str = "", **_: Any) -> str | None:
         state = self.current.get(session_id)
         if state is not None and state.phase in _REFUSED:
-            return turn_protocol.REFUSAL
+            return REFUSAL
         return None
 
     def post_llm_call(self, session_id: str = "", turn_id: str = "", assistant_response: str = "",

@@ -27,8 +27,9 @@ from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
 from commands import endless_command
+from paths import FIXTURES as ALL_FIXTURES, REPO
 
-FIXTURES = Path(__file__).parent / "fixtures" / "import"
+FIXTURES = ALL_FIXTURES / "import"
 CLAUDE_SESSION = "0b6f3c1e-5a2d-4c1e-9f00-3e1d2a7c9b10"
 
 
@@ -314,7 +315,7 @@ def test_an_interrupted_import_resumes(place, tmp_path) -> None:
 
 
 HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON",
-                                    Path(__file__).resolve().parents[1] / ".venv-hermes" / "bin" / "python"))
+                                    REPO / ".venv-hermes" / "bin" / "python"))
 
 WRITE_WITH_HERMES = """
 import sys

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import orjson
+from paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def test_simulate_prints_the_table_and_writes_json(tmp_path):

@@ -20,10 +20,9 @@ from endless.cli import main
 from endless.core.keys import workspace_key
 from endless.faces.rpc import create_app
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rpc_fixtures as F  # noqa: E402
+from paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,6 @@ from endless.core.turns import TurnRecord
 from endless.core.messages import Message
 from endless.faces.rpc import create_app, start_in_thread
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rpc_fixtures as F  # noqa: E402
 
 PORT = 8765
@@ -545,7 +544,6 @@ def test_reads_while_a_writer_process_commits_turns(tmp_path):
     import re
     import time
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "procs"))
     import harness
 
     small = {"line_budget": 96, "view_ceiling": 2500, "view_floor": 1250, "view_shrink_slack": 600,

@@ -17,7 +17,6 @@ from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "procs"))
 import harness  # noqa: E402
 
 

@@ -30,7 +30,6 @@ from endless.core.messages import Message
 from endless.core.settings import Settings
 from endless.writer.queue import ready_work
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "procs"))
 import harness  # noqa: E402
 from crash_child import line_text  # noqa: E402
 

@@ -22,7 +22,6 @@ from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "procs"))
 import harness  # noqa: E402
 
 SMALL = {"line_budget": 96, "view_ceiling": 2500, "view_floor": 1250, "view_shrink_slack": 600,

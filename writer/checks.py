@@ -96,6 +96,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from endless.core.settings import LINE_BUDGET
 from endless.writer.facts import (SCRIPT_PATTERNS, Fact, Haystack, foreign_scripts, haystack_of,
                                   invented_facts, squeeze_ws, strip_heads)
 
@@ -319,7 +320,7 @@ def _list(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def judge(reply: str | None, sources: Sequence[str], budget: int = 512,
+def judge(reply: str | None, sources: Sequence[str], budget: int = LINE_BUDGET,
           accept_ratio: float = 1.25) -> Verdict:
     """Clean the reply, then check it in the order of DESIGN §3.3 (see the module notes)."""
     text = clean(reply)

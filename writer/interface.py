@@ -9,8 +9,9 @@ the core's own business.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Generic, Protocol, TypeVar
 
 from endless.core.locks import ChangeLock
 from endless.core.messages import Stored
@@ -59,3 +60,25 @@ class WriterMemory(Protocol):
     async def keep_lease(self, stop: asyncio.Event) -> bool: ...
 
     def report(self, what: str) -> None: ...
+
+
+T = TypeVar("T")
+
+
+class PerMemory(Generic[T]):
+    """One ``make(memory)`` per open memory, made at first use and kept while the memory is.
+
+    The writer's state about a memory (its work queue, its route records)
+    must be shared by everyone who asks for it in one process, yet must not
+    keep a closed memory alive.
+    """
+
+    def __init__(self, make: Callable[[WriterMemory], T]) -> None:
+        self._make = make
+        self._made: "weakref.WeakKeyDictionary[object, T]" = weakref.WeakKeyDictionary()
+
+    def __call__(self, memory: WriterMemory) -> T:
+        found = self._made.get(memory)
+        if found is None:
+            found = self._made[memory] = self._make(memory)
+        return found

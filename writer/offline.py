@@ -48,6 +48,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from endless.core.settings import LINE_BUDGET
 from endless.writer.checks import ELLIPSIS, judge, trim, utf8_size
 from endless.writer.facts import find_facts, invented_facts, strip_heads
 
@@ -358,13 +359,13 @@ def _apart(*inputs: str) -> list[str]:
     return out
 
 
-def offline_leaf(source: str, budget: int = 512, person_tag: str = PERSON_TAG) -> str:
+def offline_leaf(source: str, budget: int = LINE_BUDGET, person_tag: str = PERSON_TAG) -> str:
     """A line of at most ``budget`` UTF-8 bytes for one message given as ``tag: text``."""
     line = _compose(source, budget, person_tag, message=True)
     return _safe(line, _apart(source), budget, [source])
 
 
-def offline_merge(left: str, right: str, budget: int = 512, person_tag: str = PERSON_TAG) -> str:
+def offline_merge(left: str, right: str, budget: int = LINE_BUDGET, person_tag: str = PERSON_TAG) -> str:
     """A line of at most ``budget`` bytes for two neighbouring lines: both halves kept, newline-joined."""
     whole_left = _compose(left, 10**9, person_tag)
     whole_right = _compose(right, 10**9, person_tag)

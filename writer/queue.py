@@ -9,12 +9,11 @@ scans the tree after the first look.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 from endless.core import tiling
 from endless.core.tiling import Part
-from endless.writer.interface import WriterMemory
+from endless.writer.interface import PerMemory, WriterMemory
 
 
 @dataclass(frozen=True)
@@ -103,15 +102,7 @@ class WorkQueue:
             self._ready_merges.add(top)
 
 
-_QUEUES: "weakref.WeakKeyDictionary[object, WorkQueue]" = weakref.WeakKeyDictionary()
-
-
-def work_queue(memory: WriterMemory) -> WorkQueue:
-    """The one work queue of an open memory (made at first use, kept while the memory is)."""
-    queue = _QUEUES.get(memory)
-    if queue is None:
-        queue = _QUEUES[memory] = WorkQueue(memory)
-    return queue
+work_queue = PerMemory(WorkQueue)  # work_queue(memory): the one work queue of an open memory
 
 
 def ready_work(memory: WriterMemory) -> list[Job]:

@@ -9,14 +9,13 @@ route never holds a key, only the name of the variable that does.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import orjson
 
 from endless.core import durable
 from endless.core.errors import MemoryUseError
-from endless.writer.interface import WriterMemory
+from endless.writer.interface import PerMemory, WriterMemory
 
 ROUTES_FILE = "routes.jsonl"
 
@@ -68,12 +67,4 @@ class RecordedRoutes:
         self._end = tail.complete_end
 
 
-_BOOKS: "weakref.WeakKeyDictionary[object, RecordedRoutes]" = weakref.WeakKeyDictionary()
-
-
-def recorded_routes(memory: WriterMemory) -> RecordedRoutes:
-    """The one set of records of an open memory (made at first use, kept while the memory is)."""
-    routes = _BOOKS.get(memory)
-    if routes is None:
-        routes = _BOOKS[memory] = RecordedRoutes(memory)
-    return routes
+recorded_routes = PerMemory(RecordedRoutes)  # recorded_routes(memory): the records of an open memory

@@ -16,6 +16,7 @@ from endless import prompts
 from endless.core import tiling
 from endless.core.errors import MemoryUseError
 from endless.core.render import ViewLine
+from endless.core.settings import WRITER_REPLY_TOKENS
 from endless.writer.interface import WriterMemory
 from endless.writer.queue import Job
 from endless.llm.request import Msg, Request, view_message_blocks
@@ -115,7 +116,7 @@ def context_lines(memory: WriterMemory, jobs: list[Job]) -> list[str]:
 
 
 def build_request(memory: WriterMemory, items: list[JobText], *, system: str | None, tools: list[dict],
-                  budget: int, max_tokens: int = 1024) -> Request:
+                  budget: int, max_tokens: int = WRITER_REPLY_TOKENS) -> Request:
     """The start of a writer conversation: the view message, then the task as its own message.
 
     The task is the last message and starts with ``Compaction:``: that is what

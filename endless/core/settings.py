@@ -25,6 +25,8 @@ def search_workers(settings: "Settings") -> int:
 # Bytes a sawtooth plans for the "id+n|" head and newline of a merge line not written yet (the
 # line itself is planned at line_budget); a head is at most about this long for any real history.
 PLANNED_HEAD_BYTES = 12
+LINE_BUDGET = 512  # bytes of one summary line (DESIGN §2.3); the default of the line_budget setting
+WRITER_REPLY_TOKENS = 1024  # the reply tokens a writer call allows each line it asks for
 
 
 class SettingsError(ValueError):
@@ -36,7 +38,7 @@ class Settings:
     """The effective settings; ``sources`` maps each field name to its layer."""
 
     # Lines and views (DESIGN §2.3, §2.4).
-    line_budget: int = 512
+    line_budget: int = LINE_BUDGET
     line_accept_ratio: float = 1.25
     line_retry_ratio: float = 0.75
     view_ceiling: int = 128_000

@@ -43,7 +43,7 @@ def recent_bytes(memory: Memory, start: int | None = None) -> int:
     return len(block.encode("utf-8")) + (1 if block else 0)
 
 
-def refresh_bytes(memory: Memory) -> int:
+def rebuild_bytes(memory: Memory) -> int:
     """A quarter of the window, in bytes: a token is at least a byte, so this errs early."""
     window = memory.window_tokens or memory.settings.default_window_tokens
     return int(window * memory.settings.long_turn_fraction)

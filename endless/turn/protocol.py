@@ -24,7 +24,7 @@ from endless.core.memory import Memory
 from endless.core.turns import TurnInProgress
 from endless.core.messages import TraceBuilder
 from endless.llm.request import Msg, Request, ToolCallOut
-from endless.turn.head import build_request, fits, refresh_bytes
+from endless.turn.head import build_request, fits, rebuild_bytes
 from endless.turn.pending import drop_pending, keep_pending, pending
 from endless.writer.recorded import recorded_routes
 
@@ -47,7 +47,7 @@ class Turn:
     refused: bool = False
     delivered_pending: list[str] = field(default_factory=list)
     state: str = ""
-    refreshes: int = 0
+    rebuilds: int = 0  # how often a long turn rebuilt its head
     _journal: TurnInProgress | None = None
     _person_id: int | None = None  # the person's message, once a head rebuild has logged it
     _calls: int = 0  # tool calls the turn has made (a head rebuild saves them all)
@@ -101,7 +101,7 @@ class Turn:
             self._calls += 1
             self._step_bytes += len(call.arguments.encode()) + len(result.encode())
         self._step_bytes += len(said.encode())
-        if self._step_bytes > refresh_bytes(self.memory):
+        if self._step_bytes > rebuild_bytes(self.memory):
             return self.rebuild_head()
         return head
 
@@ -126,18 +126,18 @@ class Turn:
         if info is not None and self._person_id is None:
             self._person_id = info.first  # begin() journals the person's message first
         drop_pending(memory, self.session)
-        self.refreshes += 1
+        self.rebuilds += 1
         self._journal = memory.journal(self.session, self.title)
         self._trace = TraceBuilder(memory.settings)
         self._step_bytes = 0
         durable.log("turn", f"a turn of {self.session!r} passed a quarter of the window; "
-                            f"its steps so far are committed and the head rebuilt ({self.refreshes})")
+                            f"its steps so far are committed and the head rebuilt ({self.rebuilds})")
         first = self._person_id if self._person_id is not None else memory.total - 1
         calls = f"{self._calls} tool call{'' if self._calls == 1 else 's'}"
         note = prompts.text("turn/continued.txt").strip().format(calls=calls, first=first,
                                                                  last=memory.total - 1)
         self.head = build_request(memory, self.system, self.tools, self.context, self.state, note,
-                                  recent_limit=refresh_bytes(memory), keep=self._person_id)
+                                  recent_limit=rebuild_bytes(memory), keep=self._person_id)
         return self.head
 
     def finish(self, reply: str, status: str = "completed", status_text: str | None = None):

@@ -90,3 +90,24 @@ def test_the_command_line(tmp_path: Path) -> None:
                             text=True)
     assert second.returncode == 0, second.stderr
     assert (tmp_path / "config.yaml").read_bytes() == CONFIG
+
+
+def test_a_home_installed_before_the_plugin_moved_keeps_working(tmp_path: Path) -> None:
+    """A home as the version before the layers change left it (``fixtures/hermes-home-before-layers``,
+    written by that version's ``endless hermes install``): the config names the plugin and the engine,
+    never a module, so the moved plugin loads from it; install sees it enabled, uninstall undoes it."""
+    from importlib.metadata import entry_points
+
+    from paths import FIXTURES
+
+    old = FIXTURES / "hermes-home-before-layers"
+    for name in ("config.yaml", STATE_FILE):
+        (tmp_path / name).write_bytes((old / name).read_bytes())
+    config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    (point,) = [p for p in entry_points(group="hermes_agent.plugins") if p.name in config["plugins"]["enabled"]]
+    assert callable(point.load().register)
+    assert config["context"]["engine"] == "endless"
+    assert install(tmp_path) == []
+    said = uninstall(tmp_path)
+    assert said and (tmp_path / "config.yaml").read_bytes() == (old / "config.before.yaml").read_bytes()
+    assert not (tmp_path / STATE_FILE).exists()

@@ -94,7 +94,7 @@ def test_after_a_long_turn_rebuilds_its_head_the_agent_goes_on_with_its_plan(tmp
 
     outcome = run(run_turn(turn, "Build and check it. [[zoom:0:1]] [[tools:4]] [[reply:300]]", agent,
                            run_tool=run_tool), clock)
-    assert turn.refreshes == 1
+    assert turn.rebuilds == 1
     assert len(ran) == 4, f"the agent went on with its plan instead of starting again: {len(ran)} calls"
     assert outcome.steps == 6, "a zoom, four tool calls and the final reply"
     assert "K7-ALPHA-42" in outcome.reply, "the zoom result saved before the rebuild is quoted"

@@ -130,7 +130,7 @@ def test_a_long_turn_refreshes_its_head_and_never_outgrows_the_window(tmp_path):
 
     from endless.sim.tokens import load_o200k_base
     from endless.core.lookback import call
-    from endless.turn.head import refresh_bytes
+    from endless.turn.head import rebuild_bytes
     from endless.turn.protocol import CONTINUED
 
     encoding = load_o200k_base()
@@ -155,12 +155,12 @@ def test_a_long_turn_refreshes_its_head_and_never_outgrows_the_window(tmp_path):
         tokens = len(encoding.encode(request.rendered()))
         largest = max(largest, tokens)
         assert tokens < window, f"step {step}: {tokens} tokens do not fit a {window}-token window"
-    assert turn.refreshes >= 3, "50 steps of ~3 KB each pass a quarter of a 32k window several times"
-    assert refresh_bytes(memory) == window // 4
+    assert turn.rebuilds >= 3, "50 steps of ~3 KB each pass a quarter of a 32k window several times"
+    assert rebuild_bytes(memory) == window // 4
     assert request.messages[:1] == first_head[:1], "context messages stay in front after a refresh"
     info = turn.finish("all parts built")
-    parts = [memory.turn(n) for n in range(memory.turns - turn.refreshes - 1, memory.turns)]
-    assert [p.status for p in parts] == [CONTINUED] * turn.refreshes + ["completed"]
+    parts = [memory.turn(n) for n in range(memory.turns - turn.rebuilds - 1, memory.turns)]
+    assert [p.status for p in parts] == [CONTINUED] * turn.rebuilds + ["completed"]
     first_part = memory.turn_messages(parts[0].turn)
     assert first_part[0].text == "build the whole project" and first_part[0].kind == "user"
     assert info.turn == parts[-1].turn
@@ -176,7 +176,7 @@ def test_a_refreshed_head_keeps_the_persons_message_and_the_newest_step_when_the
     It keeps the person's message and the newest steps (the oldest kept one shortened), names the
     rest for zoom, and stays within a quarter of the window."""
     from endless.core.lookback import call
-    from endless.turn.head import refresh_bytes
+    from endless.turn.head import rebuild_bytes
 
     clock = SimClock()
     memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=Settings(), root=tmp_path,
@@ -184,7 +184,7 @@ def test_a_refreshed_head_keeps_the_persons_message_and_the_newest_step_when_the
     for t in range(5):
         memory.commit_turn("s1", "Chat", [Message("user", f"q{t} " + "x" * 1500, 1.0),
                                           Message("reply", f"a{t} " + "y" * 1500, 1.0)], sync=False)
-    limit = refresh_bytes(memory)
+    limit = rebuild_bytes(memory)
     turn = _turn(memory)
     person = "Build the kestrel-44 release and tell me what broke."
     run(turn.begin(person), clock)
@@ -193,7 +193,7 @@ def test_a_refreshed_head_keeps_the_persons_message_and_the_newest_step_when_the
     for k, result in enumerate(results):
         request = turn.add_step("", [ToolCallOut(f"c{k}", "terminal", f'{{"cmd": "make part{k}"}}')],
                                 {f"c{k}": result})
-    assert turn.refreshes == 1, "three ~3 KB results pass a quarter of a 32k window at the third"
+    assert turn.rebuilds == 1, "three ~3 KB results pass a quarter of a 32k window at the third"
     person_id, trace_id = 10, 11
     assert memory.message(person_id).text == person and memory.message(trace_id).kind == "trace"
     tail = request.messages[-1].blocks[-1]

@@ -304,7 +304,7 @@ def build(folder: Path, size: int, seed: int, batch_turns: int, tail: int, tail_
             lines = []
             mid = first
             for turn in turns:
-                for m in turn[2]:
+                for m in turn.messages:
                     for level, index, text, src, free in walk.nodes(mid, m):
                         if memory.is_built(level, index):
                             stats["free_lines"] += 1
@@ -329,7 +329,7 @@ def build(folder: Path, size: int, seed: int, batch_turns: int, tail: int, tail_
             stats["tail_commit_s"] += time.perf_counter() - t0
             mid = first
             for turn in turns:
-                for m in turn[2]:
+                for m in turn.messages:
                     for level, index, text, src, free in walk.nodes(mid, m):
                         if memory.is_built(level, index):
                             stats["free_lines"] += 1
@@ -364,7 +364,7 @@ def _take_turns(stream, upto: int, count: int, stats: dict) -> tuple[list, int]:
     while stream.next_id < upto and len(turns) < count:
         turns.append(stream.turn())
     stats["gen_s"] += time.perf_counter() - t0
-    return turns, stream.next_id - sum(len(t[2]) for t in turns)
+    return turns, stream.next_id - sum(len(t.messages) for t in turns)
 
 
 def _fsync(path: Path) -> None:

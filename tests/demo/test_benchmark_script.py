@@ -1,4 +1,4 @@
-"""``scripts/simulate.py`` end to end on a few turns: the table, the JSON and the baselines come out.
+"""The benchmark scripts end to end on a few turns: each prints its table (simulate.py its JSON too).
 
 Not a timed test: it checks that the benchmark still runs through the real
 turn protocol, writer and SDK clients and reports every column it promises.
@@ -48,3 +48,24 @@ def test_the_catch_up_benchmark_prints_both_settings_side_by_side():
     stores, changes, ratio = int(cells[1]), cells[2].split(" / "), cells[4]
     assert stores > 100 and int(changes[0]) <= int(changes[1]) <= stores and ratio.endswith("×")
     assert "[endless." not in done.stdout  # logs go to stderr only
+
+
+def test_the_engine_benchmark_builds_a_small_memory_and_prints_both_tables():
+    """The bulk path, the small-batch tail, the reopens and every measured row, on 2,000 messages."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_engine.py"), "--sizes", "2000",
+                           "--tail", "200", "--batch", "500", "--reopen-every", "1"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = done.stdout
+    for row in ("| open (new process", "| zoom(id, 1)", "| literal search, hit", "| total build time",
+                "|   tail commit_turns", "| messages / turns | 2,000 /"):
+        assert row in table, row
+    assert "[endless." not in table
+
+
+def test_the_writer_benchmark_prints_its_table():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_writer.py"), "--turns", "12"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| calls per model-written line |" in done.stdout, done.stdout
+    assert "| cached share of writer input |" in done.stdout

@@ -124,8 +124,10 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
         searched = (f"it searched messages {result.stopped_at} to {memory.total - 1}, newest "
                     f"first, not the older ones" if result.stopped_at < memory.total
                     else "before it had searched a single message")
-        lines.append(f"The pattern search stopped after {seconds:g} s, {searched}. "
-                     "Narrow the pattern or search for plain words.")
+        advice = ("Narrow the pattern or search for plain words." if result.pattern
+                  else "Search for fewer or shorter words.")
+        lines.append(f"The {'pattern ' if result.pattern else ''}search stopped after {seconds:g} s, "
+                     f"{searched}. {advice}")
     if not result.hits:
         lines.append(f"No hits for {query} on page {p}." if p > 1 else f"No hits for {query}.")
         return "\n".join(lines)

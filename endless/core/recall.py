@@ -5,7 +5,10 @@ the query as it appears inside a JSON string, so most of the file is only
 lowered and searched in C; each candidate line is parsed and checked against
 the message text itself.  A pattern search runs the ``regex`` engine with a
 deadline, so a catastrophic pattern stops after its time limit instead of
-hanging the process.
+hanging the process; a pattern that would take too much memory to compile is
+refused before (:mod:`endless.core.pattern_guard`).  Every scan checks the
+same deadline between chunks and always moves back through the file, so no
+query runs past its time, and a stopped search says how far it got.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Callable, Iterator
 import orjson
 import regex
 
+from endless.core import pattern_guard
 from endless.core.log import OrderLog
+from endless.core.settings import LONG_NEEDLE_BYTES
 
 CHUNK = 4 << 20
 SNIPPET = 80
@@ -44,7 +49,7 @@ class Hit:
 class Result:
     hits: list[Hit] = field(default_factory=list)
     more: bool = False
-    stopped_at: int | None = None  # the oldest message searched when a time limit cut the search
+    stopped_at: int | None = None  # the oldest message searched when the time limit cut the search
     pattern: bool = False
 
 
@@ -62,6 +67,10 @@ def parse_query(query: str) -> tuple[str, bool]:
 
 def compile_pattern(body: str) -> "regex.Pattern[str]":
     try:
+        pattern_guard.check(body)
+    except pattern_guard.PatternTooLarge as exc:
+        raise SearchError(str(exc)) from exc
+    try:
         return regex.compile(body, regex.IGNORECASE | regex.MULTILINE)
     except regex.error as exc:
         raise SearchError(f"the regular expression /{body}/ is not valid: {exc}") from exc
@@ -77,24 +86,45 @@ def search(log: OrderLog, query: str, skip: int, limit: int, seconds: float,
     if is_pattern:
         pattern = compile_pattern(body)
         deadline = clock() + seconds
-        stopped = _scan_pattern(log, pattern, want, found, deadline, clock)
-        result.stopped_at = stopped
+        result.stopped_at = _scan_pattern(log, pattern, want, found, deadline, clock)
     else:
-        _scan_literal(log, body, want, found)
+        deadline = clock() + seconds
+        result.stopped_at = _scan_literal(log, body, want, found, _Deadline(deadline, clock))
     result.more = len(found) > skip + limit
     result.hits = found[skip:skip + limit]
     return result
 
 
+@dataclass
+class _Deadline:
+    """When a literal scan must stop, and the oldest message it had searched to the end by then."""
+
+    at: float
+    clock: Callable[[], float]
+    oldest: int | None = None
+
+    def passed(self) -> bool:
+        return self.clock() >= self.at
+
+    def searched(self, message_id: int) -> None:
+        self.oldest = message_id
+
+
 def _chunks_backward(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
-    """(offset, bytes) of whole lines, from the end of the file back to its start."""
+    """(offset, bytes) of whole lines, from the end of the file back to its start.
+
+    ``end`` is a line end, so a window's last byte is a newline: the line
+    start looked for is a newline before it.  A window holding only part of
+    one line grows until it reaches one (or the file's start), so every step
+    moves back, whatever a record's size.
+    """
     pos = end
     size = CHUNK
     while pos > 0:
         start = max(0, pos - size)
         data = os.pread(fd, pos - start, start)
         if start > 0:
-            nl = data.find(b"\n")
+            nl = data.find(b"\n", 0, len(data) - 1)
             if nl < 0:
                 size *= 2
                 continue
@@ -112,65 +142,118 @@ def _open(log: OrderLog) -> int | None:
         return None
 
 
-def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit]) -> None:
+def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadline: _Deadline) -> int | None:
+    """Collect hits of ``text``; returns the oldest message searched if the deadline cut it short."""
     needle_text = text.lower()
     fd = _open(log)
     if fd is None:
-        return
+        return None
 
     def match(message: str) -> int:
         return message.lower().find(needle_text)
 
     try:
         if text.isascii():
-            _scan_ascii(fd, log.end, text, match, want, found)
-            return
-        # Lowering outside ASCII may change lengths: test line by line, after a cheap chunk check.
-        needle_str = orjson.dumps(needle_text).decode()[1:-1]
-        for _, data in _chunks_backward(fd, log.end):
-            if needle_str not in data.decode("utf-8", "replace").lower():
-                continue
-            for line in reversed(data.split(b"\n")):
-                if line and needle_str in line.decode("utf-8", "replace").lower():
-                    _collect(line, match, found)
-                    if len(found) >= want:
-                        return
+            done = _scan_ascii(fd, log.end, text, match, want, found, deadline)
+        else:
+            done = _scan_unicode(fd, log.end, needle_text, match, want, found, deadline)
     finally:
         os.close(fd)
+    if done:
+        return None
+    return deadline.oldest if deadline.oldest is not None else log.total
+
+
+def _scan_unicode(fd: int, end: int, needle_text: str, match: Callable[[str], int], want: int,
+                  found: list[Hit], deadline: _Deadline) -> bool:
+    """Lowering outside ASCII may change lengths: test line by line, after a cheap chunk check."""
+    needle_str = orjson.dumps(needle_text).decode()[1:-1]
+    for _, data in _chunks_backward(fd, end):
+        if deadline.passed():
+            return False
+        if needle_str not in data.decode("utf-8", "replace").lower():
+            _note_searched(data, deadline)
+            continue
+        for line in reversed(data.split(b"\n")):
+            if line and needle_str in line.decode("utf-8", "replace").lower():
+                _collect(line, match, found, deadline.searched)
+                if len(found) >= want:
+                    return True
+        _note_searched(data, deadline)
+    return True
+
+
+def _note_searched(data: bytes, deadline: _Deadline) -> None:
+    """Everything in ``data`` was searched: its first record's first message is the oldest reached."""
+    first = _first_id(data)
+    if first is not None:
+        deadline.searched(first)
+
+
+def _first_id(data: bytes) -> int | None:
+    """The first message id of the record that ``data`` starts with, if it reads."""
+    head = data[:data.find(b"\n")] if b"\n" in data else data
+    try:
+        return int(orjson.loads(head)["id"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want: int,
-                found: list[Hit]) -> None:
-    """ASCII words: the ``regex`` engine's case-blind literal search over the mapped log.
+                found: list[Hit], deadline: _Deadline) -> bool:
+    """ASCII words: a case-blind literal search over the mapped log; False if the deadline cut it.
 
     The needle is the query as it appears inside a JSON string; the file is
     searched in line-aligned chunks from the end, two chunks at a time on two
-    threads (the engine releases the GIL), forward within a chunk, and each
-    hit's line is parsed and checked against the message text itself.
+    threads (the ``regex`` engine releases the GIL), forward within a chunk,
+    and each hit's line is parsed and checked against the message text
+    itself.  A needle longer than ``LONG_NEEDLE_BYTES`` is looked for in the
+    lowered chunk with ``bytes.find`` instead, which stays linear where the
+    engine's case-blind search would compare the needle at every position
+    (``'a' * 4096`` in a run of ``A``: half a minute).
     """
     if end <= 0:
-        return
-    needle = regex.compile(regex.escape(orjson.dumps(text)[1:-1]), regex.IGNORECASE)
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
-        stop = min(end, len(mapped))
+        return True
+    raw = orjson.dumps(text)[1:-1]
+    if len(raw) > LONG_NEEDLE_BYTES:
+        lowered = raw.lower()
 
         def hits_in(bounds: tuple[int, int]) -> list[int]:
-            return [m.start() for m in needle.finditer(mapped, bounds[0], bounds[1], concurrent=True)]
+            chunk = mapped[bounds[0]:bounds[1]].lower()
+            out, at = [], chunk.find(lowered)
+            while at >= 0:  # one hit a line is all the caller reads: go on after the line's end
+                out.append(bounds[0] + at)
+                line_end = chunk.find(b"\n", at)
+                at = -1 if line_end < 0 else chunk.find(lowered, line_end + 1)
+            return out
+    else:
+        needle = regex.compile(regex.escape(raw), regex.IGNORECASE)
 
+        def hits_in(bounds: tuple[int, int]) -> list[int]:
+            left = max(0.0, deadline.at - deadline.clock())
+            try:
+                return [m.start() for m in needle.finditer(mapped, bounds[0], bounds[1], concurrent=True,
+                                                           timeout=left)]
+            except TimeoutError:
+                return []
+
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
+        stop = min(end, len(mapped))
         while stop > 0:
+            if deadline.passed():
+                return False
             spans = []
             for _ in range(_THREADS):
                 if stop <= 0:
                     break
-                start = max(0, stop - CHUNK)
-                if start > 0:
-                    nl = mapped.find(b"\n", start, stop)
-                    start = 0 if nl < 0 else nl + 1
+                start = _line_start_before(mapped, stop)
                 spans.append((start, stop))
                 stop = start
             results = list(_executor().map(hits_in, spans)) if len(spans) > 1 else [hits_in(spans[0])]
             for (start, stop_here), hits in zip(spans, results):
                 line_end = stop_here + 1
+                if deadline.passed():
+                    return False
                 for k in reversed(hits):
                     if k >= line_end:
                         continue  # another hit in a line already read
@@ -179,13 +262,36 @@ def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want:
                     line_end = stop_here if line_end < 0 else line_end
                     _collect(mapped[line_start:line_end], match, found)
                     if len(found) >= want:
-                        return
+                        return True
                     line_end = line_start
+                line_end = mapped.find(b"\n", start, stop_here)
+                first = _first_id(mapped[start:stop_here if line_end < 0 else line_end])
+                if first is not None:
+                    deadline.searched(first)
                 # Drop the pages just read from this process's resident set (the OS keeps them
                 # cached): a search over a large log must not count the whole file as our memory.
                 aligned = start - start % mmap.PAGESIZE
                 if hasattr(mapped, "madvise") and stop_here > aligned:
                     mapped.madvise(mmap.MADV_DONTNEED, aligned, stop_here - aligned)
+    return True
+
+
+def _line_start_before(mapped: mmap.mmap, stop: int) -> int:
+    """Where the span ending at line end ``stop`` starts: about ``CHUNK`` back, at a line start.
+
+    ``stop - 1`` is the span's own last newline, so a line start is a newline
+    before it; a window inside one long record grows until it finds one, so
+    the span always holds at least one whole line and the scan moves back.
+    """
+    size = CHUNK
+    while True:
+        start = max(0, stop - size)
+        if start == 0:
+            return 0
+        nl = mapped.find(b"\n", start, stop - 1)
+        if nl >= 0:
+            return nl + 1
+        size *= 2
 
 
 _THREADS = max(1, min(2, os.cpu_count() or 1))

@@ -27,6 +27,11 @@ def search_workers(settings: "Settings") -> int:
 PLANNED_HEAD_BYTES = 12
 LINE_BUDGET = 512  # bytes of one summary line (DESIGN §2.3); the default of the line_budget setting
 WRITER_REPLY_TOKENS = 1024  # the reply tokens a writer call allows each line it asks for
+# A search pattern is refused before compiling past these (endless.core.pattern_guard): the regex engine
+# expands counted repeats, about 260 bytes a piece, so 20,000 pieces stay near 5 MB.
+PATTERN_CHARS_MAX = 2_000
+PATTERN_WEIGHT_MAX = 20_000
+LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-time method
 
 
 class SettingsError(ValueError):

@@ -531,11 +531,15 @@ def test_pattern_search_real_time_limit(tmp_path):
     memory.close()
 
 
-def test_literal_search_ignores_the_pattern_limit(mem):
+def test_literal_search_finds_within_the_limit_and_stops_at_it(mem):
+    """Words are searched under the same time limit as patterns (a literal can be slow too)."""
     add(mem, CATASTROPHIC)
+    answer = tools.recall_search(mem, "aab")
+    assert [h[0] for h in hits(answer)] == [0] and "stopped" not in answer
     answer = tools.recall_search(mem, "aab", clock=JumpClock(0.0, 1e9))
-    assert [h[0] for h in hits(answer)] == [0]
-    assert "stopped" not in answer
+    assert hits(answer) == []
+    assert "The search stopped after 2 s, before it had searched a single message." in answer
+    assert "Search for fewer or shorter words." in answer
 
 
 # -- nothing raises ----------------------------------------------------------------------

@@ -125,6 +125,15 @@ def test_search_highlights_in_place(page):
     assert page.locator("#newest").is_visible()
     page.click("#newest")
     page.wait_for_selector("#turn-59")
+    # A query the server refuses clears the hits and highlights of the one before, and says why.
+    page.fill("#query", "/(?:(?:a{1000}){1000}){10}/")
+    page.keyboard.press("Enter")
+    page.locator("#status", has_text="repeats too much").wait_for()
+    assert page.locator("#hits-box").is_hidden() and page.locator("#hits li").count() == 0
+    assert page.locator("#m-93 mark").count() == 0
+    assert page.input_value("#query") == "/(?:(?:a{1000}){1000}){10}/"
+    page.evaluate("window.scrollTo(0, 0)")
+    shot(page, "search-refused")
 
 
 def test_remembers_opens_a_line_down_to_a_message(page):

@@ -183,7 +183,14 @@
     query = query.trim();
     if (!query) { clearSearch(true); return; }
     const generation = state.generation;
-    const value = await call("search", { memoryId: state.memory, query: query, limit: 50 });
+    let value;
+    try {
+      value = await call("search", { memoryId: state.memory, query: query, limit: 50 });
+    } catch (e) {
+      // A refused query leaves no hits of the previous one on screen (the typed query stays to fix).
+      if (generation === state.generation) { clearSearch(true); $("query").value = query; }
+      throw e;
+    }
     if (generation !== state.generation) return;
     state.query = query;
     state.matcher = matcherFor(query);
@@ -192,7 +199,7 @@
     $("hits-title").textContent = value.hits.length
       ? value.hits.length + (value.hits.length === 50 ? "+" : "") + " hits for " + query + ", newest first"
       : "No hits for " + query;
-    if (value.stoppedAt !== undefined) $("hits-title").textContent += " (the pattern search stopped early)";
+    if (value.stoppedAt !== undefined) $("hits-title").textContent += " (the search stopped early)";
     for (const hit of value.hits) {
       const item = el("li");
       const button = el("button");

@@ -1,108 +1,82 @@
-"""The ``endless`` command line.  Data goes to stdout, diagnostics to stderr."""
+"""The ``endless`` command line.  Data goes to stdout, diagnostics to stderr.
+
+This is the one module above every layer: it wires each face's commands
+together (the ``sim`` and ``demo`` commands come from the simulator and the
+harness, which no face may import).  A command imports only its own module,
+so ``endless search`` or ``endless --version`` never loads the simulator, the
+demo, an SDK or a web server; only ``endless --help`` (and a mistyped
+command) loads every parser, to list them.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-
-import orjson
+from typing import Any
 
 from endless import __version__
-from endless.core.settings import SettingsError, describe, load_settings
-from endless.faces.hermes.install import add_hermes_parser
-from endless.demo.run import add_demo_parser
-from endless.faces.cli.chat import add_chat_parser
-from endless.faces.cli.doctor import add_doctor_parser
-from endless.faces.importers.importer import add_import_parser
-from endless.faces.mcp_server import add_mcp_parser
-from endless.faces.cli.read import add_read_parsers
-from endless.faces.rpc.serve import add_serve_parser
-from endless.sim.server import add_sim_parser
-from endless.faces.cli.choose import add_memory_arguments
+
+# (the commands a module adds, that module, the function that adds them), in --help order.
+COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
+    (("config",), "endless.faces.cli.settings_cmd", "add_config_parser"),
+    (("sim",), "endless.sim.server", "add_sim_parser"),
+    (("hermes",), "endless.faces.hermes.install", "add_hermes_parser"),
+    (("demo",), "endless.demo.run", "add_demo_parser"),
+    (("mcp",), "endless.faces.mcp_server", "add_mcp_parser"),
+    (("doctor",), "endless.faces.cli.doctor", "add_doctor_parser"),
+    (("import",), "endless.faces.importers.importer", "add_import_parser"),
+    (("chat",), "endless.faces.cli.chat", "add_chat_parser"),
+    (("memories", "view", "zoom", "date", "search", "history"), "endless.faces.cli.read", "add_read_parsers"),
+    (("serve",), "endless.faces.rpc.serve", "add_serve_parser"),
+    (("writer",), "endless.faces.cli.settings_cmd", "add_writer_parser"),
+]
 
 
-def _config(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    rows = describe(settings)
-    if args.json:
-        sys.stdout.write(orjson.dumps([{"name": n, "value": v, "source": s} for n, v, s in rows],
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
-        return 0
-    width = max(len(n) for n, _, _ in rows)
-    for name, value, source in rows:
-        sys.stdout.write(f"{name:<{width}}  {value!s:<24}  {source}\n")
-    return 0
+def _command_word(argv: list[str]) -> str | None:
+    """The command the person typed: the first word that is not an option (the top level has none
+    taking a value)."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
 
 
-def _writer(args: argparse.Namespace) -> int:
-    import time
-
-    from endless.faces.cli.choose import ChoiceError, choose
-    from endless.writer.spend import is_paused, lift_pause, read_pause
-    from endless.writer.usage import UsageLog
-
-    try:
-        memory = choose(args, readonly=args.action == "status")
-    except ChoiceError as exc:
-        print(f"[endless] {exc}", file=sys.stderr)
-        return 1
-    with memory:
-        now = time.time()
-        if args.action == "resume":
-            lift_pause(memory, now)
-            print(f"[endless] the writer of memory {memory.memory_id} may spend past its cap for the rest of today",
-                  file=sys.stderr)
-        usage = UsageLog(memory.folder, readonly=True)
-        cap = memory.settings.spend_cap_per_day
-        spent = usage.spent_today(now)
-        state = {"memoryId": memory.memory_id, "writerUsage": usage.totals(), "spentToday": spent,
-                 "spendCap": cap, "paused": is_paused(memory, spent, cap, now),
-                 "pause": read_pause(memory)}
-    if args.json:
-        sys.stdout.write(orjson.dumps(state, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        totals = state["writerUsage"]
-        sys.stdout.write(f"memory {state['memoryId']}: {totals['calls']} writer calls, "
-                         f"{totals['cacheRead']} cached and {totals['miss']} uncached input tokens, "
-                         f"{totals['output']} output, {totals['cost']:.4f} USD\n")
-        cap_text = "no cap" if cap is None else f"cap {cap:.4f} USD"
-        sys.stdout.write(f"today: {spent:.4f} USD spent, {cap_text}"
-                         f"{', paused' if state['paused'] else ''}\n")
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with ``command``'s subcommand only, or with every command when it is None or unknown."""
     parser = argparse.ArgumentParser(prog="endless", description=(
         "Endless keeps one AI conversation going forever: every turn logged word for word, "
         "summarised into a tree of lines, and shown to the model as a view that stays cached."))
     parser.add_argument("--version", action="version", version=f"endless {__version__}")
     sub = parser.add_subparsers(dest="command")
-    config = sub.add_parser("config", help="show the effective settings and where each came from")
-    config.add_argument("--json", action="store_true", help="print JSON")
-    config.set_defaults(run=_config)
-    add_sim_parser(sub)
-    add_hermes_parser(sub)
-    add_demo_parser(sub)
-    add_mcp_parser(sub)
-    add_doctor_parser(sub)
-    add_import_parser(sub)
-    add_chat_parser(sub)
-    add_read_parsers(sub)
-    add_serve_parser(sub)
-    writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today")
-    writer.add_argument("action", choices=["status", "resume"])
-    add_memory_arguments(writer)
-    writer.add_argument("--json", action="store_true", help="print JSON")
-    writer.set_defaults(run=_writer)
+    known = any(command in names for names, _, _ in COMMANDS)
+    added: set[tuple[str, str]] = set()
+    for names, module, function in COMMANDS:
+        if known and command not in names:
+            continue
+        if (module, function) in added:
+            continue
+        added.add((module, function))
+        adder: Any = getattr(importlib.import_module(module), function)
+        adder(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    command = _command_word(argv)
+    if command is None and "--version" in argv:
+        print(f"endless {__version__}")
+        return 0
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()
         return 0
+    from endless.core.settings import SettingsError
+
     try:
         return args.run(args)
     except SettingsError as exc:

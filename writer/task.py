@@ -17,6 +17,7 @@ from endless.core import tiling
 from endless.core.errors import MemoryUseError
 from endless.core.render import ViewLine
 from endless.core.settings import WRITER_REPLY_TOKENS
+from endless.llm import tokens
 from endless.writer.interface import WriterMemory
 from endless.writer.queue import Job
 from endless.llm.request import Msg, Request, view_message_blocks
@@ -121,14 +122,40 @@ def build_request(memory: WriterMemory, items: list[JobText], *, system: str | N
 
     The task is the last message and starts with ``Compaction:``: that is what
     makes a call a writer task, for the model and for anyone reading logs.
+    The whole conversation stays within the model's window, its replies and
+    retries included (DESIGN §4's invariant holds for writer calls too): the
+    writer view's last lines are left out first, then the chat's own prompt
+    and tools (the call then reads no cached prefix, but it fits).
     """
     lines = context_lines(memory, [item.job for item in items])
-    blocks, whole = view_message_blocks(lines)
-    return Request(system if system is not None else prompts.text("writer/section.txt"),
-                   list(tools) if system is not None else [],
-                   [Msg("user", blocks), Msg("user", [task_text(items, budget)])],
-                   view_message=0, view_blocks=whole, tool_choice="none",
-                   cache_key=memory.memory_id, max_tokens=max_tokens * len(items))
+    task = task_text(items, budget)
+    window = memory.window_tokens or memory.settings.default_window_tokens
+    room = window - max_tokens * len(items) * memory.settings.tries_per_line
+
+    def make(shown: list[str], own: bool) -> Request:
+        blocks, whole = view_message_blocks(shown)
+        use_chat = system is not None and not own
+        return Request(system if use_chat else prompts.text("writer/section.txt"),
+                       list(tools) if use_chat else [],
+                       [Msg("user", blocks), Msg("user", [task])],
+                       view_message=0, view_blocks=whole, tool_choice="none",
+                       cache_key=memory.memory_id, max_tokens=max_tokens * len(items))
+
+    request = make(lines, False)
+    if tokens.fits(request, room):
+        return request
+    for own in (False, True):
+        left = room - tokens.estimate(make([], own))
+        if left < 0:
+            continue
+        kept = 0
+        for line in lines:
+            left -= tokens.line_tokens(line)
+            if left < 0:
+                break
+            kept += 1
+        return make(lines[:kept], own)
+    return make([], True)  # the task alone: a message's input is trimmed, so this is small
 
 
 def feedback(problem: str, detail: str, *, budget: int, target: int, cut: str, size: int,

@@ -69,8 +69,12 @@ class Settings:
     spend_cap_per_day: float | None = None
     writer_route: str = ""
     reasoning_effort: str = "lowest"
-    # Turns (DESIGN §4).
-    turn_wait_seconds: float = 180.0
+    # Turns (DESIGN §4).  A turn waits while the recent block is past its limit, only as long as the
+    # writer stores a line every turn_stall_seconds, and at most turn_wait_seconds; then it goes on
+    # with a bounded head.
+    turn_wait_seconds: float = 15.0
+    turn_stall_seconds: float = 5.0
+    reply_room_tokens: int = 8_192  # the window's share kept for the reply when the harness names none
     recent_block_bytes: int = 16_384
     long_turn_fraction: float = 0.25
     default_window_tokens: int = 200_000  # when the harness does not say its model's window
@@ -255,7 +259,7 @@ def _check(s: Settings) -> None:
                  "content_rounds", "lines_per_call", "recent_block_bytes", "zoom_page_chars",
                  "search_hits_tool", "search_hits_rpc", "result_cap_chars", "trace_cap_chars",
                  "message_split_chars", "writer_result_keep_chars", "writer_input_keep_chars",
-                 "rpc_body_bytes", "rpc_search_queue",
+                 "rpc_body_bytes", "rpc_search_queue", "reply_room_tokens", "turn_stall_seconds",
                  "history_limit", "history_limit_max", "history_page_bytes"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be positive")

@@ -4,8 +4,18 @@ A turn's head is built once, at its first request: the harness's system
 prompt with Endless's section, the tools with Endless's three, the
 rarely-changing context messages, the view up to its first unwritten line, the
 recent block ``[p, T)`` word for word, the per-turn state, then the new
-message.  A long turn's head is rebuilt with the recent block bounded to a
-quarter of the window (``bounded_recent_block``).
+message.
+
+Every head is bounded, whatever the memory holds (DESIGN §4).  The recent
+block keeps the newest messages that fit its limit and names the stretch
+before them in one note line (right after an import, or while the writer is
+stalled, that stretch is not summarised yet; ``zoom`` and ``recall_search``
+still reach it word for word).  The whole head is then measured against the
+window, less the reply's room and the room a long turn's steps may take
+before its head is rebuilt (``rebuild_bytes``); a head that would not fit
+shows fewer of the view's last lines (named the same way), then a smaller
+recent block.  Only when the harness's own prompt and tools leave no room at
+all is there no head (:class:`HeadTooLarge`).
 """
 
 from __future__ import annotations
@@ -13,9 +23,17 @@ from __future__ import annotations
 from endless import prompts
 from endless.core import lookback
 from endless.core.memory import Memory
+from endless.core.render import ViewLine, recent_line
+from endless.llm import tokens
 from endless.llm.request import Msg, Request, view_message_blocks
-from endless.core.render import recent_block
-from endless.core.render import recent_line
+
+_NOTE_ROOM = 256  # bytes for one left-out note line
+_MIN_SHORTENED = 1024  # a message shortened below this shows too little to be worth it
+_SMALLEST_RECENT = 2048  # the least recent block a head is cut down to before there is no head
+
+
+class HeadTooLarge(Exception):
+    """No bounded head fits the model's window: the harness's own prompt and tools leave no room."""
 
 
 def system_prompt(harness_system: str) -> str:
@@ -37,10 +55,15 @@ def recent_start(memory: Memory) -> int:
     return p
 
 
-def recent_bytes(memory: Memory, start: int | None = None) -> int:
+def recent_bytes(memory: Memory, start: int | None = None, stop_past: int | None = None) -> int:
+    """Bytes of the recent block ``[start, T)``; with ``stop_past``, counting stops once past it."""
     start = recent_start(memory) if start is None else start
-    block = recent_block(memory, start)
-    return len(block.encode("utf-8")) + (1 if block else 0)
+    size = 0
+    for message_id in range(start, memory.total):
+        size += len(recent_line(memory, message_id).encode("utf-8")) + 1
+        if stop_past is not None and size > stop_past:
+            break
+    return size
 
 
 def rebuild_bytes(memory: Memory) -> int:
@@ -49,34 +72,63 @@ def rebuild_bytes(memory: Memory) -> int:
     return int(window * memory.settings.long_turn_fraction)
 
 
+def head_room(memory: Memory, reply_tokens: int | None = None) -> int:
+    """Tokens a head may take: the window less the reply's room and a long turn's steps.
+
+    The reply's room is what the harness asks for, up to ``reply_room_tokens``:
+    harnesses often send the model's whole output ceiling as ``max_tokens``
+    (128,000 for some Claude models), and the quarter kept for the turn's
+    steps is free at its first request.
+    """
+    window = memory.window_tokens or memory.settings.default_window_tokens
+    reply = memory.settings.reply_room_tokens
+    if reply_tokens:
+        reply = min(reply, reply_tokens)
+    return window - reply - rebuild_bytes(memory)
+
+
 def fits(memory: Memory) -> bool:
-    return recent_bytes(memory) <= memory.settings.recent_block_bytes
+    """Whether the recent block is within its limit (reads only as far as the limit)."""
+    limit = memory.settings.recent_block_bytes
+    return recent_bytes(memory, stop_past=limit) <= limit
 
 
 def bounded_recent_block(memory: Memory, start: int, limit: int, keep: int | None = None) -> str:
     """``[start, T)`` when it fits ``limit`` bytes; else the most of it that does, the rest named.
 
-    Only a long turn's head rebuild (``Turn.rebuild_head``) needs this, when the writer lags behind the
-    turn's own steps.  Message ``keep`` (the person's message of the turn)
-    always stays, shortened to at most a quarter of ``limit``; then the newest
-    messages, the oldest of them shortened to the room left.  Each run of
-    left-out messages gets a note line: they are in the memory, and ``zoom``
-    reads them by id.
+    Message ``keep`` (a long turn's person's message, when its head is
+    rebuilt) always stays, shortened to at most a quarter of ``limit``; then
+    the newest messages, the oldest of them shortened to the room left.  Each
+    run of left-out messages gets a note line: they are in the memory, and
+    ``zoom`` and ``recall_search`` reach them.  Only the messages shown (and
+    one past the limit) are read, so a block after an import of thousands of
+    unwritten messages costs what it shows.
     """
     total = memory.total
-    lines = {m: recent_line(memory, m) for m in range(start, total)}  # each message read once
-    block = "\n".join(lines.values())
-    if len(block.encode("utf-8")) <= limit:
-        return block
+    lines: dict[int, str] = {}
+    size = 0
+    for message_id in range(start, total):  # the whole block, while it fits
+        lines[message_id] = recent_line(memory, message_id)
+        size += len(lines[message_id].encode("utf-8")) + 1
+        if size > limit + 1:
+            break
+    else:
+        return "\n".join(lines.values())
+
+    def line_of(message_id: int) -> str:
+        if message_id not in lines:
+            lines[message_id] = recent_line(memory, message_id)
+        return lines[message_id]
+
     room = limit - 2 * _NOTE_ROOM
     shown: dict[int, str] = {}
     if keep is not None and start <= keep < total:
-        shown[keep] = shorten_line(lines[keep], keep, max(0, room // 4))
+        shown[keep] = shorten_line(line_of(keep), keep, max(0, room // 4))
         room -= len(shown[keep].encode("utf-8")) + 1
     for message_id in range(total - 1, start - 1, -1):
         if message_id == keep:
             continue
-        line = lines[message_id]
+        line = line_of(message_id)
         size = len(line.encode("utf-8")) + 1
         if size > room:
             if room >= _MIN_SHORTENED:
@@ -94,14 +146,15 @@ def bounded_recent_block(memory: Memory, start: int, limit: int, keep: int | Non
         last = message_id
         while last + 1 < total and last + 1 not in shown:
             last += 1
-        note = prompts.text("turn/left_out.txt").strip().format(first=message_id, last=last)
-        out.append(f"{message_id}+0|note: {note}")
+        out.append(note_line("turn/left_out.txt", message_id, last))
         message_id = last + 1
     return "\n".join(out)
 
 
-_NOTE_ROOM = 256  # bytes for one left-out note line
-_MIN_SHORTENED = 1024  # a message shortened below this shows too little to be worth it
+def note_line(prompt: str, first: int, last: int) -> str:
+    """A recent-block line naming messages ``first`` to ``last``, which the head does not show."""
+    note = prompts.text(prompt).strip().format(first=first, last=last)
+    return f"{first}+0|note: {note}"
 
 
 def shorten_line(line: str, message_id: int, size: int) -> str:
@@ -119,12 +172,50 @@ def shorten_line(line: str, message_id: int, size: int) -> str:
 
 
 def build_request(memory: Memory, system: str, tools: list[dict], context: list[str], state: str,
-                  new: str, recent_limit: int | None = None, keep: int | None = None) -> Request:
-    """The head of DESIGN §4, in neutral form."""
-    lines, p = memory.views.written_prefix()
+                  new: str, recent_limit: int | None = None, keep: int | None = None,
+                  reply_tokens: int | None = None) -> Request:
+    """The head of DESIGN §4, in neutral form, within the window (see the module docstring)."""
+    prefix = memory.views.written_prefix()
+    limit = memory.settings.recent_block_bytes if recent_limit is None else recent_limit
+    room = head_room(memory, reply_tokens)
+    recent = bounded_recent_block(memory, prefix.stop, limit, keep)
+    head = _assemble(memory, system, tools, context, state, new, prefix.lines, recent)
+    if tokens.fits(head, room):
+        return head
+    while True:
+        lines = _view_that_fits(memory, system, tools, context, state, new, prefix.lines, recent, room)
+        if lines is not None:
+            shown = prefix.lines[:lines]
+            cut = ""
+            if lines < len(prefix.lines):
+                first = prefix.lines[lines].part
+                cut = note_line("turn/cut_view.txt", first[1] << first[0], prefix.stop - 1) + "\n"
+            return _assemble(memory, system, tools, context, state, new, shown, cut + recent)
+        if limit <= _SMALLEST_RECENT:
+            raise HeadTooLarge(f"the harness's prompt and tools leave no room for the memory in a "
+                               f"{memory.window_tokens or memory.settings.default_window_tokens}-token window")
+        limit //= 2
+        recent = bounded_recent_block(memory, prefix.stop, limit, keep)
+
+
+def _view_that_fits(memory: Memory, system: str, tools: list[dict], context: list[str], state: str, new: str,
+                    lines: list[ViewLine], recent: str, room: int) -> int | None:
+    """How many of the view's first lines fit with the rest of the head, or None if not even none."""
+    rest = _assemble(memory, system, tools, context, state, new, [], note_line("turn/cut_view.txt", 0, 0)
+                     + "\n" + recent)
+    left = room - tokens.estimate(rest)
+    if left < 0:
+        return None
+    for k, line in enumerate(lines):
+        left -= tokens.line_tokens(line.render())
+        if left < 0:
+            return k
+    return len(lines)
+
+
+def _assemble(memory: Memory, system: str, tools: list[dict], context: list[str], state: str, new: str,
+              lines: list[ViewLine], recent: str) -> Request:
     rendered = [line.render() for line in lines]
-    recent = (recent_block(memory, p) if recent_limit is None
-              else bounded_recent_block(memory, p, recent_limit, keep))
     tail = []
     if recent:
         tail.append(recent + "\n")

@@ -6,13 +6,16 @@ Endless's section, the tools with Endless's three, the rarely-changing context
 messages, the view up to its first unwritten line, the recent block ``[p, T)``
 word for word, the per-turn state, then the new message.  Steps after the
 first keep that head and append the turn's own calls and results.  A turn
-waits only while the recent block would pass its limit, and is refused after
-the wait limit with one sentence; the refused message is kept and delivered
-once, with the next one (:mod:`endless.turn.pending`).
+waits only while the recent block would pass its limit and the writer is
+storing lines, for at most ``turn_wait_seconds`` (:func:`wait_for_room`);
+then it goes on with a bounded head.  It is refused, with one sentence, only
+when no bounded head fits the window at all; the refused message is kept and
+delivered once, with the next one (:mod:`endless.turn.pending`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import orjson
@@ -24,13 +27,36 @@ from endless.core.memory import Memory
 from endless.core.turns import TurnInProgress
 from endless.core.messages import TraceBuilder
 from endless.llm.request import Msg, Request, ToolCallOut
-from endless.turn.head import build_request, fits, rebuild_bytes
+from endless.turn.head import HeadTooLarge, build_request, fits, rebuild_bytes
 from endless.turn.pending import drop_pending, keep_pending, pending
 from endless.writer.recorded import recorded_routes
 
 CONTINUED = "continued"  # the status of a long turn's parts before its last
 REFUSAL = ("I can't answer yet: my memory is still catching up on the last messages. "
            "Please send your message again in a minute; I have kept it and will read it then.")
+
+
+async def wait_for_room(memory: Memory, limit: float | None = None) -> bool:
+    """Wait while the recent block is past its limit, as long as the writer stores lines; True if it fits.
+
+    The wait ends once the block fits, once ``turn_stall_seconds`` pass with
+    no new line (a stalled or failing writer: waiting longer buys nothing),
+    or after ``limit`` seconds (``turn_wait_seconds``) in all.
+    """
+    settings = memory.settings
+    limit = settings.turn_wait_seconds if limit is None else limit
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while True:
+        built = memory.lines_built
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return fits(memory)
+        await memory.settle(lambda m: m.lines_built != built or fits(m), min(remaining, settings.turn_stall_seconds))
+        if fits(memory):
+            return True
+        if memory.lines_built == built:
+            return False
 
 
 @dataclass
@@ -48,6 +74,7 @@ class Turn:
     delivered_pending: list[str] = field(default_factory=list)
     state: str = ""
     rebuilds: int = 0  # how often a long turn rebuilt its head
+    reply_tokens: int | None = None  # the reply's room the harness asked for, kept for rebuilt heads
     _journal: TurnInProgress | None = None
     _person_id: int | None = None  # the person's message, once a head rebuild has logged it
     _calls: int = 0  # tool calls the turn has made (a head rebuild saves them all)
@@ -55,26 +82,33 @@ class Turn:
     _step_bytes: int = 0
 
     async def begin(self, message: str, state: str = "", route: dict | None = None,
-                    timeout: float | None = None) -> Request | None:
-        """Build the head, waiting while the recent block is too long; None when refused."""
+                    timeout: float | None = None, reply_tokens: int | None = None) -> Request | None:
+        """Build the head (after a short wait while the writer catches up); None when refused.
+
+        ``reply_tokens``: the room the harness asks for its reply (else the
+        ``reply_room_tokens`` setting).
+        """
         memory = self.memory
-        limit = memory.settings.turn_wait_seconds if timeout is None else timeout
-        ok = await memory.settle(fits, limit)
-        if not ok:
-            keep_pending(memory, self.session, message, memory.clock())
-            self.refused = True
-            durable.log("turn", f"refused a turn of {self.session!r}: the recent block stayed over "
-                                f"{memory.settings.recent_block_bytes} bytes for {limit:.0f} s")
-            return None
+        await wait_for_room(memory, timeout)
         if route is not None:
             recorded_routes(memory).record(self.session, route, self.system, self.tools)
-        self.delivered_pending = pending(memory, self.session)
-        new = "\n\n".join([*self.delivered_pending, message])
+        delivered = pending(memory, self.session)
+        new = "\n\n".join([*delivered, message])
+        try:
+            head = build_request(memory, self.system, self.tools, self.context, state, new,
+                                 reply_tokens=reply_tokens)
+        except HeadTooLarge as exc:
+            keep_pending(memory, self.session, message, memory.clock())
+            self.refused = True
+            durable.log("turn", f"refused a turn of {self.session!r}: {exc}")
+            return None
+        self.delivered_pending = delivered
         self._journal = memory.journal(self.session, self.title)
         self._journal.add("user", new)
         self._trace = TraceBuilder(memory.settings)
         self.state = state
-        self.head = build_request(memory, self.system, self.tools, self.context, state, new)
+        self.reply_tokens = reply_tokens
+        self.head = head
         return self.head
 
     def request(self) -> Request:
@@ -137,7 +171,8 @@ class Turn:
         note = prompts.text("turn/continued.txt").strip().format(calls=calls, first=first,
                                                                  last=memory.total - 1)
         self.head = build_request(memory, self.system, self.tools, self.context, self.state, note,
-                                  recent_limit=rebuild_bytes(memory), keep=self._person_id)
+                                  recent_limit=rebuild_bytes(memory), keep=self._person_id,
+                                  reply_tokens=self.reply_tokens)
         return self.head
 
     def finish(self, reply: str, status: str = "completed", status_text: str | None = None):

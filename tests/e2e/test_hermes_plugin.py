@@ -209,27 +209,31 @@ def test_subagent_and_background_review_turns_stay_out_of_the_memory(env: Env) -
     assert "gannet-616" not in requests[-1]["prompt"] and "cormorant-626" not in requests[-1]["prompt"]
 
 
-def test_a_stalled_writer_refuses_the_turn_and_delivers_the_message_once(tmp_path: Path) -> None:
+def test_a_stalled_writer_goes_on_with_a_bounded_head_and_catches_up_when_it_is_back(tmp_path: Path) -> None:
+    """A dead writer route: the turn waits one stall period, then answers with a bounded head (the newest
+    messages word for word, the unwritten one past the bound shortened with a zoom hint), nothing refused;
+    with the writer back the whole history is in lines again (issue 14, the Hermes path)."""
     dead = free_dead_port()
     env = Env(tmp_path, endless_env={"ENDLESS_RECENT_BLOCK_BYTES": "2000"})
     try:
         stalled = {"ENDLESS_WRITER_ROUTE": f'{{"provider": "openai", "model": "w", "base_url": '
                                            f'"http://127.0.0.1:{dead}/v1", "max_retries": 0, "timeout": 2}}',
-                   "ENDLESS_TURN_WAIT_SECONDS": "3"}
+                   "ENDLESS_TURN_WAIT_SECONDS": "30", "ENDLESS_TURN_STALL_SECONDS": "2"}
         long_text = "Here is my long note, osprey-707. " + " ".join(f"item{i} details" for i in range(220))
         first = env.chat(long_text + " [[tools:0]] [[reply:100]]", env=stalled)
-        refused = env.chat("Short question, puffin-909? [[tools:0]] [[reply:100]]", resume=first.session,
-                           env=stalled)
-        assert turn_protocol.REFUSAL in refused.stdout, refused.diagnostics()
-        minimal = env.chat_requests()[-1]
-        assert "<|tools|>" not in minimal["prompt"] and "<chat>" not in minimal["prompt"]
+        second = env.chat("Short question, puffin-909? [[tools:0]] [[reply:100]]", resume=first.session,
+                          env=stalled)
+        assert turn_protocol.REFUSAL not in second.stdout and second.stdout.strip(), second.diagnostics()
+        head = head_part(first_requests(env)[-1]["prompt"])
+        # the unwritten long message is shortened with a zoom hint; the newest ones are word for word
+        assert "are not shown here; zoom(0, 1) reads it whole" in head, head[-3000:]
+        assert "Short question, puffin-909?" in head and "osprey-707" in head
+        assert len(head.encode()) < 2000 + 1000, "the recent block kept its bound"
         env.chat("Any news, tern-111? [[tools:0]] [[reply:100]]", resume=first.session)
+        assert "are not shown here" not in head_part(first_requests(env)[-1]["prompt"])
         with env.memory() as memory:
-            assert memory.turns == 2, statuses(memory)
-            assert count_in_memory(memory, "puffin-909") == 1
-            assert "puffin-909" in memory.turn_messages(1)[0].text and "tern-111" in memory.turn_messages(1)[0].text
-        last = first_requests(env)[-1]["prompt"]
-        assert last.count("puffin-909") == 1
+            assert memory.turns == 3 and statuses(memory) == ["completed"] * 3, statuses(memory)
+            assert count_in_memory(memory, "puffin-909") == 1 and count_in_memory(memory, "tern-111") == 1
         assert any(r["stream"] is False for r in env.requests())  # the chat's own route wrote the lines
     finally:
         env.close()

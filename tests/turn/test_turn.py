@@ -84,19 +84,45 @@ def test_between_batches_the_head_is_a_prefix_of_the_next(tmp_path):
     assert misses <= 3, f"the view changed before its end {misses} times (batches only)"
 
 
-def test_a_long_tail_makes_the_turn_wait_then_refusal_keeps_the_message(tmp_path):
+def test_a_long_tail_with_a_stalled_writer_waits_briefly_then_goes_on_bounded(tmp_path):
+    """Nothing writes lines: the turn waits one stall period, not the wait limit, and shows the newest
+    messages word for word with one note for the stretch before them; the next head has no note once
+    the writer caught up."""
     clock = SimClock()
     memory = _memory(tmp_path, clock.wall)
     for t in range(30):
         memory.commit_turn("s1", "Chat", [Message("user", f"{t} " + "z" * 700, 1.0)], sync=False)
     assert recent_bytes(memory) > 16_384
     turn = _turn(memory)
-    result = run(turn.begin("please answer", timeout=180), clock)
-    assert result is None and turn.refused
-    assert clock.now >= 180
-    assert pending(memory, "s1") == ["please answer"]
-    # the writer catches up; the next message carries the refused one, once
+    head = run(turn.begin("please answer", timeout=180), clock)
+    assert head is not None and not turn.refused
+    assert 5 <= clock.now < 6, "one stall period without a new line, not the 180 s limit"
+    recent = "".join(head.messages[1].blocks)
+    assert recent.count("not summarised yet") == 1
+    note = next(line for line in recent.split("\n") if "note:" in line)
+    shown = [int(line.split("+", 1)[0]) for line in recent.split("\n") if "+0|you: " in line]
+    assert note.startswith("0+0|note: (messages 0 to ") and shown and shown[-1] == 29
+    assert note.startswith(f"0+0|note: (messages 0 to {shown[0] - 1} are not summarised yet")
+    assert "zoom(id, 1)" in note and "recall_search" in note
+    assert sum(len(line.encode()) + 1 for line in recent.split("\n") if "+0|" in line) <= 16_384
+    assert all(f"{i} " + "z" * 700 in recent for i in shown), "the newest messages stay word for word"
+    turn.finish("done")
     _write_all(memory)
+    again = _turn(memory)
+    request = run(again.begin("and this too"), clock)
+    assert "not summarised yet" not in "".join(request.messages[1].blocks)
+
+
+def test_a_head_that_cannot_fit_is_refused_and_the_message_kept(tmp_path):
+    """The harness's own prompt alone fills the window: no bounded head, the one refusal left."""
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    memory.set_window(32_768)
+    memory.commit_turn("s1", "Chat", [Message("user", "the port is 5433", 1.0)], sync=False)
+    huge = Turn(memory, "s1", "Chat", system_prompt("HARNESS " + "rules " * 40_000), turn_tools(HARNESS_TOOLS))
+    assert run(huge.begin("please answer"), clock) is None and huge.refused
+    assert pending(memory, "s1") == ["please answer"]
+    assert memory.total == 1, "a refused turn logs nothing"
     again = _turn(memory)
     request = run(again.begin("and this too"), clock)
     assert request is not None and request.messages[1].blocks[-1] == "please answer\n\nand this too"

@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from endless.core import lookback
-from endless.turn.head import fits, system_prompt, turn_tools
-from endless.turn.pending import keep_pending
-from endless.turn.protocol import REFUSAL, Turn
+from endless.turn.head import system_prompt, turn_tools
+from endless.turn.protocol import REFUSAL, Turn, wait_for_room
 from endless.faces.hermes import reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
 from endless.core.keys import Key, gateway_key, workspace_key
@@ -203,26 +202,24 @@ class Plugin:
         return ""
 
     def _wait_for_room(self, state: TurnState, agent: Any) -> None:
-        """Wait (interruptibly) while the recent block is too long; refuse after the limit."""
+        """Wait (interruptibly) while the writer catches up on a recent block past its limit.
+
+        However the wait ends, the turn then goes on with a bounded head
+        (``Turn.begin``); only a head that cannot fit the window refuses it.
+        """
         rt = runtime()
         memory = state.memory
         assert memory is not None
-        limit = rt.settings.turn_wait_seconds
-        future = rt.loop.submit(memory.settle(fits, limit))
+        future = rt.loop.submit(wait_for_room(memory, rt.settings.turn_wait_seconds))
         while True:
             try:
-                ok = future.result(INTERRUPT_POLL)
-                break
+                future.result(INTERRUPT_POLL)
+                return
             except TimeoutError:
                 if _interrupted(agent):
                     future.cancel()
                     state.phase = Phase.INTERRUPTED_WAITING
                     return
-        if not ok:
-            state.phase = Phase.REFUSED
-            rt.loop.call(keep_pending, memory, state.session, state.user_message, memory.clock())
-            log(f"refused a turn of {state.session!r}: the memory's recent block stayed over "
-                f"{rt.settings.recent_block_bytes} bytes for {limit:.0f} s")
 
     # -- the middleware ------------------------------------------------------------
 
@@ -268,8 +265,8 @@ class Plugin:
             tools = turn_tools(wire.neutral_tools(request, mode), rt.settings.recall_search)
             turn = Turn(state.memory, state.session, state.title, system_prompt(system), tools)
             head = rt.loop.run(turn.begin(state.user_message, per_turn_state(state), route=state.route,
-                                          timeout=0))
-            if head is None:  # another process committed between the settle and now
+                                          timeout=0, reply_tokens=_reply_tokens(request)))
+            if head is None:  # no bounded head fits the window (the message is kept)
                 state.phase = Phase.REFUSED
                 return self._build(state, request, mode)
             state.turn = turn
@@ -383,6 +380,15 @@ PLUGIN = Plugin()
 
 _FAILED = (Phase.FAILED, Phase.REFUSED_FAILED)  # sent as system prompt + message + notice
 _REFUSED = (Phase.REFUSED, Phase.REFUSED_FAILED)  # answered with the refusal sentence
+
+
+def _reply_tokens(request: dict) -> int | None:
+    """The reply room Hermes's request asks for (``max_tokens`` or ``max_completion_tokens``), if any."""
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = request.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def _side_agent(state: TurnState) -> bool:

@@ -9,7 +9,6 @@ changes either.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 import time
 from typing import Any, Callable
@@ -18,6 +17,7 @@ import orjson
 
 from endless import prompts
 from endless.core import recall
+from endless.core import moments
 from endless.core import tiling
 from endless.core.memory import Memory
 from endless.core.render import ViewLine
@@ -89,8 +89,7 @@ def _zoom_message(memory: Memory, ident: int, page: int) -> str:
 
 
 def local_time(at: float) -> str:
-    moment = dt.datetime.fromtimestamp(at).astimezone()
-    return moment.strftime("%A %Y-%m-%d %H:%M:%S %Z").strip()
+    return moments.local(at, "%A %Y-%m-%d %H:%M:%S %Z")
 
 
 def date(memory: Memory, ident: Any) -> str:
@@ -101,6 +100,8 @@ def date(memory: Memory, ident: Any) -> str:
     stored = memory.message(i)
     if stored is None:
         return f"Message {i} cannot be read: its record in the log is damaged."
+    if not moments.is_moment(stored.at):
+        return f"Message {i} has no known time (its record holds {stored.at!r})."
     return f"Message {i} was written {local_time(stored.at)} (local time)."
 
 
@@ -135,7 +136,7 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
     lines.append(f"Hits {first}–{first + len(result.hits) - 1} for {query}, newest first"
                  + (f" (more on page {p + 1}):" if result.more else ":"))
     for hit in result.hits:
-        when = dt.datetime.fromtimestamp(hit.at).astimezone().strftime("%Y-%m-%d %H:%M")
+        when = moments.local(hit.at)
         lines.append(f"{hit.id}+0 · {when} · «{hit.title}» · {hit.kind}: {hit.snippet}")
     return "\n".join(lines)
 

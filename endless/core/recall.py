@@ -319,7 +319,9 @@ def _collect(line: bytes, match: Callable[[str], int], found: list[Hit],
         text = message.get("x", "")
         pos = match(text)
         if pos >= 0:
-            found.append(Hit(first + k, float(message.get("at", 0.0)), record.get("t", ""),
+            at = message.get("at")
+            at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else float("nan")
+            found.append(Hit(first + k, at, record.get("t", ""),
                              record.get("s", ""), message.get("k", ""), snippet(text, pos)))
         if searched is not None:
             searched(first + k)

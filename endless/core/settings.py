@@ -31,6 +31,7 @@ WRITER_REPLY_TOKENS = 1024  # the reply tokens a writer call allows each line it
 # expands counted repeats, about 260 bytes a piece, so 20,000 pieces stay near 5 MB.
 PATTERN_CHARS_MAX = 2_000
 PATTERN_WEIGHT_MAX = 20_000
+MOMENT_MIN, MOMENT_MAX = 0.0, 7_258_118_400.0  # a time a memory shows: 1970-01-01 to 2200-01-01 UTC
 LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-time method
 
 

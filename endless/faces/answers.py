@@ -25,7 +25,7 @@ from typing import Any, ContextManager, Iterator
 
 import orjson
 
-from endless.core import recall
+from endless.core import moments, recall
 from endless.core import sessions
 from endless.core import tiling
 from endless.core.keys import Key, InvalidKey, memory_id as key_memory_id
@@ -148,8 +148,8 @@ def memory_summary(memory: Memory, usage: Any = None) -> dict:
         usage.refresh()
         totals = usage.totals()
     return {"memoryId": memory.memory_id, "agent": memory.key.agent, "project": memory.key.project,
-            "turns": memory.turns, "firstAt": None if first is None else first.at,
-            "lastAt": None if last is None else last.at,
+            "turns": memory.turns, "firstAt": None if first is None else moments.moment_or_none(first.at),
+            "lastAt": None if last is None else moments.moment_or_none(last.at),
             "writerUsage": {k: totals.get(k, 0) for k in ("calls", "cacheRead", "miss", "output", "cost")}}
 
 
@@ -188,7 +188,7 @@ class TimeCache:
         if message_id in self.times:
             return self.times[message_id]
         stored = memory.message(message_id)
-        value = None if stored is None else stored.at
+        value = None if stored is None else moments.moment_or_none(stored.at)
         if len(self.times) >= self.limit:
             self.times.clear()
         if stored is not None:
@@ -238,7 +238,7 @@ def _message_value(memory: Memory, ident: int, page: int) -> dict:
         raise AnswerError(NO_LINE, f"message {ident} has {pages} page{'s' if pages > 1 else ''}, "
                                    f"not {page}")
     return {"id": ident, "kind": stored.kind, "text": stored.text[(page - 1) * size:page * size],
-            "at": stored.at, "sessionId": stored.session, "sessionTitle": stored.title,
+            "at": moments.moment_or_none(stored.at), "sessionId": stored.session, "sessionTitle": stored.title,
             "page": page, "pages": pages}
 
 
@@ -253,7 +253,7 @@ def date(memory: Memory, args: dict) -> dict:
     stored = memory.message(ident)
     if stored is None:
         raise AnswerError(NO_LINE, f"message {ident} cannot be read: its record in the log is damaged")
-    return {"id": ident, "at": stored.at, "local": local_time(stored.at)}
+    return {"id": ident, "at": moments.moment_or_none(stored.at), "local": local_time(stored.at)}
 
 
 @dataclass(frozen=True)
@@ -336,7 +336,7 @@ def _turn_value(fd: int | None, turn: int, offset: int, length: int) -> dict:
     if record is None:
         return {"turn": turn, "at": None, "sessionId": None, "sessionTitle": None, "status": "damaged",
                 "entries": []}
-    return {"turn": turn, "at": record.get("at"), "sessionId": record.get("s"),
+    return {"turn": turn, "at": moments.moment_or_none(record.get("at")), "sessionId": record.get("s"),
             "sessionTitle": record.get("t"), "status": record.get("st"),
             "entries": [{"id": m.id, "kind": m.kind, "text": m.text} for m in messages]}
 
@@ -374,7 +374,8 @@ def search(memory: Memory, args: dict, settings: Settings,
     except recall.SearchError as exc:
         raise AnswerError(BAD_REQUEST, f"cannot search: {exc}") from None
     with guard:
-        hits = [{"id": h.id, "at": h.at, "sessionTitle": h.title, "kind": h.kind, "snippet": h.snippet,
+        hits = [{"id": h.id, "at": moments.moment_or_none(h.at), "sessionTitle": h.title, "kind": h.kind,
+                 "snippet": h.snippet,
                  "turn": memory.log.turn_of(h.id)} for h in result.hits]
     value: dict = {"hits": hits}
     if result.stopped_at is not None:

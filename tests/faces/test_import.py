@@ -121,6 +121,48 @@ def test_a_malformed_line_names_file_and_line_and_writes_nothing(place, tmp_path
         assert (memory.total, memory.log.path.read_bytes()) == before
 
 
+@pytest.mark.parametrize("at", ["1.7e15", "-5", "1e300", '"33658-01-01T00:00:00Z"', '"2300-01-01T00:00:00Z"',
+                                "1e16"])
+def test_a_time_that_is_no_real_moment_is_refused_with_file_and_line(place, tmp_path, at) -> None:
+    """Times between 1970 and 2200 only (issue 14): a microsecond epoch, a negative time, 1e300 …"""
+    run_import(place, str(FIXTURES / "generic.jsonl"))
+    with open_memory(place) as memory:
+        before = (memory.total, memory.log.path.read_bytes())
+    source = tmp_path / "times.jsonl"
+    source.write_text('{"role": "user", "content": "fine", "at": 1767225600}\n'
+                      f'{{"role": "assistant", "content": "odd time", "at": {at}}}\n')
+    proc = run_import(place, str(source), check=False)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert f"{source}:2: " in proc.stderr, proc.stderr
+    assert "is not a moment between 1970 and 2200" in proc.stderr or "is not a time" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    with open_memory(place) as memory:
+        assert (memory.total, memory.log.path.read_bytes()) == before
+
+
+def test_a_memory_holding_impossible_times_still_reads(place) -> None:
+    """Written before the check (here: straight through the engine): every reader shows "unknown"."""
+    from endless.core.turns import TurnRecord
+
+    home, workspace, env = place
+    with open_memory(place, readonly=False) as memory:
+        memory.commit_turns([TurnRecord("s", "Odd", [Message("user", "pelican hour", 1.7e15),
+                                                      Message("reply", "noted", -5.0)], at=1e300)])
+        mid = memory.memory_id
+    for argv in (["date", "0"], ["date", "1"], ["search", "pelican"], ["history"], ["view"], ["zoom", "0", "1"],
+                 ["search", "pelican", "--json"], ["history", "--json"], ["memories"]):
+        proc = subprocess.run([*endless_command(), *argv, "--memory", mid] if argv[0] != "memories"
+                              else [*endless_command(), *argv], capture_output=True, timeout=60, env=env, text=True)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (argv, proc.stderr)
+    date = subprocess.run([*endless_command(), "date", "0", "--memory", mid], capture_output=True, timeout=60,
+                          env=env, text=True)
+    assert "unknown" in date.stdout, date.stdout
+    from endless.core import lookback
+    with open_memory(place) as memory:
+        assert lookback.date(memory, 0) == "Message 0 has no known time (its record holds 1700000000000000.0)."
+        assert "(time unknown)" in lookback.recall_search(memory, "pelican")
+
+
 # -- Claude Code ---------------------------------------------------------------------------
 
 

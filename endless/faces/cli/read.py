@@ -9,7 +9,6 @@ from :mod:`endless.faces.answers`) and diagnostics on stderr.  Exit codes: 0 don
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import orjson
 from endless.faces import answers
 from endless.faces.answers import AnswerError
 from endless.core.render import fold
+from endless.core import moments
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 
@@ -112,7 +112,7 @@ def _run(args: argparse.Namespace) -> int:
 def _when(at: float | None) -> str:
     if at is None:
         return "?"
-    return dt.datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M")
+    return moments.local(at, unknown="?")
 
 
 def _memories(value: dict, out) -> None:

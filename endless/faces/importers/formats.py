@@ -18,6 +18,8 @@ from typing import Any, Iterable
 
 import orjson
 
+from endless.core import moments
+
 FORMATS = ("auto", "generic", "claude", "hermes")
 GENERIC_ROLES = ("user", "assistant", "tool", "note")
 HERMES_JSON_PREFIX = "\x00json:"  # how Hermes stores structured content in a TEXT column
@@ -50,14 +52,21 @@ class Entry:
 
 
 def parse_time(value: Any, where: str) -> float | None:
-    """Unix seconds from a number or an ISO 8601 text (``Z`` allowed); None when absent."""
+    """Unix seconds from a number or an ISO 8601 text (``Z`` allowed); None when absent.
+
+    Only a real moment between 1970 and 2200 is accepted: a memory shows its
+    times, and a number out of that range (microseconds taken for seconds, a
+    negative time, 1e300) would be an unreadable date forever.
+    """
     if value is None:
         return None
     if isinstance(value, bool):
         raise FormatError(f"{where}: 'at' must be a time, not {value!r}")
     if isinstance(value, (int, float)):
         number = float(value)
-        return number / 1000.0 if number > 1e11 else number  # milliseconds since the epoch
+        if number > 1e11:
+            number /= 1000.0  # milliseconds since the epoch
+        return _checked(number, value, where)
     if isinstance(value, str):
         text = value.strip()
         if text.endswith("Z"):
@@ -69,8 +78,15 @@ def parse_time(value: Any, where: str) -> float | None:
                               "e.g. 2026-05-01T09:30:00Z)") from None
         if moment.tzinfo is None:
             moment = moment.astimezone()  # a time without a zone is local time
-        return moment.timestamp()
+        return _checked(moment.timestamp(), value, where)
     raise FormatError(f"{where}: 'at' must be Unix seconds or an ISO 8601 text, not {type(value).__name__}")
+
+
+def _checked(seconds: float, value: Any, where: str) -> float:
+    if not moments.is_moment(seconds):
+        raise FormatError(f"{where}: {value!r} is not a moment between 1970 and 2200 (give Unix seconds or "
+                          "milliseconds, or ISO 8601 such as 2026-05-01T09:30:00Z)")
+    return seconds
 
 
 def _json_lines(path: Path) -> Iterable[tuple[str, Any]]:

@@ -19,7 +19,6 @@ running it again.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import math
 import sys
@@ -31,6 +30,7 @@ from typing import Any
 import orjson
 
 from endless.core import durable
+from endless.core import moments
 from endless.core import lookback
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
@@ -342,7 +342,7 @@ def commit(memory: Memory, plan: Plan, show_progress: bool) -> int:
 
 
 def _when(at: float) -> str:
-    return dt.datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M")
+    return moments.local(at)
 
 
 def _preview(turn: PlannedTurn) -> str:

@@ -36,7 +36,7 @@
   }
 
   function when(at) {
-    if (at === null || at === undefined) return "";
+    if (at === null || at === undefined) return "time unknown";
     return new Date(at * 1000).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
   }
   function dayKey(at) {
@@ -136,7 +136,7 @@
       if (k !== key) {
         key = k;
         section = el("section", "day");
-        section.appendChild(el("h2", null, turn.at ? dayTitle(turn.at) : "Unreadable turns"));
+        section.appendChild(el("h2", null, turn.at ? dayTitle(turn.at) : "Turns without a known time"));
         days.appendChild(section);
       }
       section.appendChild(renderTurn(turn));

@@ -1,0 +1,34 @@
+"""Times as the memory keeps them: Unix seconds, shown only when they are a real moment.
+
+An import accepts only moments between 1970 and 2200 (``endless import``
+refuses the rest with the file and line), but a memory written before that
+check, or edited by hand, may hold any number.  Every reader shows such a
+time as unknown instead of failing on it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+from endless.core.settings import MOMENT_MAX, MOMENT_MIN
+
+UNKNOWN = "(time unknown)"
+
+
+def is_moment(at: object) -> bool:
+    """Whether ``at`` is Unix seconds between 1970 and 2200."""
+    return (isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at)
+            and MOMENT_MIN <= at < MOMENT_MAX)
+
+
+def moment_or_none(at: object) -> float | None:
+    """``at`` when it is a real moment, else None (what the faces hand out as "unknown")."""
+    return float(at) if is_moment(at) else None  # type: ignore[arg-type]
+
+
+def local(at: object, form: str = "%Y-%m-%d %H:%M", unknown: str = UNKNOWN) -> str:
+    """``at`` in local time as ``form``, or ``unknown``."""
+    if not is_moment(at):
+        return unknown
+    return dt.datetime.fromtimestamp(float(at)).astimezone().strftime(form).strip()  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from endless.core import lookback
 from endless.core.memory import Memory
 from endless.demo.recall_check import message_holding
 from endless.demo.replay import Replay, ReplayConfig
+from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 from endless.core.settings import Settings, load_settings
 from endless.sim.script import make_script
 
@@ -52,6 +53,16 @@ def _folder(chosen: str | None) -> Path:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    """``endless demo``; Ctrl-C or SIGTERM at any point stops it with no traceback (exit 130, 143)."""
+    raise_on_sigterm()
+    try:
+        return _demo(args)
+    except (KeyboardInterrupt, Terminated) as stop:
+        print("[endless.demo] stopped", file=sys.stderr)
+        return exit_code(stop)
+
+
+def _demo(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -167,8 +178,6 @@ def _serve(folder: Path, memory_id: str, port: int | None, err) -> int:
     err.print("[endless.demo] serving the History page until Ctrl-C")
     try:
         threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
     finally:
         served.stop()
     return 0

@@ -29,6 +29,7 @@ from endless import __version__
 from endless.core import durable
 from endless.core import lookback
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
+from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory
 
 SERVER_NAME = "endless"
@@ -205,10 +206,11 @@ def _mcp_command(args: argparse.Namespace) -> int:
 
     with memory:
         log(f"serving memory {memory.memory_id} ({memory.total} messages) read-only over stdio")
+        raise_on_sigterm()
         try:
             anyio.run(serve, Backend(memory))
-        except KeyboardInterrupt:
-            pass
+        except (KeyboardInterrupt, Terminated) as stop:
+            return exit_code(stop)
         except Exception as exc:  # the protocol is broken: say so where a person can read it
             log(f"stopped: {exc!r}")
             return EXIT_FAILED

@@ -75,6 +75,7 @@ class Turn:
     state: str = ""
     rebuilds: int = 0  # how often a long turn rebuilt its head
     reply_tokens: int | None = None  # the reply's room the harness asked for, kept for rebuilt heads
+    waiting: bool = False  # in begin(), waiting for the writer (a face may say so)
     _journal: TurnInProgress | None = None
     _person_id: int | None = None  # the person's message, once a head rebuild has logged it
     _calls: int = 0  # tool calls the turn has made (a head rebuild saves them all)
@@ -89,7 +90,11 @@ class Turn:
         ``reply_room_tokens`` setting).
         """
         memory = self.memory
-        await wait_for_room(memory, timeout)
+        self.waiting = True
+        try:
+            await wait_for_room(memory, timeout)
+        finally:
+            self.waiting = False
         if route is not None:
             recorded_routes(memory).record(self.session, route, self.system, self.tools)
         delivered = pending(memory, self.session)

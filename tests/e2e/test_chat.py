@@ -127,8 +127,8 @@ def test_two_turns_then_ctrl_c_during_a_slow_reply(sim, tmp_path: Path, style: s
 
         say("Are you still there? [[reply:60]]")
         poll(lambda: turns() == 4, TURN_TIMEOUT, "a turn after the stop", chat)
-        chat.send_signal(signal.SIGINT)  # at the prompt: the chat ends
-        assert chat.wait(30) == 0, err_path.read_text()
+        chat.send_signal(signal.SIGINT)  # at the prompt: the chat ends, as a Ctrl-C'd command does (130)
+        assert chat.wait(30) == 130, err_path.read_text()
     finally:
         stop(chat)
 

@@ -10,8 +10,11 @@ route (the route is recorded with the session, as DESIGN §3.4 says).
 
 Lines are read from stdin, so the chat can be scripted; replies go to stdout,
 everything else to stderr.  Ctrl-C during a reply stops the turn and keeps it
-in the memory as ``stopped``, with the person's message; Ctrl-C at the prompt,
-or the end of input, ends the chat.
+in the memory as ``stopped``, with the person's message; Ctrl-C at the prompt
+ends the chat (exit 130), SIGTERM too (143, a running turn kept as stopped),
+and so does the end of input: exit 0, or 1 when the last turn failed, with
+its cause said in the person's words.  On a terminal, a line on stderr says
+what a slow turn is waiting for.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from endless import prompts
 from endless.core import durable
 from endless.turn.run import run_turn
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
+from endless.faces.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.messages import Message
 from endless.turn.head import system_prompt, turn_tools
@@ -70,6 +74,44 @@ def stop_turn(turn: Turn, memory: Memory, text: str) -> None:
         memory.commit_turn(turn.session, turn.title, [Message("user", text, memory.clock())], "stopped")
 
 
+def failure_words(error: Any, route: Any) -> str:
+    """What went wrong with the provider, and what to do, in the words the person types."""
+    where = route.effective_base_url or "the provider's default address"
+    detail = error.message
+    status = f" ({error.status})" if error.status is not None else ""
+    if error.kind == "connection":
+        return f"cannot reach {where} ({detail}); is the server running there? Check --base-url"
+    if error.kind == "auth":
+        variable = route.key_env or "the key's variable"
+        return f"{where} refused the key{status}: {detail}. Check the key in ${variable} (or --key-env)"
+    if error.kind == "not_found":
+        return f"{where} does not know model {route.model!r}{status}: {detail}. Check --model"
+    if error.kind == "bad_request":
+        return f"{where} refused the request{status}: {detail}"
+    return (f"{where} is failing or busy ({error.kind}{status}: {detail}); try again in a while")
+
+
+async def _say_progress(turn: Turn, memory: Memory) -> None:
+    """On a terminal: after a second, one line on stderr saying what the turn waits for."""
+    started = asyncio.get_running_loop().time()
+    try:
+        await asyncio.sleep(1.0)
+        while True:
+            seconds = asyncio.get_running_loop().time() - started
+            if turn.waiting:
+                _, stop = memory.views.written_prefix()
+                what = f"waiting for the memory to catch up ({memory.total - stop:,} messages without lines)"
+            else:
+                what = "waiting for the model"
+            sys.stderr.write(f"\r\033[K… {what}, {seconds:.0f} s")
+            sys.stderr.flush()
+            await asyncio.sleep(1.0)
+    finally:
+        if asyncio.get_running_loop().time() - started >= 1.0:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 async def chat(memory: Memory, provider: Any, route: Any, session: str, title: str, system: str,
                providers_factory: Any, interactive: bool) -> int:
     from endless.writer.pool import WriterPool
@@ -79,6 +121,7 @@ async def chat(memory: Memory, provider: Any, route: Any, session: str, title: s
     lines = Lines(loop)
     quit_ = asyncio.Event()
     current: dict[str, Any] = {"task": None, "stopping": False}
+    ended = {"by": None, "failed": False}  # by: "interrupt" or "terminate"; failed: the last turn did
 
     def on_interrupt() -> None:
         task = current["task"]
@@ -86,9 +129,19 @@ async def chat(memory: Memory, provider: Any, route: Any, session: str, title: s
             current["stopping"] = True
             task.cancel()
         else:
+            ended["by"] = "interrupt"
             quit_.set()
 
+    def on_terminate() -> None:
+        ended["by"] = "terminate"
+        task = current["task"]
+        if task is not None and not task.done():
+            current["stopping"] = True
+            task.cancel()
+        quit_.set()
+
     loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    loop.add_signal_handler(signal.SIGTERM, on_terminate)
     stop_pool = asyncio.Event()
     pool = asyncio.ensure_future(WriterPool(memory, providers_factory).run(stop_pool))
     tools = turn_tools([])
@@ -111,6 +164,7 @@ async def chat(memory: Memory, provider: Any, route: Any, session: str, title: s
             current.update(task=asyncio.ensure_future(
                 run_turn(turn, text, provider, state=turn_state(memory.clock()), route=route.to_json())),
                 stopping=False)
+            progress = asyncio.ensure_future(_say_progress(turn, memory)) if sys.stderr.isatty() else None
             try:
                 outcome = await current["task"]
             except asyncio.CancelledError:
@@ -118,24 +172,44 @@ async def chat(memory: Memory, provider: Any, route: Any, session: str, title: s
                     raise
                 stop_turn(turn, memory, text)
                 log("stopped: the turn is kept in the memory as stopped")
+                if ended["by"] == "terminate":
+                    break
                 continue
             except ProviderError as error:
-                log(f"the model's provider failed ({error.kind}: {error}); the turn is kept as interrupted. "
-                    "Check --base-url, --model and the key, then type again.")
+                ended["failed"] = True
+                log(f"the turn failed: {failure_words(error, route)}. It is kept in the memory as "
+                    "interrupted; type again to retry.")
                 continue
             finally:
                 current["task"] = None
+                if progress is not None:
+                    progress.cancel()
+                    await asyncio.gather(progress, return_exceptions=True)
+            ended["failed"] = outcome.refused
             sys.stdout.write(outcome.reply.rstrip("\n") + "\n")
             sys.stdout.flush()
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signal.SIGTERM)
         stop_pool.set()
         await asyncio.gather(pool, return_exceptions=True)
         await provider.aclose()
-    return EXIT_OK
+    if ended["by"] == "terminate":
+        return EXIT_TERMINATED
+    if ended["by"] == "interrupt":
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if ended["failed"] else EXIT_OK
 
 
 def _chat_command(args: argparse.Namespace) -> int:
+    raise_on_sigterm()  # until the chat's own loop takes Ctrl-C and SIGTERM over
+    try:
+        return _chat(args)
+    except (KeyboardInterrupt, Terminated) as stop:
+        return exit_code(stop)
+
+
+def _chat(args: argparse.Namespace) -> int:
     from endless.llm.connect import make_provider
     from endless.llm.routes import Route, RouteError
 

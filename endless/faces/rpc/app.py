@@ -201,8 +201,11 @@ class EndlessApp:
     def warm_up(self) -> None:
         """Start the worker processes now, so the first search does not wait for them."""
         from endless.faces.rpc import workers
-        for _ in range(search_workers(self.settings)):
-            self.slow.submit(workers.ready)
+        from endless.faces.signals import children_ignore_ctrl_c
+
+        with children_ignore_ctrl_c():
+            for _ in range(search_workers(self.settings)):
+                self.slow.submit(workers.ready)
 
     def cookie_name(self, port: int) -> str:
         return f"endless_page_{port}"

@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -135,24 +136,30 @@ def _serve_command(args: argparse.Namespace) -> int:
     if not 0 <= port <= 65535:
         print(f"[endless.serve] --port must be from 0 to 65535, not {port}", file=sys.stderr)
         return 2
+    from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
+
+    raise_on_sigterm()  # uvicorn shuts down on a signal, then raises it again: it lands below
     app = create_app(settings, current=current)
     try:
         sock = bind_socket(port)
     except OSError as exc:
         print(f"[endless.serve] {exc}", file=sys.stderr)
         return 2
-    actual = sock.getsockname()[1]
-    server, sockets = _server(app, sock, in_thread=False)
-    durable.log("serve", f"memories under {settings.memory_root()}; open the address below once "
-                         "(it sets a cookie); Ctrl-C stops")
-    app.state.endless.warm_up()
-    sys.stdout.write(issue_address(app, HOST, actual) + "\n")
-    sys.stdout.flush()
+    code = 0
     try:
+        actual = sock.getsockname()[1]
+        server, sockets = _server(app, sock, in_thread=False)
+        app.state.endless.warm_up()
+        durable.log("serve", f"memories under {settings.memory_root()}; open the address below once "
+                             "(it sets a cookie); Ctrl-C stops")
+        sys.stdout.write(issue_address(app, HOST, actual) + "\n")
+        sys.stdout.flush()
+        # A Ctrl-C before uvicorn's loop started leaves its coroutine unrun: no warning about it.
+        warnings.filterwarnings("ignore", message="coroutine .* was never awaited")
         server.run(sockets=sockets)  # uvicorn's loop set-up; Ctrl-C ends it gracefully
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, Terminated) as stop:
+        code = exit_code(stop)
     finally:
         app.state.endless.close()
         sock.close()
-    return 0
+    return code

@@ -23,6 +23,9 @@ def start(settings: Settings, root: str) -> None:
     import os
 
     from endless.faces.rpc.readers import Readers
+    from endless.faces.signals import quiet_worker
+
+    quiet_worker()
 
     try:
         # Below the server's own priority: when the machine is busy, the event loop that

@@ -1,0 +1,63 @@
+"""Stopping a command the way a person expects: Ctrl-C or SIGTERM, no traceback, no process left.
+
+Ctrl-C raises ``KeyboardInterrupt`` in the main thread; SIGTERM, by default,
+kills the process on the spot, before any ``finally`` runs, so worker
+processes and the server socket would be left behind.  Here SIGTERM raises
+:class:`Terminated` the same way, so every command cleans up on both, and
+ends with the shell's codes for them (130 and 143).  A terminal's Ctrl-C
+reaches the whole process group: worker processes ignore it and leave the
+stopping to their parent, which shuts them down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Any, Iterator
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (raised in the main thread, like ``KeyboardInterrupt`` for Ctrl-C)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def raise_on_sigterm() -> None:
+    """From now on, SIGTERM raises :class:`Terminated` in the main thread (call it from there)."""
+    signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def quiet_worker() -> None:
+    """In a worker process: ignore Ctrl-C, which the parent handles for the whole group."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def children_ignore_ctrl_c() -> Iterator[None]:
+    """Processes started inside this block ignore Ctrl-C from their first instruction on.
+
+    A spawned worker imports Python for a second or so before its own code
+    runs; a terminal's Ctrl-C in that time killed it with a traceback.  An
+    ignored signal stays ignored across ``exec``, so the parent ignores it
+    for the moment it starts them (from the main thread only; elsewhere the
+    workers' own ``quiet_worker`` has to do).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def exit_code(stop: BaseException) -> int:
+    """The exit code for a command stopped by ``stop`` (a Ctrl-C or a SIGTERM)."""
+    return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED

@@ -1,0 +1,145 @@
+"""Ctrl-C and SIGTERM stop every long-running command cleanly (issue 14).
+
+Each command runs in its own process group, as in a terminal.  Ctrl-C is a
+SIGINT to the whole group (what a terminal sends); SIGTERM goes to the
+command alone (what ``kill`` sends).  The command must end with 130 or 143,
+print no traceback, and leave none of its child processes behind (the RPC's
+search workers, multiprocessing's resource tracker).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import rpc_fixtures as F
+from commands import endless_command
+from endless.core.keys import workspace_key
+
+BOUND = 60.0
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process below ``pid`` (read from /proc; zombies count as gone)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found and alive(child):
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + BOUND
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def place(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    memory = F.build(tmp_path, key=workspace_key(None, ws))
+    memory.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENDLESS_")}
+    env.update(ENDLESS_HOME=str(tmp_path), ENDLESS_CONFIG=str(tmp_path / "none.toml"), PYTHONUNBUFFERED="1",
+               ENDLESS_RPC_SEARCH_WORKERS="2")
+    return tmp_path, ws, env
+
+
+def start(place, *argv: str, ready: str, stdin: bool = False) -> tuple[subprocess.Popen, Path]:
+    root, ws, env = place
+    err = root / f"stderr-{argv[0]}-{time.monotonic_ns()}.txt"
+    proc = subprocess.Popen([*endless_command(), *argv], cwd=ws, env=env, start_new_session=True,
+                            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=err.open("wb"))
+    wait_for(lambda: ready in err.read_text(errors="replace") or proc.poll() is not None, f"{argv[0]} to start")
+    assert proc.poll() is None, err.read_text()
+    return proc, err
+
+
+def stop(proc: subprocess.Popen, err: Path, how: str, expected: int, at_least: int = 0) -> None:
+    wait_for(lambda: len(descendants(proc.pid)) >= at_least, f"{at_least} child processes")
+    children = descendants(proc.pid)
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(BOUND) == expected, err.read_text()
+    wait_for(lambda: not any(alive(c) for c in children), "the child processes to end")
+    text = err.read_text(errors="replace")
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+
+
+@pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("sigterm", 143)])
+def test_serve_stops_with_its_workers(place, how, code):
+    proc, err = start(place, "serve", "--port", "0", ready="Ctrl-C stops")
+    stop(proc, err, how, code, at_least=2)
+
+
+def test_serve_stopped_while_its_workers_start(place):
+    """Ctrl-C at once, while the search workers are still importing Python (it printed tracebacks)."""
+    proc, err = start(place, "serve", "--port", "0", ready="Ctrl-C stops")
+    stop(proc, err, "ctrl-c", 130)
+
+
+@pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("sigterm", 143)])
+def test_demo_stops_while_serving(place, how, code):
+    root, _, _ = place
+    proc, err = start(place, "demo", "--turns", "12", "--port", "0", "--dir", str(root / "demo"),
+                      ready="serving the History page")
+    stop(proc, err, how, code, at_least=1)
+
+
+@pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("sigterm", 143)])
+def test_chat_stops_at_its_prompt(place, how, code):
+    proc, err = start(place, "chat", "--base-url", "http://127.0.0.1:1/v1", "--model", "sim",
+                      ready="ends the chat", stdin=True)
+    stop(proc, err, how, code)
+
+
+@pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("sigterm", 143)])
+def test_mcp_stops(place, how, code):
+    proc, err = start(place, "mcp", ready="read-only over stdio", stdin=True)
+    stop(proc, err, how, code)
+
+
+def test_chat_against_a_refused_connection_says_so_and_fails(place):
+    root, ws, env = place
+    done = subprocess.run([*endless_command(), "chat", "--base-url", "http://127.0.0.1:1/v1", "--model", "sim"],
+                          input="hello there\n", cwd=ws, env=env, capture_output=True, text=True, timeout=BOUND)
+    assert done.returncode == 1, done.stderr
+    assert "the turn failed: cannot reach http://127.0.0.1:1/v1" in done.stderr
+    assert "is the server running there? Check --base-url" in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("sigterm", 143)])
+def test_demo_stops_while_replaying(place, how, code):
+    root, _, _ = place
+    proc, err = start(place, "demo", "--turns", "300", "--no-serve", "--dir", str(root / "demo"),
+                      ready="the demo memory lives in")
+    stop(proc, err, how, code)
+    assert "[endless.demo] stopped" in err.read_text()

@@ -56,11 +56,11 @@ def sim(tmp_path: Path):
     """``endless sim serve`` on a free port; yields a function giving its base URL for a style."""
     servers = {}
 
-    def start(cache: str) -> int:
+    def start(cache: str, *extra: str) -> int:
         port = free_port()
         err = open(tmp_path / f"sim-{cache}.err", "wb")
         proc = subprocess.Popen([*endless_command(), "sim", "serve", "--port", str(port), "--cache", cache,
-                                 "--latency", "0.05"], stdout=subprocess.DEVNULL, stderr=err)
+                                 "--latency", "0.05", *extra], stdout=subprocess.DEVNULL, stderr=err)
         servers[cache] = proc
 
         def listening() -> bool:
@@ -169,3 +169,55 @@ def test_a_missing_key_is_a_clear_error(tmp_path: Path) -> None:
                           input=b"", capture_output=True, timeout=60, env=env)
     assert proc.returncode == 2 and b"OPENAI_API_KEY" in proc.stderr
     assert not (tmp_path / "home").exists()
+
+
+def test_right_after_importing_twenty_thousand_messages_every_request_fits_a_small_window(sim, tmp_path: Path) -> None:
+    """Issue 14's first report: after a long import the first turn sent 642,312 tokens to a 131,072-token
+    model.  Now: 20,000 imported messages, five turns in a 32,768-token window the simulator enforces;
+    every request fits, every turn is answered after a short wait, the unwritten stretch is named in one
+    note line and shrinks as the writer catches up, and the chat exits 0."""
+    import json
+    import random
+
+    rng = random.Random(14)
+    words = "the deploy cache port build queue retry server client config metrics dashboard review".split()
+    source = tmp_path / "big.jsonl"
+    with source.open("w") as out:
+        for i in range(20_000):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(10, 80)))
+            if i == 10:
+                text = "Please remember: the vault PIN is 4417. " + text
+            out.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": text,
+                                  "at": 1767225600 + 30 * i, "session": "old", "title": "Old chat"}) + "\n")
+    log = tmp_path / "requests.jsonl"
+    port = sim("deepseek", "--context-length", "32768", "--log", str(log))
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    env = {**os.environ, "ENDLESS_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+           "ENDLESS_TURN_WAIT_SECONDS": "3"}
+    for name in ("OPENAI_API_KEY", "ENDLESS_WRITER_ROUTE"):
+        env.pop(name, None)
+    imported = subprocess.run([*endless_command(), "import", str(source), "--workspace", str(workspace)],
+                              capture_output=True, text=True, timeout=300, env=env)
+    assert imported.returncode == 0 and "(20000 messages)" in imported.stdout, imported.stderr
+    questions = "".join(f"Question {k}: what is the vault PIN? [[reply:80]]\n" for k in range(5))
+    began = time.monotonic()
+    chat = subprocess.run([*endless_command(), "chat", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m",
+                           "--window", "32768", "--workspace", str(workspace)], input=questions,
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert chat.returncode == 0, chat.stderr
+    assert len(chat.stdout.splitlines()) == 5, chat.stdout
+    assert time.monotonic() - began < 5 * (3 + 30), "each turn waited at most its limit"
+    turns = [r for r in (json.loads(line) for line in log.read_text().splitlines())
+             if "Question " in r["prompt"][-400:]]
+    assert len(turns) >= 5
+    assert all(r["status"] == 200 and r["tokens"] <= 32_768 - 1_024 for r in turns), \
+        [(r["status"], r["tokens"]) for r in turns]
+    import re
+    firsts = []
+    for r in turns:
+        found = re.search(r"(\d+)\+0\|note: \(messages \1 to (\d+) are not summarised yet", r["prompt"])
+        firsts.append(None if found is None else int(found.group(1)))
+    assert firsts[0] is not None, "the first turn names the unwritten stretch"
+    written = [f for f in firsts if f is not None]
+    assert written == sorted(written) and (written[-1] > written[0] or None in firsts), firsts

@@ -18,11 +18,9 @@ from typing import Any
 
 import orjson
 
-from endless.llm.client import (Completion, Usage, _bulk_in_extra_body, _clock_function, _fit_kwargs, _int,
-                                close_client, complete_with)
+from endless.llm.client import SDKClient, Completion, Usage, _bulk_in_extra_body, _fit_kwargs, _int, complete_with
 from endless.llm.models import _merge, reasoning_params
 from endless.llm.request import Request, ToolCallOut
-from endless.llm.routes import Route
 
 ANTHROPIC_LOOKBACK = 20
 ANTHROPIC_MAX_MARKS = 4
@@ -152,13 +150,8 @@ def _overloaded_class() -> type | None:
 # -- the client ----------------------------------------------------------------------------------
 
 
-class AnthropicProvider:
+class AnthropicProvider(SDKClient):
     """Messages through ``anthropic.AsyncAnthropic``."""
-
-    def __init__(self, route: Route, client: Any, clock: Any = None) -> None:
-        self.route = route
-        self.client = client
-        self._now = _clock_function(clock)
 
     def request_kwargs(self, request: Request) -> dict:
         """The keyword arguments the SDK call gets (reasoning and cache marks included)."""
@@ -175,9 +168,6 @@ class AnthropicProvider:
         return await complete_with(self.route, self._now, self.request_kwargs(request), self._call,
                                    (anthropic.APIError,), self._completion, overloaded=_overloaded_class())
 
-    async def aclose(self) -> None:
-        await close_client(self.client)
-
     async def _call(self, kwargs: dict) -> Any:
         return await self.client.messages.create(**_bulk_in_extra_body(kwargs))
 
@@ -191,6 +181,3 @@ class AnthropicProvider:
         return Completion(text=text, usage=anthropic_usage(getattr(response, "usage", None)), duration=duration,
                           model=getattr(response, "model", None) or self.route.model,
                           stop_reason=_ANTHROPIC_STOPS.get(raw_stop, raw_stop), tool_calls=calls)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.route.describe()}>"

@@ -199,3 +199,22 @@ async def close_client(client: Any) -> None:
         result = close()
         if inspect.isawaitable(result):
             await result
+
+
+class SDKClient:
+    """What both providers hold: the route, the SDK's client, and the clock durations are read on.
+
+    The one piece of state the two clients share; what differs (the wire
+    form, the call, reading the answer) is each provider's own.
+    """
+
+    def __init__(self, route: Route, client: Any, clock: Any = None) -> None:
+        self.route = route
+        self.client = client
+        self._now = _clock_function(clock)
+
+    async def aclose(self) -> None:
+        await close_client(self.client)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.route.describe()}>"

@@ -14,12 +14,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from endless.llm.client import (Completion, Usage, _bulk_in_extra_body, _clock_function, _fit_kwargs, _int,
-                                close_client, complete_with)
+from endless.llm.client import SDKClient, Completion, Usage, _bulk_in_extra_body, _fit_kwargs, _int, complete_with
 from endless.llm.errors import ProviderError
 from endless.llm.models import _merge, openai_reasoning_rule, reasoning_params
 from endless.llm.request import Request, ToolCallOut
-from endless.llm.routes import Route
 
 OPENAI_READ_BREAKPOINTS = 80  # OpenAI reads at the latest 80 breakpoints of a request
 
@@ -109,13 +107,8 @@ def openai_usage(usage: Any) -> Usage:
 # -- the client ----------------------------------------------------------------------------------
 
 
-class OpenAIProvider:
+class OpenAIProvider(SDKClient):
     """Chat completions through ``openai.AsyncOpenAI`` (OpenAI, DeepSeek, OpenRouter, vLLM, llama.cpp, Ollama)."""
-
-    def __init__(self, route: Route, client: Any, clock: Any = None) -> None:
-        self.route = route
-        self.client = client
-        self._now = _clock_function(clock)
 
     def request_kwargs(self, request: Request) -> dict:
         """The keyword arguments the SDK call gets (reasoning and cache marks included)."""
@@ -134,9 +127,6 @@ class OpenAIProvider:
 
         return await complete_with(self.route, self._now, self.request_kwargs(request), self._call,
                                    (openai.APIError,), self._completion)
-
-    async def aclose(self) -> None:
-        await close_client(self.client)
 
     async def _call(self, kwargs: dict) -> Any:
         return await self.client.chat.completions.create(**_bulk_in_extra_body(kwargs))
@@ -157,6 +147,3 @@ class OpenAIProvider:
         return Completion(text=text, usage=openai_usage(getattr(response, "usage", None)), duration=duration,
                           model=getattr(response, "model", None) or self.route.model, stop_reason=stop,
                           tool_calls=calls)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.route.describe()}>"

@@ -40,15 +40,30 @@ def _encoder() -> Any:
     return _encoding
 
 
-@functools.lru_cache(maxsize=16384)
 def count(text: str) -> int:
     """``text``'s o200k tokens (special-token text counted as plain text).
 
-    Kept for the texts seen lately: a chat's system prompt, tools and view
-    lines come back every turn and are counted once.
+    Kept for the texts seen lately: a chat's view lines, system prompt and
+    tools come back every turn and are counted once.  Short texts (view
+    lines, blocks of them) get a large cache, long ones (a system prompt, a
+    recent block) a small one, so a process that runs for months keeps a
+    bounded number of them.
     """
     if not text:
         return 0
+    return _count_short(text) if len(text) <= SHORT_TEXT else _count_long(text)
+
+
+SHORT_TEXT = 4096  # characters
+
+
+@functools.lru_cache(maxsize=16384)
+def _count_short(text: str) -> int:
+    return len(_encoder().encode(text, disallowed_special=()))
+
+
+@functools.lru_cache(maxsize=16)
+def _count_long(text: str) -> int:
     return len(_encoder().encode(text, disallowed_special=()))
 
 

@@ -146,15 +146,8 @@ def build_request(memory: WriterMemory, items: list[JobText], *, system: str | N
         return request
     for own in (False, True):
         left = room - tokens.estimate(make([], own))
-        if left < 0:
-            continue
-        kept = 0
-        for line in lines:
-            left -= tokens.line_tokens(line)
-            if left < 0:
-                break
-            kept += 1
-        return make(lines[:kept], own)
+        if left >= 0:
+            return make(lines[:tokens.lines_within(lines, left)], own)
     return make([], True)  # the task alone: a message's input is trimmed, so this is small
 
 

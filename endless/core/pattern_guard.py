@@ -55,7 +55,7 @@ def weigh(body: str) -> int:
         elif c == ")":
             if len(stack) > 1:
                 inner = stack.pop()
-                stack[-1].append(_sum(inner))
+                stack[-1].append(sum(inner))
             k += 1
         elif c == "|":
             stack[-1].append(0)
@@ -83,8 +83,8 @@ def weigh(body: str) -> int:
             k += 1
     while len(stack) > 1:  # unbalanced: the compiler will say so; weigh what there is
         inner = stack.pop()
-        stack[-1].append(_sum(inner))
-    return _sum(stack[0])
+        stack[-1].append(sum(inner))
+    return sum(stack[0])
 
 
 def _group_body(body: str, k: int) -> int:
@@ -102,10 +102,6 @@ def _group_body(body: str, k: int) -> int:
     while j < len(body) and (body[j].isalpha() or body[j] == "-"):  # inline flags: (?i) or (?i:…)
         j += 1
     return j + 1 if body.startswith(":", j) else j
-
-
-def _sum(items: list[int]) -> int:
-    return sum(items)
 
 
 def _class_end(body: str, k: int) -> int:

@@ -184,19 +184,16 @@ def _scan_unicode(fd: int, end: int, needle_text: str, match: Callable[[str], in
 
 
 def _note_searched(data: bytes, deadline: _Deadline) -> None:
-    """Everything in ``data`` was searched: its first record's first message is the oldest reached."""
-    first = _first_id(data)
-    if first is not None:
-        deadline.searched(first)
+    """Everything in ``data`` (whole lines) was searched: its first record's first message is the oldest."""
+    end = data.find(b"\n")
+    _note_first(data if end < 0 else data[:end], deadline)
 
 
-def _first_id(data: bytes) -> int | None:
-    """The first message id of the record that ``data`` starts with, if it reads."""
-    head = data[:data.find(b"\n")] if b"\n" in data else data
+def _note_first(line: bytes, deadline: _Deadline) -> None:
     try:
-        return int(orjson.loads(head)["id"])
+        deadline.searched(int(orjson.loads(line)["id"]))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return None
+        pass
 
 
 def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want: int,
@@ -265,9 +262,7 @@ def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want:
                         return True
                     line_end = line_start
                 line_end = mapped.find(b"\n", start, stop_here)
-                first = _first_id(mapped[start:stop_here if line_end < 0 else line_end])
-                if first is not None:
-                    deadline.searched(first)
+                _note_first(mapped[start:stop_here if line_end < 0 else line_end], deadline)
                 # Drop the pages just read from this process's resident set (the OS keeps them
                 # cached): a search over a large log must not count the whole file as our memory.
                 aligned = start - start % mmap.PAGESIZE

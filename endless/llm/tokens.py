@@ -57,19 +57,22 @@ def count(text: str) -> int:
 SHORT_TEXT = 4096  # characters
 
 
-@functools.lru_cache(maxsize=16384)
-def _count_short(text: str) -> int:
+def _encoded_length(text: str) -> int:
     return len(_encoder().encode(text, disallowed_special=()))
 
 
-@functools.lru_cache(maxsize=16)
-def _count_long(text: str) -> int:
-    return len(_encoder().encode(text, disallowed_special=()))
+_count_short = functools.lru_cache(maxsize=16384)(_encoded_length)
+_count_long = functools.lru_cache(maxsize=16)(_encoded_length)
 
 
-def line_tokens(line: str) -> int:
-    """One view line's share of a request, as :func:`estimate` counts it (its newline included)."""
-    return math.ceil((count(line) + 1) * TOKEN_MARGIN)
+def lines_within(lines: list[str], room: int) -> int:
+    """How many of ``lines``, from the first, fit in ``room`` tokens (each with its newline, as
+    :func:`estimate` counts them)."""
+    for k, line in enumerate(lines):
+        room -= math.ceil((count(line) + 1) * TOKEN_MARGIN)
+        if room < 0:
+            return k
+    return len(lines)
 
 
 def _texts(request: Request) -> list[str]:

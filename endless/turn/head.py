@@ -21,9 +21,9 @@ all is there no head (:class:`HeadTooLarge`).
 from __future__ import annotations
 
 from endless import prompts
-from endless.core import lookback
+from endless.core import lookback, tiling
 from endless.core.memory import Memory
-from endless.core.render import ViewLine, recent_line
+from endless.core.render import recent_line
 from endless.llm import tokens
 from endless.llm.request import Msg, Request, view_message_blocks
 
@@ -178,52 +178,32 @@ def build_request(memory: Memory, system: str, tools: list[dict], context: list[
     prefix = memory.views.written_prefix()
     limit = memory.settings.recent_block_bytes if recent_limit is None else recent_limit
     room = head_room(memory, reply_tokens)
+
+    def assemble(rendered: list[str], recent: str) -> Request:
+        tail = [recent + "\n"] if recent else []
+        if state:
+            tail.append(state.rstrip("\n") + "\n")
+        tail.append(new)
+        blocks, whole = view_message_blocks(rendered, tail)
+        messages = [Msg("user", [text]) for text in context] + [Msg("user", blocks)]
+        return Request(system, tools, messages, view_message=len(context), view_blocks=whole,
+                       cache_key=memory.memory_id)
+
+    rendered = [line.render() for line in prefix.lines]
     recent = bounded_recent_block(memory, prefix.stop, limit, keep)
-    head = _assemble(memory, system, tools, context, state, new, prefix.lines, recent)
+    head = assemble(rendered, recent)
     if tokens.fits(head, room):
         return head
-    while True:
-        lines = _view_that_fits(memory, system, tools, context, state, new, prefix.lines, recent, room)
-        if lines is not None:
-            shown = prefix.lines[:lines]
-            cut = ""
-            if lines < len(prefix.lines):
-                first = prefix.lines[lines].part
-                cut = note_line("turn/cut_view.txt", first[1] << first[0], prefix.stop - 1) + "\n"
-            return _assemble(memory, system, tools, context, state, new, shown, cut + recent)
+    while True:  # show fewer of the view's last lines, then a smaller recent block
+        left = room - tokens.estimate(assemble([], note_line("turn/cut_view.txt", 0, 0) + "\n" + recent))
+        if left >= 0:
+            shown = tokens.lines_within(rendered, left)
+            if shown == len(rendered):
+                return assemble(rendered, recent)
+            cut = note_line("turn/cut_view.txt", tiling.first(prefix.lines[shown].part), prefix.stop - 1)
+            return assemble(rendered[:shown], cut + "\n" + recent)
         if limit <= _SMALLEST_RECENT:
             raise HeadTooLarge(f"the harness's prompt and tools leave no room for the memory in a "
                                f"{memory.window_tokens or memory.settings.default_window_tokens}-token window")
         limit //= 2
         recent = bounded_recent_block(memory, prefix.stop, limit, keep)
-
-
-def _view_that_fits(memory: Memory, system: str, tools: list[dict], context: list[str], state: str, new: str,
-                    lines: list[ViewLine], recent: str, room: int) -> int | None:
-    """How many of the view's first lines fit with the rest of the head, or None if not even none."""
-    rest = _assemble(memory, system, tools, context, state, new, [], note_line("turn/cut_view.txt", 0, 0)
-                     + "\n" + recent)
-    left = room - tokens.estimate(rest)
-    if left < 0:
-        return None
-    for k, line in enumerate(lines):
-        left -= tokens.line_tokens(line.render())
-        if left < 0:
-            return k
-    return len(lines)
-
-
-def _assemble(memory: Memory, system: str, tools: list[dict], context: list[str], state: str, new: str,
-              lines: list[ViewLine], recent: str) -> Request:
-    rendered = [line.render() for line in lines]
-    tail = []
-    if recent:
-        tail.append(recent + "\n")
-    if state:
-        tail.append(state.rstrip("\n") + "\n")
-    tail.append(new)
-    blocks, whole = view_message_blocks(rendered, tail)
-    messages = [Msg("user", [text]) for text in context]
-    messages.append(Msg("user", blocks))
-    return Request(system, tools, messages, view_message=len(context), view_blocks=whole,
-                   cache_key=memory.memory_id)

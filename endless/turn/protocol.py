@@ -48,13 +48,15 @@ async def wait_for_room(memory: Memory, limit: float | None = None) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
     while True:
+        # Only a new line can make the block fit (more messages make it longer): it is measured
+        # once per line stored, not at every poll.
         built = memory.lines_built
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return fits(memory)
-        await memory.settle(lambda m: m.lines_built != built or fits(m), min(remaining, settings.turn_stall_seconds))
         if fits(memory):
             return True
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        await memory.settle(lambda m: m.lines_built != built, min(remaining, settings.turn_stall_seconds))
         if memory.lines_built == built:
             return False
 

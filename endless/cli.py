@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -82,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"[endless] {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of stdout left (``endless view | head``): nothing more to say, and nowhere to say
+        # it; stdout goes to /dev/null so the interpreter's own flush at exit cannot fail either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -65,3 +65,16 @@ def test_the_version_loads_no_command(place):
     assert code == 0
     ours = sorted(m for m in modules if m.startswith("endless."))
     assert ours == ["endless.cli"], ours
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(place):
+    """``endless view | head -1``: the pipe closes while the command writes; it ends quietly."""
+    ws, env = place
+    for argv in (("view",), ("history",), ("search", "zebracrossing")):
+        proc = subprocess.Popen([sys.executable, "-c", "import sys; from endless.cli import main; "
+                                 "sys.exit(main(sys.argv[1:]))", *argv], cwd=ws, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.read(1)  # the reader takes one byte, then goes away
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, (argv, err)

@@ -30,6 +30,7 @@ from endless.llm.routes import Route, RouteError
 from endless.writer.interface import WriterMemory
 from endless.writer.queue import Job, work_queue
 from endless.writer.recorded import recorded_routes
+from endless.writer.stretches import offline_stretches
 from endless.writer.spend import is_paused, write_pause
 from endless.writer.task import JobText, build_request, describe, feedback, job_input, job_session, split_reply
 from endless.writer.usage import UsageLog
@@ -92,6 +93,7 @@ class WriterPool:
         self.memory = memory
         self.queue = work_queue(memory)
         self.routes = recorded_routes(memory)
+        self.stretches = offline_stretches(memory)
         self.settings = settings or memory.settings
         self.providers = providers
         self.override = route if route is not None else configured_route(self.settings)
@@ -107,6 +109,7 @@ class WriterPool:
         self._backoff = 0.0
         self._provider_cache: dict[str, object] = {}
         self._offline_noted = False
+        self._wrote_offline = False
         self._paused_noted = False
 
     # -- running ---------------------------------------------------------------------
@@ -131,6 +134,10 @@ class WriterPool:
                 launched = self._launch(now)
                 if until_idle and not self._tasks and not launched and not self._waiting_work(now):
                     break
+                if self._wrote_offline:  # more may be ready at once: look again, after letting others run
+                    self._wrote_offline = False
+                    await asyncio.sleep(0)
+                    continue
                 await self._wait(stop, self._next_wake(now))
                 self._reap()
         finally:
@@ -179,6 +186,8 @@ class WriterPool:
     # -- choosing work ---------------------------------------------------------------
 
     def _plan(self, job: Job) -> _Plan:
+        if self.stretches.covers(job.part):
+            return _Plan(None, None, [])  # the person chose the offline writer for this stretch
         recorded = self.routes.get(job_session(self.memory, job))
         if self.override is not None:
             return _Plan(self.override, recorded.system if recorded else None,
@@ -215,15 +224,16 @@ class WriterPool:
                  if job.part not in self._in_flight and self._state(job).retry_at <= now + _EPSILON]
         ready.sort(key=lambda job: not self._state(job).first_in_line)
         plans = {job.part: self._plan(job) for job in ready}  # one routes read per job, not per pairing
+        offline_jobs = [job for job in ready if plans[job.part].route is None]
+        if offline_jobs:
+            self._write_offline(offline_jobs, default=True)
+            self._wrote_offline = True
+            return True
         started = False
         blocked: set[str] = set()
         while ready and len(self._tasks) < self.settings.writer_calls:
             head = ready.pop(0)
             plan = plans[head.part]
-            if plan.route is None:
-                self._write_offline(head, default=True)
-                started = True
-                continue
             key = plan.key
             if key in blocked:
                 continue
@@ -378,7 +388,7 @@ class WriterPool:
         state.rounds += 1
         self.stats.failed_rounds += 1
         if state.rounds >= self.settings.content_rounds:
-            self._write_offline(item.job, default=False)
+            self._write_offline([item.job], default=False)
             return
         state.retry_at = now + self.settings.retry_seconds
         state.first_in_line = True
@@ -395,26 +405,33 @@ class WriterPool:
             self._backoff_until = max(self._backoff_until, now + max(self._backoff, error.retry_after or 0.0))
         log(f"writer call failed ({error.kind}: {error}); retrying {len(jobs)} line(s) in {wait:.0f} s")
 
-    def _write_offline(self, job: Job, *, default: bool) -> None:
+    def _write_offline(self, jobs: list[Job], *, default: bool) -> None:
+        """Write lines offline, all in one store (one fsync: after an import they come by the thousand)."""
+        if not jobs:
+            return
         budget = self.settings.line_budget
-        if job.level == 0:
-            text = offline.offline_leaf(job_input(self.memory, job), budget)
-        else:
-            left, right = tiling.children(job.part)
-            text = offline.offline_merge(self.memory.node_text(*left) or "",
-                                         self.memory.node_text(*right) or "", budget)
-        stored = self.memory.store_line(job.level, job.index, text)
-        self._states.pop(job.part, None)
+        lines = []
+        for job in jobs:
+            if job.level == 0:
+                text = offline.offline_leaf(job_input(self.memory, job), budget)
+            else:
+                left, right = tiling.children(job.part)
+                text = offline.offline_merge(self.memory.node_text(*left) or "",
+                                             self.memory.node_text(*right) or "", budget)
+            lines.append((job.level, job.index, text))
+            self._states.pop(job.part, None)
+        stored = sum(self.memory.store_lines(lines))
         if not stored:
             return
         if default:
-            self.stats.offline_lines += 1
+            self.stats.offline_lines += stored
             if not self._offline_noted:
-                log("no writer route is configured: lines are written by the offline writer (no model)")
+                log("lines are written by the offline writer (no model): no writer route is configured, "
+                    "or the person chose it for an imported stretch")
                 self._offline_noted = True
         else:
-            self.stats.offline_fallbacks += 1
-            log(f"line {tiling.name(job.part)} failed {self.settings.content_rounds} rounds of checks; "
+            self.stats.offline_fallbacks += stored
+            log(f"line {jobs[0].name} failed {self.settings.content_rounds} rounds of checks; "
                 "the offline writer wrote it")
 
 

@@ -56,6 +56,11 @@ class RecordedRoutes:
         self._read()
         return self._records.get(session)
 
+    def any(self) -> bool:
+        """Whether any chat of the memory recorded a route."""
+        self._read()
+        return any(record.route for record in self._records.values())
+
     def _read(self) -> None:
         data, tail = durable.read_complete(self.memory.folder / ROUTES_FILE, self._end)
         for _, line in durable.iter_lines(data, self._end):

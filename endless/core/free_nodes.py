@@ -25,6 +25,7 @@ class FreeLines:
 
     lines: list[bytes] = field(default_factory=list)
     parts: list[Part] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # each line's text, for the parents found next
     long_sources: dict[int, int] = field(default_factory=dict)  # message id -> its source's bytes
 
 
@@ -54,14 +55,20 @@ def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: 
         if size <= budget:
             found.lines.append(tree.encode(0, message_id, source, size))
             found.parts.append((0, message_id))
+            found.texts.append(source)
         else:
             found.long_sources[message_id] = size
     return found
 
 
-def free_parents(tree: TreeStore, parts: Iterable[Part], total: int, budget: int) -> FreeLines:
-    """The free parents of newly built ``parts`` (one level up; the caller repeats with them)."""
+def free_parents(tree: TreeStore, parts: Iterable[Part], total: int, budget: int,
+                 in_hand: Mapping[Part, str]) -> FreeLines:
+    """The free parents of newly built ``parts`` (one level up; the caller repeats with them).
+
+    ``in_hand`` holds texts just stored, so a long import does not read back each child.
+    """
     found = FreeLines()
+    text_of = lambda part: in_hand.get(part) or tree.cached_text(*part)  # noqa: E731
     seen: set[Part] = set()
     for part in parts:
         top = tiling.parent(part)
@@ -70,9 +77,10 @@ def free_parents(tree: TreeStore, parts: Iterable[Part], total: int, budget: int
         if tiling.end(top) > total or top in seen:
             continue
         left, right = tiling.children(top)
-        joined = f"{tree.cached_text(*left)}\n{tree.cached_text(*right)}"
+        joined = f"{text_of(left)}\n{text_of(right)}"
         seen.add(top)
         if len(joined.encode("utf-8")) <= budget:
             found.lines.append(tree.encode(top[0], top[1], joined, None))
             found.parts.append(top)
+            found.texts.append(joined)
     return found

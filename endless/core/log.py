@@ -177,6 +177,27 @@ class OrderLog:
         """Append encoded turn records (call under the lock, after ``catch_up``)."""
         durable.append_lines(self.path, lines, sync)
 
+    def add(self, lines: list[bytes], infos: list[TurnInfo], sync: bool = True) -> None:
+        """Append encoded turn records and index them from ``infos`` (under the lock, caught up).
+
+        What was just written need not be parsed back; only if the file did
+        not end where this process last read it is it read instead.
+        """
+        offset = durable.append_lines(self.path, lines, sync)
+        if offset != self.end or (infos and infos[0].first != self.total):
+            self.catch_up(True)
+            return
+        for line, info in zip(lines, infos):
+            self.offsets.append(offset)
+            self.lengths.append(len(line) - 1)  # without its newline, as iter_lines gives it
+            self.firsts.append(info.first)
+            self.counts.append(info.count)
+            self.tids.append(tid_number(info.tid))
+            offset += len(line)
+        self.total = infos[-1].first + infos[-1].count if infos else self.total
+        self.end = offset
+        self.write_index()
+
     # -- reading -------------------------------------------------------------------
 
     def turn_of(self, message_id: int) -> int | None:

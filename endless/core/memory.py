@@ -188,8 +188,14 @@ class Memory:
         return self.commit_turns([TurnRecord(session, title, list(messages), status, status_text, tid)],
                                  sync=sync)[0]
 
-    def commit_turns(self, records: Sequence[TurnRecord], sync: bool = True) -> list[TurnInfo]:
-        """Commit several turns in one write (imports and fixtures: one fsync per batch)."""
+    def commit_turns(self, records: Sequence[TurnRecord], sync: bool = True, plan: bool = True) -> list[TurnInfo]:
+        """Commit several turns in one write (imports and fixtures: one fsync per batch).
+
+        ``plan=False`` leaves the views as they are: an import commits many
+        batches and plans the views once at its end (:meth:`plan_views`),
+        since each plan walks the whole view.  Unplanned messages are still
+        safe: whoever opens the memory next appends them to the view.
+        """
         self._writable()
         with self.lock:
             self._catch_up(locked=True)
@@ -226,12 +232,20 @@ class Memory:
                 return []
             for info in infos:  # before the turns exist: a crash must not leave them unrecorded
                 self.note_session(info.session)
-            self.log.append(lines, sync)
-            self.log.catch_up(True)
+            self.log.add(lines, infos, sync)
             self._store_free_leaves(in_hand, sync)
-            self.views.update(self.total, save=True, sync=sync)
+            if plan:
+                self.views.update(self.total, save=True, sync=sync)
         self._waiters.notify()
         return infos
+
+    def plan_views(self, sync: bool = True) -> None:
+        """Run both views' sawtooths over everything committed (after ``commit_turns(plan=False)``)."""
+        self._writable()
+        with self.lock:
+            self._catch_up(locked=True)
+            self.views.update(self.total, save=True, sync=sync)
+        self._waiters.notify()
 
     def note_session(self, session: str) -> None:
         """Record, once per process, that ``session`` has turns in this memory."""
@@ -278,7 +292,7 @@ class Memory:
         stored: list[bool] = []
         with self.lock:
             self._catch_up(locked=True)
-            encoded, parts = [], []
+            encoded, parts, texts = [], [], []
             pending: set[Part] = set()
             for level, index, text in lines:
                 part = (level, index)
@@ -293,12 +307,12 @@ class Memory:
                 src = self.views.source_size(index) if level == 0 else None
                 encoded.append(self.tree.encode(level, index, text, src))
                 parts.append(part)
+                texts.append(text)
                 pending.add(part)
                 stored.append(True)
             if encoded:
-                self.tree.append(encoded, sync)
-                self.tree.catch_up(True)
-                self._after_built(parts, sync)
+                added = self.tree.add(encoded, parts, texts, sync)
+                self._after_built(added, sync, dict(zip(parts, texts)))
                 self.views.update(self.total, save=True, sync=sync)
         if encoded:
             self._waiters.notify()
@@ -312,26 +326,26 @@ class Memory:
         if found.lines:
             # No fsync of its own: free lines are derived from the log (fsynced just
             # before), and a lost one is only a line the writer writes again.
-            self.tree.append(found.lines, False)
-            self.tree.catch_up(False)
-            self._after_built(found.parts, False)
+            stored = self.tree.add(found.lines, found.parts, found.texts, False)
+            self._after_built(stored, False, dict(zip(found.parts, found.texts)))
         self.tree.free_upto = self.total
         self.tree.write_index(force=True)
 
-    def _after_built(self, parts: list[Part], sync: bool) -> None:
+    def _after_built(self, parts: list[Part], sync: bool, texts: dict[Part, str] | None = None) -> None:
         """Tell whoever listens of new nodes, and store their free parents, level by level."""
         frontier = list(parts)
+        in_hand = texts or {}
         while frontier:
             for part in frontier:
-                self._built(part)
-            found = free_parents(self.tree, frontier, self.total, self.settings.line_budget)
-            if found.lines:
-                self.tree.append(found.lines, sync)
-                self.tree.catch_up(True)
-            frontier = found.parts
+                self._built(part, in_hand.get(part))
+            found = free_parents(self.tree, frontier, self.total, self.settings.line_budget, in_hand)
+            if not found.lines:
+                break
+            frontier = self.tree.add(found.lines, found.parts, found.texts, sync)
+            in_hand = dict(zip(found.parts, found.texts))
 
-    def _built(self, part: Part) -> None:
-        self.views.built(part)
+    def _built(self, part: Part, text: str | None = None) -> None:
+        self.views.built(part, text)
         for listener in self._built_listeners:
             listener(part)
 

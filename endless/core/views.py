@@ -9,7 +9,7 @@ cleanly: every cached prefix of every chat hangs on the live view.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -22,7 +22,6 @@ from endless.core.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, 
 from endless.core.tree import TreeStore
 
 FORMAT = 1
-SIZE_CACHE = 65536  # rendered sizes of written lines
 CHAT, WRITER = "chat", "writer"
 
 
@@ -76,7 +75,10 @@ class ViewKeeper:
         self.stamp: tuple | None = None  # the view files as last read or written
         self._needed_stale = True
         self._last_shrink: dict[str, _ShrinkPass] = {}
-        self._sizes: OrderedDict[Part, int] = OrderedDict()
+        # Rendered bytes of written lines, per level (0: not known yet).  A written line's size
+        # never changes, and a plan after a long import asks for every one of them: an array
+        # of 4 bytes a node, not a cache that a 100,000-line view would thrash.
+        self._sizes: list[array] = []
         self._src: dict[int, int] = {}
 
     @property
@@ -105,24 +107,34 @@ class ViewKeeper:
     def note_source_size(self, message_id: int, size: int) -> None:
         self._src[message_id] = size
 
-    def built(self, part: Part) -> None:
-        """A node was stored: its source size is no longer needed."""
+    def built(self, part: Part, text: str | None = None) -> None:
+        """A node was stored: its source size is no longer needed; its size is kept if its text is in hand."""
         if part[0] == 0:
             self._src.pop(part[1], None)
+        if text is not None:
+            self._keep_size(part, line_size(head(part), text))
+
+    def _keep_size(self, part: Part, size: int) -> None:
+        level, index = part
+        while len(self._sizes) <= level:
+            self._sizes.append(array("I"))
+        sizes = self._sizes[level]
+        if index >= len(sizes):
+            sizes.frombytes(bytes(sizes.itemsize * (index + 1 - len(sizes))))
+        sizes[index] = size
 
     def size_of(self, part: Part) -> int:
         """Bytes of the part's rendered line; a written line's size never changes, so it is kept."""
-        size = self._sizes.get(part)
-        if size is not None:
-            return size
         level, index = part
+        if level < len(self._sizes):
+            sizes = self._sizes[level]
+            if index < len(sizes) and sizes[index]:
+                return sizes[index]
         line_head = head(part)
         text = self.tree.cached_text(level, index) if self.tree.built(level, index) else None
         if text is not None:
             size = line_size(line_head, text)
-            self._sizes[part] = size
-            if len(self._sizes) > SIZE_CACHE:
-                self._sizes.popitem(last=False)
+            self._keep_size(part, size)
             return size
         if level == 0:
             return len(line_head) + min(self.source_size(index), self.settings.line_budget) + 1

@@ -218,13 +218,13 @@ def op_die_after_log_append(c: dict) -> dict:
     """Commit a turn and die by SIGKILL the moment its record is in the order log."""
     import signal
     log = memory.log
-    original = log.append
+    original = log.add
 
-    def append(lines, sync=True):
-        original(lines, sync)
+    def add(lines, infos, sync=True):
+        original(lines, infos, sync)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    log.append = append
+    log.add = add
     memory.commit_turn(c["session"], "doomed", [Message("user", c["text"], time.time())])
     return {"error": "still alive after the commit"}
 

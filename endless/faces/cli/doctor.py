@@ -246,21 +246,23 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                        "it is committed as interrupted when the memory is next opened for writing "
                        "(`endless doctor --repair` does it now)", mid)
 
-    # Pending writer work.
-    leaves = memory.tree.slots[0] if memory.tree.slots else None
-    written = 0 if leaves is None else sum(1 for i in range(min(len(leaves), memory.total)) if leaves[i])
-    unwritten = memory.total - written
+    # Pending writer work: the catch-up's progress.
+    from endless.writer.pace import progress
+
+    catching = progress(memory.built_slots(), memory.total, folder, settings, now,
+                        offline_only=_offline_only(memory, settings))
     over = _recent_overflow(memory, settings.recent_block_bytes)
-    if unwritten == 0:
-        report.add("memory.writer", "ok", f"memory {mid}: every message has its line", memory=mid)
+    if catching.lines_left == 0:
+        report.add("memory.writer", "ok", f"memory {mid}: every line is written", memory=mid)
     else:
         status = "warning" if over > 0 else "ok"
         report.add("memory.writer", status,
-                   f"memory {mid}: {_n(unwritten, 'message')} wait for their lines"
-                   + (f"; the recent block is past its {settings.recent_block_bytes:,} bytes, so the next turn waits "
-                      "for the writer"
+                   f"memory {mid}: catching up: {catching.sentence()}"
+                   + (f"; the recent block is past its {settings.recent_block_bytes:,} bytes, so turns show "
+                      "a shortened history until the writer catches up"
                       if over > 0 else ""),
-                   "the writer pool runs with the next chat in this workspace" if over > 0 else None, mid)
+                   "the writer pool runs with the next chat in this workspace, or with `endless serve`"
+                   if over > 0 else None, mid)
     from endless.writer.spend import is_paused
     from endless.writer.usage import UsageLog
 
@@ -281,6 +283,16 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     if routes:
         report.add("memory.routes", "ok", f"memory {mid}: chats write their lines with "
                                           + "; ".join(sorted(routes)), memory=mid)
+
+
+def _offline_only(memory: Memory, settings: Settings) -> bool:
+    """Whether no model writes what is left: no route anywhere, or the rest lies in offline stretches."""
+    from endless.writer.stretches import offline_stretches
+
+    if not settings.writer_route.strip() and not _recorded_routes(memory):
+        return True
+    stretches = offline_stretches(memory).all()
+    return bool(stretches) and stretches[-1].end >= memory.total and stretches[0].first == 0
 
 
 def _recent_overflow(memory: Memory, limit: int) -> int:

@@ -2,10 +2,10 @@
 
 Three sources: a generic JSONL (``{role, content, at?, session?, title?}`` per
 line), Claude Code session transcripts (JSONL, one event per line), and Hermes
-Agent sessions in its SQLite ``state.db``.  Each reader returns :class:`Entry`
-records in the source's order, or raises :class:`FormatError` naming the file
-and line (or table row) that cannot be read: a whole file is read and checked
-before anything is written.
+Agent sessions in its SQLite ``state.db``.  Each reader yields :class:`Entry`
+records in the source's order, as a stream, and raises :class:`FormatError`
+naming the file and line (or table row) that cannot be read; the importer
+reads every source to its end before it writes anything.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import datetime as dt
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterator
 
 import orjson
 
@@ -89,20 +89,37 @@ def _checked(seconds: float, value: Any, where: str) -> float:
     return seconds
 
 
-def _json_lines(path: Path) -> Iterable[tuple[str, Any]]:
-    """(``file:line``, decoded value) for each non-blank line; a bad line is a FormatError."""
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each non-blank line, read as a stream: a source may be gigabytes."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if raw.strip():
+                    yield number, raw
     except OSError as exc:
         raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        where = f"{path}:{number}"
+
+
+def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
+    """(``file:line``, decoded value) for each non-blank line; a bad line is a FormatError."""
+    for number, raw in _raw_lines(path):
         try:
-            yield where, orjson.loads(raw)
+            yield f"{path}:{number}", orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise FormatError(f"{where}: not valid JSON ({exc})") from None
+            raise FormatError(f"{path}:{number}: not valid JSON ({exc})") from None
+
+
+def _scan(path: Path, marker: bytes) -> Iterator[dict]:
+    """The objects of the lines that contain ``marker`` (others are not parsed; bad lines are left
+    for the main pass to name)."""
+    for _, raw in _raw_lines(path):
+        if marker in raw:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                yield value
 
 
 def detect(path: Path) -> str:
@@ -130,11 +147,20 @@ def detect(path: Path) -> str:
 # -- generic JSONL ---------------------------------------------------------------------------
 
 
-def read_generic(path: Path) -> list[Entry]:
-    """``{role, content, at?, session?, title?}`` per line; a line without ``at`` takes the previous time."""
-    entries: list[Entry] = []
-    default_session = f"import:{path.name}"
+def _generic_titles(path: Path, default_session: str) -> dict[str, str]:
+    """Each session's title: the last one any of its lines gives (a first pass over the titled lines)."""
     titles: dict[str, str] = {}
+    for record in _scan(path, b'"title"'):
+        title, session = record.get("title"), record.get("session", default_session)
+        if isinstance(title, str) and title and isinstance(session, str):
+            titles[session] = title
+    return titles
+
+
+def read_generic(path: Path) -> Iterator[Entry]:
+    """``{role, content, at?, session?, title?}`` per line; a line without ``at`` takes the previous time."""
+    default_session = f"import:{path.name}"
+    titles = _generic_titles(path, default_session)
     last_at: float | None = None
     for where, record in _json_lines(path):
         if not isinstance(record, dict):
@@ -155,17 +181,12 @@ def read_generic(path: Path) -> list[Entry]:
         title = record.get("title")
         if title is not None and not isinstance(title, str):
             raise FormatError(f"{where}: title must be a text")
-        if title:
-            titles[session] = title
         at = parse_time(record.get("at"), where)
         at = last_at if at is None else at
         last_at = at
         kind = {"tool": "result"}.get(role, role)
-        entries.append(Entry(kind, content, at, session, titles.get(session, ""), where,
-                             name=record.get("name") if isinstance(record.get("name"), str) else None))
-    for entry in entries:
-        entry.title = titles.get(entry.session, entry.title) or entry.session
-    return entries
+        yield Entry(kind, content, at, session, titles.get(session) or session, where,
+                    name=record.get("name") if isinstance(record.get("name"), str) else None)
 
 
 # -- Claude Code transcripts ------------------------------------------------------------------
@@ -186,22 +207,23 @@ def _block_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def read_claude(path: Path) -> list[Entry]:
+def read_claude(path: Path) -> Iterator[Entry]:
     """A Claude Code session transcript: user/assistant events with content blocks.
 
     Skipped: meta lines (``isMeta``), sidechains (subagents), thinking, and
     event types that carry no conversation (snapshots, system notes).  A
-    ``summary`` line names the session's title.
+    ``summary`` line names the session's title (the last one, wherever it is).
     """
-    entries: list[Entry] = []
     summary = ""
+    for record in _scan(path, b'"summary"'):
+        if record.get("type") == "summary" and isinstance(record.get("summary"), str):
+            summary = record["summary"]
+    title = lambda session: summary or f"Claude Code {session[:8]}"  # noqa: E731
     for where, record in _json_lines(path):
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise FormatError(f"{where}: not a Claude Code transcript event (an object with a 'type')")
         kind = record["type"]
         if kind == "summary":
-            if isinstance(record.get("summary"), str):
-                summary = record["summary"]
             continue
         if kind not in ("user", "assistant") or record.get("isMeta") or record.get("isSidechain"):
             continue
@@ -214,7 +236,7 @@ def read_claude(path: Path) -> list[Entry]:
         at = parse_time(record.get("timestamp"), where)
         content = message["content"]
         if isinstance(content, str):
-            entries.append(Entry("user" if kind == "user" else "assistant", content, at, session, "", where))
+            yield Entry("user" if kind == "user" else "assistant", content, at, session, title(session), where)
             continue
         if not isinstance(content, list):
             raise FormatError(f"{where}: message content must be a text or a list of blocks")
@@ -225,25 +247,23 @@ def read_claude(path: Path) -> list[Entry]:
             if btype == "text":
                 if not isinstance(block.get("text"), str):
                     raise FormatError(f"{where}: a text block without its text")
-                entries.append(Entry("user" if kind == "user" else "assistant", block["text"], at,
-                                     session, "", where))
+                yield Entry("user" if kind == "user" else "assistant", block["text"], at,
+                            session, title(session), where)
             elif btype == "tool_use":
                 name = block.get("name")
                 if not isinstance(name, str):
                     raise FormatError(f"{where}: a tool_use block without its name")
                 args = orjson.dumps(block.get("input", {})).decode()
-                entries.append(Entry("call", args, at, session, "", where, name=name, args=args))
+                yield Entry("call", args, at, session, title(session), where, name=name, args=args)
             elif btype == "tool_result":
                 text = _block_text(block.get("content"))
                 if block.get("is_error"):
                     text = f"(error) {text}"
-                entries.append(Entry("result", text, at, session, "", where))
+                yield Entry("result", text, at, session, title(session), where)
             elif btype == "image":
-                entries.append(Entry("user" if kind == "user" else "assistant", "[image]", at, session, "", where))
+                yield Entry("user" if kind == "user" else "assistant", "[image]", at, session, title(session),
+                            where)
             # thinking and redacted_thinking are never logged (DESIGN §2.2)
-    for entry in entries:
-        entry.title = summary or f"Claude Code {entry.session[:8]}"
-    return entries
 
 
 # -- Hermes state.db --------------------------------------------------------------------------
@@ -298,7 +318,7 @@ class _connect:
         self.db.close()
 
 
-def read_hermes(path: Path, sessions: list[str] | None) -> list[Entry]:
+def read_hermes(path: Path, sessions: list[str] | None) -> Iterator[Entry]:
     """Messages of the chosen sessions, in insertion order; rewound (inactive, not compacted) rows skipped.
 
     Rows a compaction archived (``active = 0, compacted = 1``) are the original
@@ -309,7 +329,6 @@ def read_hermes(path: Path, sessions: list[str] | None) -> list[Entry]:
     for sid in chosen:
         if sid not in known:
             raise FormatError(f"{path}: no session {sid!r} (it has {len(known)} sessions)")
-    entries: list[Entry] = []
     with _connect(path) as db:
         columns = {r[1] for r in db.execute("PRAGMA table_info(messages)")}
         needed = {"id", "session_id", "role", "content", "tool_calls", "timestamp"}
@@ -328,15 +347,14 @@ def read_hermes(path: Path, sessions: list[str] | None) -> list[Entry]:
                 at = parse_time(timestamp, where)
                 text = _hermes_content(content, where)
                 if role == "user":
-                    entries.append(Entry("user", text, at, sid, title, where))
+                    yield Entry("user", text, at, sid, title, where)
                 elif role == "assistant":
                     if text.strip():
-                        entries.append(Entry("assistant", text, at, sid, title, where))
+                        yield Entry("assistant", text, at, sid, title, where)
                     for call in _hermes_calls(tool_calls, where):
-                        entries.append(Entry("call", call[1], at, sid, title, where, name=call[0], args=call[1]))
+                        yield Entry("call", call[1], at, sid, title, where, name=call[0], args=call[1])
                 elif role == "tool":
-                    entries.append(Entry("result", text, at, sid, title, where, name=tool_name))
-    return entries
+                    yield Entry("result", text, at, sid, title, where, name=tool_name)
 
 
 def _hermes_calls(raw: Any, where: str) -> list[tuple[str, str]]:
@@ -358,8 +376,8 @@ def _hermes_calls(raw: Any, where: str) -> list[tuple[str, str]]:
     return out
 
 
-def read(path: Path, fmt: str, sessions: list[str] | None = None) -> tuple[str, list[Entry]]:
-    """The entries of one source, and the format it was read as."""
+def read(path: Path, fmt: str, sessions: list[str] | None = None) -> tuple[str, Iterator[Entry]]:
+    """The format one source is read as, and its entries as a stream (a bad line raises as it is reached)."""
     if not path.exists():
         raise FormatError(f"{path}: no such file")
     fmt = detect(path) if fmt == "auto" else fmt

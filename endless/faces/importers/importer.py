@@ -1,8 +1,10 @@
 """``endless import``: earlier conversations into a memory, once, resumably (DESIGN §2.2, §6).
 
 The sources (generic JSONL, Claude Code transcripts, a Hermes ``state.db``) are
-read and checked whole first (:mod:`endless.import_formats`): a bad line
-names its file and line, and nothing is written.  Entries are grouped into
+read and checked to their end first (:mod:`endless.faces.importers.formats`),
+as streams, the new turns kept in a spill file: a bad line names its file and
+line, and nothing is written.  The commits then plan the views once, at the
+end, so an import's time grows with its length, not its square.  Entries are grouped into
 turns the way a live chat logs them: a person's message starts a turn; the
 agent's words, tool calls and results join it as the trace and the reply.
 
@@ -21,11 +23,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import os
 import sys
+import tempfile
+import time
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Iterable, Iterator
 
 import orjson
 
@@ -40,7 +46,7 @@ from endless.core.turns import TurnRecord
 from endless.core.messages import Message, TraceBuilder, prepare
 from endless.core.settings import Settings, load_settings
 
-BATCH_TURNS = 2000  # turns per durable commit (each commit also walks the view: fewer is faster)
+BATCH_TURNS = 2000  # turns per durable commit (one fsync each)
 BATCH_BYTES = 8 << 20
 PROGRESS_FROM = 200  # turns: below this no progress bar is worth drawing
 
@@ -58,9 +64,12 @@ class PlannedTurn:
     base: str  # identity without the occurrence count
     where: str
     occurrence: int = 0
+    tid_: str | None = None  # read back from the plan's spill file
 
     @property
     def tid(self) -> str:
+        if self.tid_ is not None:
+            return self.tid_
         return hashlib.sha256(f"{self.base}#{self.occurrence}".encode()).hexdigest()[:16]
 
 
@@ -84,34 +93,40 @@ def record_identity(record: dict) -> str | None:
     return identity(record["s"], kind, "".join(text))
 
 
+def identity_key(base: str) -> int:
+    """A turn identity as a 64-bit number: what the import's counters keep, a tenth of the text's memory."""
+    return int(base[:16], 16)
+
+
 def present(memory: Memory) -> Counter:
     """How many turns of the memory begin with each identity (reads every turn record once)."""
     counts: Counter = Counter()
     for turn in range(memory.turns):
         record = memory.log.read_record(turn)
         if record is not None and (ident := record_identity(record)) is not None:
-            counts[ident] += 1
+            counts[identity_key(ident)] += 1
     return counts
 
 
 # -- grouping entries into turns -----------------------------------------------------------
 
 
-def group(entries: list[Entry], settings: Settings, granularity: str, fallback_at: float) -> list[PlannedTurn]:
-    """Turns in source order: a person's message opens one; a note is a turn of its own."""
-    turns: list[PlannedTurn] = []
+def group(entries: Iterable[Entry], settings: Settings, granularity: str,
+          fallback_at: float) -> Iterator[PlannedTurn]:
+    """Turns in the order they close: a person's message opens one; a note is a turn of its own."""
     current: dict[str, list[Entry]] = {}
 
-    def close(session: str) -> None:
+    def close(session: str) -> PlannedTurn | None:
         group_ = current.pop(session, None)
-        if group_ and (planned := _plan(group_, settings, granularity, fallback_at)) is not None:
-            turns.append(planned)
+        return _plan(group_, settings, granularity, fallback_at) if group_ else None
 
     for entry in entries:
         if entry.role == "note":
-            close(entry.session)
+            if (done := close(entry.session)) is not None:
+                yield done
             current[entry.session] = [entry]
-            close(entry.session)
+            if (done := close(entry.session)) is not None:
+                yield done
             continue
         if entry.role == "user":
             open_ = current.get(entry.session)
@@ -119,15 +134,12 @@ def group(entries: list[Entry], settings: Settings, granularity: str, fallback_a
             if open_ and all(e.role == "user" and e.where == entry.where for e in open_):
                 open_.append(entry)
                 continue
-            close(entry.session)
+            if (done := close(entry.session)) is not None:
+                yield done
         current.setdefault(entry.session, []).append(entry)
     for session in list(current):
-        close(session)
-    occurrences: Counter = Counter()
-    for turn in turns:
-        turn.occurrence = occurrences[turn.base]
-        occurrences[turn.base] += 1
-    return turns
+        if (done := close(session)) is not None:
+            yield done
 
 
 def _plan(entries: list[Entry], settings: Settings, granularity: str,
@@ -194,21 +206,64 @@ def _steps(steps: list[Entry], settings: Settings, granularity: str, title: str,
 
 @dataclass
 class Plan:
-    new: list[PlannedTurn] = field(default_factory=list)
+    """The new turns of an import, kept on disk until they are committed.
+
+    A million messages held as Python objects take gigabytes; here each new
+    turn is one encoded line in an unlinked spill file (next to the memory,
+    so a full disk says so before anything is committed), and what stays in
+    memory is its time and place: 24 bytes a turn.  The turns come back in
+    time order (ties in source order); for sources already in time order
+    that is a sequential read.
+    """
+
+    spill: IO[bytes]
     skipped: int = 0
+    messages: int = 0
     sources: list[tuple[str, str, int]] = field(default_factory=list)  # (path, format, entries)
+    long_messages: int = 0  # messages too long to be their own line
+    long_bytes: int = 0  # and their writer sources' bytes
+    ats: array = field(default_factory=lambda: array("d"))
+    offsets: array = field(default_factory=lambda: array("Q"))
+    lengths: array = field(default_factory=lambda: array("Q"))
 
     @property
-    def messages(self) -> int:
-        return sum(len(t.messages) for t in self.new)
+    def turns(self) -> int:
+        return len(self.ats)
+
+    def add(self, turn: PlannedTurn, settings: Settings) -> None:
+        line = orjson.dumps({"s": turn.session, "t": turn.title, "at": turn.at, "tid": turn.tid,
+                             "m": [m.to_record() for m in turn.messages]})
+        self.offsets.append(self.spill.tell())
+        self.lengths.append(len(line))
+        self.ats.append(turn.at)
+        self.spill.write(line)
+        self.messages += len(turn.messages)
+        for m in turn.messages:
+            source = m.writer_text if m.writer_text is not None else m.text
+            size = len(source.encode("utf-8")) + 12  # the tag
+            if size > settings.line_budget:
+                self.long_messages += 1
+                self.long_bytes += size
+
+    def in_order(self) -> Iterator[PlannedTurn]:
+        """The new turns, oldest first."""
+        self.spill.flush()
+        fd = self.spill.fileno()
+        for k in sorted(range(len(self.ats)), key=self.ats.__getitem__):
+            raw = orjson.loads(os.pread(fd, self.lengths[k], self.offsets[k]))
+            messages = [Message(m["k"], m["x"], m["at"], m.get("w")) for m in raw["m"]]
+            yield PlannedTurn(raw["s"], raw["t"], raw["at"], messages, "", "", tid_=raw["tid"])
+
+    def close(self) -> None:
+        self.spill.close()
 
 
-Source = tuple[Path, str, list[Entry]]  # (path, format read as, entries)
+Source = tuple[Path, str, Iterator[Entry]]  # (path, format read as, its entries as a stream)
 
 
-def read_sources(paths: list[Path], fmt: str, sessions: list[str] | None, project: str | None,
+def open_sources(paths: list[Path], fmt: str, sessions: list[str] | None, project: str | None,
                  all_sessions: bool) -> list[Source]:
-    """Read and check every source whole, before anything is written."""
+    """Each source with the format it is read as; its entries are read (and checked) by :func:`make_plan`."""
     from endless.faces.importers.formats import detect
 
     out = []
@@ -222,21 +277,43 @@ def read_sources(paths: list[Path], fmt: str, sessions: list[str] | None, projec
     return out
 
 
-def make_plan(sources: list[Source], settings: Settings, granularity: str, have: Counter) -> Plan:
-    """The turns of the sources the memory does not hold yet, oldest first."""
-    plan = Plan()
-    turns: list[PlannedTurn] = []
-    for path, used, entries in sources:
-        plan.sources.append((str(path), used, len(entries)))
-        turns += group(entries, settings, granularity, path.stat().st_mtime)
-    for turn in turns:
-        if have[turn.base] > turn.occurrence:
-            plan.skipped += 1
-        else:
-            plan.new.append(turn)
-    order = {id(t): k for k, t in enumerate(plan.new)}
-    plan.new.sort(key=lambda t: (t.at, order[id(t)]))
+def make_plan(sources: list[Source], settings: Settings, granularity: str, have: Counter,
+              spill_dir: Path | None) -> Plan:
+    """Read every source to its end and keep the turns the memory does not hold yet.
+
+    Nothing is written to the memory here: a bad line anywhere raises
+    :class:`FormatError` before the first commit.
+    """
+    plan = Plan(tempfile.TemporaryFile(prefix=".import-", dir=spill_dir))
+    try:
+        occurrences: Counter = Counter()
+        for path, used, entries in sources:
+            counted = _Counted(entries)
+            for turn in group(counted, settings, granularity, path.stat().st_mtime):
+                key = identity_key(turn.base)
+                turn.occurrence = occurrences[key]
+                occurrences[key] += 1
+                if have[key] > turn.occurrence:
+                    plan.skipped += 1
+                else:
+                    plan.add(turn, settings)
+            plan.sources.append((str(path), used, counted.count))
+    except BaseException:
+        plan.close()
+        raise
     return plan
+
+
+class _Counted:
+    """An entry stream that counts what passed through it."""
+
+    def __init__(self, entries: Iterator[Entry]) -> None:
+        self.entries, self.count = entries, 0
+
+    def __iter__(self) -> Iterator[Entry]:
+        for entry in self.entries:
+            self.count += 1
+            yield entry
 
 
 def _expand(paths: list[Path]) -> list[Path]:
@@ -265,47 +342,102 @@ def _hermes_workspace_sessions(path: Path, project: str | None) -> list[str]:
     return chosen
 
 
-def estimate(plan: Plan, settings: Settings, total_before: int) -> dict:
-    """Writer lines, calls and cost the new messages will take on the configured route (a rough bound)."""
-    from endless.llm.routes import Route, RouteError
-    from endless.writer.usage import cost, price
+WRITERS = ("offline", "model")
 
-    budget = settings.line_budget
-    leaves = 0
-    input_bytes = 0
-    for turn in plan.new:
-        for m in turn.messages:
-            source = m.writer_text if m.writer_text is not None else m.text
-            size = len(source.encode("utf-8")) + 12  # the tag
-            if size > budget:
-                leaves += 1
-                input_bytes += size
+
+@dataclass(frozen=True)
+class CatchUp:
+    """What writing an import's lines takes: lines, calls, cost and time, for the writer chosen."""
+
+    writer: str  # "offline" or "model"
+    lines: int
+    message_lines: int
+    merges: int
+    calls: int
+    cost: float
+    seconds: float | None
+    route: str
+    rate: str  # where the time comes from
+
+    def to_json(self) -> dict:
+        return {"writer": self.writer, "lines": self.lines, "messageLines": self.message_lines,
+                "merges": self.merges, "calls": self.calls, "cost": self.cost, "seconds": self.seconds,
+                "route": self.route, "rate": self.rate}
+
+    def sentence(self) -> str:
+        from endless.writer.pace import say_duration
+
+        lines = (f"{self.lines} lines to write ({self.message_lines} messages too long to be their own line, "
+                 f"up to {self.merges} merges)")
+        if self.writer == "offline":
+            return f"{lines} by the offline writer: no model calls, no cost, {say_duration(self.seconds)}"
+        return (f"{lines} by the model on {self.route}: about {self.calls} calls, about {self.cost:.4f} USD, "
+                f"{say_duration(self.seconds)} ({self.rate}); in the background, under the spend cap")
+
+
+def choose_writer(asked: str | None, settings: Settings) -> str:
+    """The writer of the imported stretch: as asked, else the model when a writer route is set."""
+    configured = bool(settings.writer_route.strip())
+    if asked == "model" and not configured:
+        raise FormatError("--writer model needs a writer route, and none is set: set one with "
+                          "`endless config set writer_route '{\"provider\": …, \"model\": …}'`, "
+                          "or import with --writer offline (free, no model)")
+    return asked or ("model" if configured else "offline")
+
+
+def estimate(plan: Plan, settings: Settings, total_before: int, writer: str,
+             folder: Path | None, now: float) -> CatchUp:
+    """Writer lines, calls, cost and time the new messages will take, before they land (a bound)."""
     after = total_before + plan.messages
     merges = sum((after >> level) - (total_before >> level) for level in range(1, max(after, 1).bit_length()))
+    return catch_up_cost(settings, writer, plan.long_messages, merges, plan.long_bytes, folder, now)
+
+
+def left_after(memory: Memory, plan: Plan, writer: str, now: float) -> CatchUp:
+    """What the writer has left once the import landed (free lines are stored already)."""
+    from endless.writer.pace import lines_left
+
+    slots = memory.built_slots()
+    leaves = memory.total - (len(slots[0]) - slots[0].count(0) if slots else 0)
+    merges = lines_left(slots, memory.total) - leaves
+    return catch_up_cost(memory.settings, writer, leaves, merges, plan.long_bytes, memory.folder, now)
+
+
+def catch_up_cost(settings: Settings, writer: str, leaves: int, merges: int, long_bytes: int,
+                  folder: Path | None, now: float) -> CatchUp:
+    from endless.core.settings import OFFLINE_LINE_SECONDS
+
+    budget = settings.line_budget
     lines = leaves + merges
-    calls = math.ceil(lines / settings.lines_per_call) if lines else 0
-    result = {"lines": lines, "messageLines": leaves, "merges": merges, "calls": 0, "route": "offline writer",
-              "cost": 0.0}
-    if not settings.writer_route.strip():
-        result["note"] = ("no writer_route is set and imported chats have no route of their own, so the "
-                          "offline writer writes their lines: no model calls, no cost")
-        return result
-    result["calls"] = calls
+    if writer == "offline":
+        return CatchUp("offline", lines, leaves, merges, 0, 0.0, lines * OFFLINE_LINE_SECONDS,
+                       "offline writer", "measured offline")
+    from endless.llm.routes import Route, RouteError
+    from endless.writer.pace import measured_pace, time_to_done
+    from endless.writer.usage import cost
+
     try:
         route = Route.from_json(settings.writer_route)
     except RouteError as exc:
         raise FormatError(f"the writer_route setting is unusable: {exc}") from None
+    calls = math.ceil(lines / settings.lines_per_call) if lines else 0
     view_tokens = (settings.writer_view_floor + settings.writer_view_ceiling) // 2 // 4
     usage = {"cached": calls * view_tokens,
-             "uncached": input_bytes // 4 + merges * 2 * budget // 4 + calls * 400,
+             "uncached": long_bytes // 4 + merges * 2 * budget // 4 + calls * 400,
              "output": lines * budget // 4}
-    result.update(route=route.describe(), cost=round(cost(route, usage), 4), tokens=usage,
-                  priced=price(route).known)
-    return result
+    pace = measured_pace(folder, now) if folder is not None else None
+    if pace is not None:
+        seconds = time_to_done(lines, pace.lines_per_minute(settings))
+        rate = f"at this memory's measured {pace.seconds_per_call:.1f} s a call, {settings.writer_calls} at once"
+    else:
+        seconds = None
+        rate = "no call measured on this memory yet"
+    return CatchUp("model", lines, leaves, merges, calls, round(cost(route, usage), 4), seconds,
+                   route.describe(), rate)
 
 
 def commit(memory: Memory, plan: Plan, show_progress: bool) -> int:
-    """Append the new turns in durable batches; returns how many landed."""
+    """Append the new turns in durable batches, then plan the views once; returns how many landed."""
     done = 0
     progress = None
     task = None
@@ -316,22 +448,24 @@ def commit(memory: Memory, plan: Plan, show_progress: bool) -> int:
         progress = Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                             console=Console(stderr=True), transient=True)
         progress.start()
-        task = progress.add_task("turns", total=len(plan.new))
+        task = progress.add_task("turns", total=plan.turns)
     try:
-        batch: list[tuple] = []
+        batch: list[TurnRecord] = []
         size = 0
-        for turn in plan.new:
+        for turn in plan.in_order():
             batch.append(TurnRecord(turn.session, turn.title, turn.messages, tid=turn.tid, at=turn.at))
             size += sum(len(m.text) for m in turn.messages)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
-                done += len(memory.commit_turns(batch))
+                done += len(memory.commit_turns(batch, plan=False))
                 batch, size = [], 0
                 if progress is not None:
                     progress.update(task, completed=done)
         if batch:
-            done += len(memory.commit_turns(batch))
+            done += len(memory.commit_turns(batch, plan=False))
             if progress is not None:
                 progress.update(task, completed=done)
+        if done:
+            memory.plan_views()
     finally:
         if progress is not None:
             progress.stop()
@@ -361,6 +495,7 @@ def _import_command(args: argparse.Namespace) -> int:
         print(f"[endless.import] {exc}", file=sys.stderr)
         return EXIT_USAGE
     memory: Memory | None = None
+    plan: Plan | None = None
     try:
         try:
             memory = choose(args, readonly=True, settings=settings)
@@ -371,39 +506,53 @@ def _import_command(args: argparse.Namespace) -> int:
             memory = None  # a workspace without a memory yet: the import creates it
         project = memory.key.project if memory else key_of(args).project
         target = memory.memory_id if memory else key_of(args).memory_id
+        granularity = memory.granularity if memory else settings.granularity
         try:
-            sources = read_sources([Path(p) for p in args.paths], args.format, args.session or None, project,
+            writer = choose_writer(args.writer, settings)
+            sources = open_sources([Path(p) for p in args.paths], args.format, args.session or None, project,
                                    args.all_sessions)
+            # Every source is read to its end here, before the memory is opened for writing.
+            plan = make_plan(sources, settings, granularity, present(memory) if memory else Counter(),
+                             memory.folder if memory else None)
         except FormatError as exc:
             print(f"[endless.import] {exc}. Nothing was imported; fix the source and run the import again.",
                   file=sys.stderr)
             return EXIT_USAGE
-        if not args.dry_run:  # every source is readable: now open the memory for writing
-            if memory is not None:
-                memory.close()
-            memory = choose(args, readonly=False, create=True, settings=settings)
-        granularity = memory.granularity if memory else settings.granularity
-        plan = make_plan(sources, settings, granularity, present(memory) if memory else Counter())
         summary = {"memoryId": target, "sources": [{"path": p, "format": f, "entries": n}
                                                    for p, f, n in plan.sources],
-                   "turns": len(plan.new), "messages": plan.messages, "skipped": plan.skipped}
+                   "turns": plan.turns, "messages": plan.messages, "skipped": plan.skipped}
+        before = memory.total if memory else 0
+        folder = memory.folder if memory else None
         if args.dry_run:
             try:
-                guess = estimate(plan, settings, memory.total if memory else 0)
+                guess = estimate(plan, settings, before, writer, folder, time.time())
             except FormatError as exc:
                 print(f"[endless.import] {exc}", file=sys.stderr)
                 return EXIT_USAGE
-            _print_dry_run(args, plan, summary, guess, target)
+            _print_dry_run(args, plan, summary, guess, target, bool(settings.writer_route.strip()))
             return EXIT_OK
-        assert memory is not None
-        show = len(plan.new) >= PROGRESS_FROM and sys.stderr.isatty() and not args.no_progress
+        if memory is not None:
+            memory.close()
+        memory = choose(args, readonly=False, create=True, settings=settings)
+        before = memory.total
+        show = plan.turns >= PROGRESS_FROM and sys.stderr.isatty() and not args.no_progress
         landed = commit(memory, plan, show)
         summary["turns"] = landed
+        guess = None
+        if landed:
+            if writer == "offline":
+                from endless.writer.stretches import offline_stretches
+
+                offline_stretches(memory).add(before, memory.total)
+            guess = left_after(memory, plan, writer, time.time())
+            summary["writer"] = guess.to_json()
         if args.json:
             sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
             sys.stdout.write(f"imported {landed} turns ({plan.messages} messages) into memory {memory.memory_id}; "
                              f"{plan.skipped} turns were there already\n")
+            if guess is not None:
+                sys.stdout.write(f"catching up: {guess.sentence()}; `endless doctor` shows the progress\n")
         return EXIT_OK
     except ChoiceError as exc:
         print(f"[endless.import] {exc}", file=sys.stderr)
@@ -413,28 +562,30 @@ def _import_command(args: argparse.Namespace) -> int:
               "again to add the rest.", file=sys.stderr)
         return EXIT_FAILED
     finally:
+        if plan is not None:
+            plan.close()
         if memory is not None:
             memory.close()
 
 
-def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: dict, target: str) -> None:
-    summary["writer"] = guess
+def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: CatchUp, target: str,
+                   routed: bool) -> None:
+    summary["writer"] = guess.to_json()
     if args.json:
         summary["new"] = [{"session": t.session, "title": t.title, "at": t.at,
                            "messages": [{"kind": m.kind, "text": m.text, "at": m.at} for m in t.messages]}
-                          for t in plan.new]
+                          for t in plan.in_order()]
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
-    for turn in plan.new:
+    for turn in plan.in_order():
         sys.stdout.write(_preview(turn) + "\n")
-    sys.stdout.write(f"would add {len(plan.new)} turns ({plan.messages} messages) to memory {target}; "
+    sys.stdout.write(f"would add {plan.turns} turns ({plan.messages} messages) to memory {target}; "
                      f"{plan.skipped} turns are there already\n")
-    sys.stdout.write(f"writer: about {guess['lines']} lines to write ({guess['messageLines']} messages too "
-                     f"long to be their own line, up to {guess['merges']} merges)")
-    if guess.get("note"):
-        sys.stdout.write(f"; {guess['note']}\n")
-    else:
-        sys.stdout.write(f"; about {guess['calls']} calls, about {guess['cost']:.4f} USD on {guess['route']}\n")
+    sys.stdout.write(f"writer: {guess.sentence()}\n")
+    other = "model" if guess.writer == "offline" else "offline"
+    sys.stdout.write(f"(choose with --writer {other}" + (
+        "; it needs the writer_route setting" if other == "model" and not routed else "")
+        + ")\n")
 
 
 def add_import_parser(sub: Any) -> None:
@@ -454,4 +605,8 @@ def add_import_parser(sub: Any) -> None:
                         help="print the turns and messages that would be added and the writer's estimated cost")
     parser.add_argument("--json", action="store_true", help="print the summary (and with --dry-run the turns) as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--writer", choices=WRITERS, default=None,
+                        help=("who writes the imported messages' lines: offline (free, no model, minutes) or "
+                              "model (the writer_route, in the background, under the spend cap); default: "
+                              "model when writer_route is set, else offline"))
     parser.set_defaults(run=_import_command)

@@ -116,9 +116,13 @@ class Progress:
     def sentence(self) -> str:
         if self.lines_left == 0:
             return "every line is written"
-        return (f"{self.lines_left} lines left to write ({self.messages_without_line} messages without "
-                f"their own line), {self.calls_per_minute:.1f} writer calls a minute, "
-                f"done in {say_duration(self.seconds_left)}")
+        return (f"{_count(self.lines_left, 'line')} left to write ({_count(self.messages_without_line, 'message')} "
+                f"without a line of {'its' if self.messages_without_line == 1 else 'their'} own), "
+                f"{self.calls_per_minute:.1f} writer calls a minute, done in {say_duration(self.seconds_left)}")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def progress(slots: list, total: int, folder: Path, settings: Settings, now: float, *,

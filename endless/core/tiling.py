@@ -177,28 +177,32 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     nxt = array("q", range(1, n + 1))
     if size is None:
         size = sum(size_of(p) for p in cur)
-    # (−due, position, left, right): positions follow the parts' order, so ties go to the oldest pair.
-    heap: list[tuple[int, int, Part, Part]] = []
+    # A candidate is one integer: how little due it is, then its position (positions follow the
+    # parts' order, so ties go to the oldest pair).  A popped candidate is checked against the
+    # parts as they are now; one whose pair has changed is skipped (its new pair was pushed).
+    shift = max(n, 1).bit_length()
+    cap = (total + 1) << _KEY_BITS
+    mask = (1 << shift) - 1
 
-    def push(k: int) -> None:
+    def candidate(k: int) -> int | None:
         j = nxt[k]
         if j >= n:
-            return
+            return None
         left, right = cur[k], cur[j]
         if _is_pair(left, right) and (built is None or built(left[0] + 1, left[1] >> 1)):
-            heapq.heappush(heap, (-_due_key(left, total), k, left, right))
+            return ((cap - _due_key(left, total)) << shift) | k
+        return None
 
-    for k in range(n - 1):  # the first candidates in one list, made a heap at once (O(n))
-        left, right = cur[k], cur[k + 1]
-        if _is_pair(left, right) and (built is None or built(left[0] + 1, left[1] >> 1)):
-            heap.append((-_due_key(left, total), k, left, right))
-    heapq.heapify(heap)
+    heap = [c for k in range(n - 1) if (c := candidate(k)) is not None]
+    heapq.heapify(heap)  # the first candidates at once: O(n)
     merged: list[Part] = []
     while size > target and heap:
-        _, k, left, right = heapq.heappop(heap)
-        j = nxt[k] if k < n else n
-        if not alive[k] or cur[k] != left or j >= n or not alive[j] or cur[j] != right:
+        entry = heapq.heappop(heap)
+        k = entry & mask
+        if not alive[k] or candidate(k) != entry:
             continue
+        j = nxt[k]
+        left, right = cur[k], cur[j]
         top = parent(left)
         size += size_of(top) - size_of(left) - size_of(right)
         cur[k] = top
@@ -207,9 +211,9 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
         if nxt[j] < n:
             prev[nxt[j]] = k
         merged.append(top)
-        push(k)
-        if prev[k] >= 0:
-            push(prev[k])
+        for at in (k, prev[k]):
+            if at >= 0 and (c := candidate(at)) is not None:
+                heapq.heappush(heap, c)
     result = [cur[k] for k in range(n) if alive[k]]
     return Merged(result, merged, size)
 

@@ -241,6 +241,11 @@ class ViewKeeper:
 
     def append(self, total: int) -> None:
         """Pure appends are not saved: extend both views to every message read."""
+        if self.chat.total == self.wview.total < total:
+            added = self.chat.append(total)  # both views hold the same new parts: share them
+            self.wview.parts.extend(added)
+            self.wview.total = total
+            return
         for state in (self.chat, self.wview):
             if state.total < total:
                 state.append(total)

@@ -16,6 +16,15 @@ before its head is rebuilt (``rebuild_bytes``); a head that would not fit
 shows fewer of the view's last lines (named the same way), then a smaller
 recent block.  Only when the harness's own prompt and tools leave no room at
 all is there no head (:class:`HeadTooLarge`).
+
+While the writer catches up (the recent block past its limit), a head built
+naively would change near its front at every turn: each new written line
+moves the view's end, and each new message slides the newest-first window.
+So both move in steps: the view shows its written lines up to a checkpoint
+that advances when about a quarter more is written, and the recent block's
+word-for-word messages start at a checkpoint that advances when about half
+of them have gone.  Between steps a head only grows at its end, and the
+provider's cache serves the rest.
 """
 
 from __future__ import annotations
@@ -24,12 +33,28 @@ from endless import prompts
 from endless.core import lookback, tiling
 from endless.core.memory import Memory
 from endless.core.render import recent_line
+from endless.core.views import Prefix
 from endless.llm import tokens
 from endless.llm.request import Msg, Request, view_message_blocks
 
 _NOTE_ROOM = 256  # bytes for one left-out note line
 _MIN_SHORTENED = 1024  # a message shortened below this shows too little to be worth it
 _SMALLEST_RECENT = 2048  # the least recent block a head is cut down to before there is no head
+_LINES_STEP_MIN = 64  # while catching up, the view shows its written lines in steps of at least this
+
+
+def _lines_checkpoint(count: int) -> int:
+    """``count`` rounded down to a step of about a quarter of it (at least ``_LINES_STEP_MIN``)."""
+    step = max(_LINES_STEP_MIN, 1 << max(0, count.bit_length() - 3))
+    return count // step * step
+
+
+def _anchored_start(earliest: int, total: int) -> int:
+    """The first message shown word for word: ``earliest`` rounded up to a step of about half of
+    ``[earliest, total)``, so it moves once every so many new messages, not at each one."""
+    fit = total - earliest
+    step = 1 << max(0, (fit // 2).bit_length() - 1) if fit >= 2 else 1
+    return min(total, -(-earliest // step) * step)
 
 
 class HeadTooLarge(Exception):
@@ -122,6 +147,26 @@ def bounded_recent_block(memory: Memory, start: int, limit: int, keep: int | Non
 
     room = limit - 2 * _NOTE_ROOM
     shown: dict[int, str] = {}
+    if keep is None:
+        # The newest whole messages from an anchored start, and the one before them shortened to a
+        # fixed share: every part of the block stays put until the anchor moves.
+        reserve = min(room // 2, max(_MIN_SHORTENED, room // 4))
+        budget = room - reserve
+        earliest = total
+        for message_id in range(total - 1, start - 1, -1):
+            size = len(line_of(message_id).encode("utf-8")) + 1
+            if size > budget:
+                break
+            budget -= size
+            earliest = message_id
+        if earliest == total:  # not even the newest message fits whole: show it shortened
+            shown = {total - 1: shorten_line(line_of(total - 1), total - 1, max(0, room - 1))}
+            return _with_notes(shown, start, total)
+        first_shown = max(start, _anchored_start(earliest, total))
+        shown = {m: line_of(m) for m in range(first_shown, total)}
+        if first_shown > start:
+            shown[first_shown - 1] = shorten_line(line_of(first_shown - 1), first_shown - 1, reserve - 1)
+        return _with_notes(shown, start, total)
     if keep is not None and start <= keep < total:
         shown[keep] = shorten_line(line_of(keep), keep, max(0, room // 4))
         room -= len(shown[keep].encode("utf-8")) + 1
@@ -136,6 +181,11 @@ def bounded_recent_block(memory: Memory, start: int, limit: int, keep: int | Non
             break
         shown[message_id] = line
         room -= size
+    return _with_notes(shown, start, total)
+
+
+def _with_notes(shown: dict[int, str], start: int, total: int) -> str:
+    """The shown lines of ``[start, total)`` in order, each run left out named by one note line."""
     out: list[str] = []
     message_id = start
     while message_id < total:
@@ -178,6 +228,10 @@ def build_request(memory: Memory, system: str, tools: list[dict], context: list[
     prefix = memory.views.written_prefix()
     limit = memory.settings.recent_block_bytes if recent_limit is None else recent_limit
     room = head_room(memory, reply_tokens)
+    if keep is None and recent_bytes(memory, prefix.stop, stop_past=limit) > limit:
+        shown = _lines_checkpoint(len(prefix.lines))  # catching up: the view's end moves in steps
+        if shown < len(prefix.lines):
+            prefix = Prefix(prefix.lines[:shown], tiling.first(prefix.lines[shown].part))
 
     def assemble(rendered: list[str], recent: str) -> Request:
         tail = [recent + "\n"] if recent else []

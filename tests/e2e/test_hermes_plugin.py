@@ -239,6 +239,65 @@ def test_a_stalled_writer_goes_on_with_a_bounded_head_and_catches_up_when_it_is_
         env.close()
 
 
+PAST_SESSION = """
+import sys
+from pathlib import Path
+from hermes_state import SessionDB
+db = SessionDB(db_path=Path(sys.argv[1]))
+sid = "20260401_090000_past"
+db.create_session(sid, "cli", model="sim-model", cwd=sys.argv[2])
+db.set_session_title(sid, "Last month's work")
+for k in range(int(sys.argv[3])):
+    db.append_message(sid, "user", content=f"Old question {k} about the deploy queue. " + "context " * 150)
+    db.append_message(sid, "assistant", content=f"Old answer {k}: we keep eight workers. " + "detail " * 150)
+db.close()
+"""
+
+
+def test_a_hermes_chat_right_after_importing_its_own_state_db(tmp_path: Path) -> None:
+    """Hermes's own history, imported, with the writer dead: the next Hermes chat is answered with a bounded
+    head that names the unwritten stretch for zoom and shows the newest words whole; with the writer back,
+    the stretch is written and the placeholder goes (issue 14, the Hermes path after an import)."""
+    import subprocess
+
+    from commands import endless_command
+
+    dead = free_dead_port()
+    env = Env(tmp_path, endless_env={"ENDLESS_RECENT_BLOCK_BYTES": "4000"})
+    try:
+        state_db = env.home / "state.db"
+        made = subprocess.run([str(HERMES_PYTHON), "-c", PAST_SESSION, str(state_db), str(env.workspace), "40"],
+                              capture_output=True, text=True, timeout=120, env=env.env())
+        assert made.returncode == 0, made.stderr
+        stalled = {"ENDLESS_WRITER_ROUTE": f'{{"provider": "openai", "model": "w", "base_url": '
+                                           f'"http://127.0.0.1:{dead}/v1", "max_retries": 0, "timeout": 2}}',
+                   "ENDLESS_TURN_WAIT_SECONDS": "20", "ENDLESS_TURN_STALL_SECONDS": "2"}
+        imported = subprocess.run([*endless_command(), "import", str(state_db), "--workspace", str(env.workspace),
+                                   "--writer", "model"], capture_output=True, text=True, timeout=120,
+                                  env=env.env(stalled))
+        assert imported.returncode == 0, imported.stderr
+        assert "imported 40 turns (80 messages)" in imported.stdout and "catching up:" in imported.stdout
+        first = env.chat("New question, heron-313: how many workers? [[tools:0]] [[reply:100]]", env=stalled)
+        assert turn_protocol.REFUSAL not in first.stdout and first.stdout.strip(), first.diagnostics()
+        head = head_part(first_requests(env)[-1]["prompt"])
+        assert re.search(r"\d+\+0\|note: \(messages \d+ to \d+ are not summarised yet", head), head[-3000:]
+        assert "zoom(id, 1)" in head and "New question, heron-313: how many workers?" in head
+        assert "Old answer 39: we keep eight workers." in head  # the newest imported words, whole
+        with env.memory() as memory:
+            assert memory.total == 82 and statuses(memory)[-1] == "completed"  # 80 imported, then the turn
+            assert not all(memory.is_built(0, i) for i in range(80)), "the dead writer wrote nothing"
+        # The writer is back (the imported chat has no route of its own: the offline writer writes it).
+        env.chat("And the queue length, ibis-414? [[tools:0]] [[reply:100]]", resume=first.session)
+        head = head_part(first_requests(env)[-1]["prompt"])
+        assert "+0|note: (" not in head, head[-3000:]
+        assert "ibis-414" in head
+        with env.memory() as memory:
+            assert all(memory.is_built(0, i) for i in range(80))
+            assert count_in_memory(memory, "heron-313") == 1 and count_in_memory(memory, "ibis-414") == 1
+    finally:
+        env.close()
+
+
 def free_dead_port() -> int:
     from hermes_env import free_port
     return free_port()  # nothing listens there: the writer's calls fail to connect

@@ -399,3 +399,80 @@ def test_a_state_db_written_by_the_real_hermes(place, tmp_path) -> None:
         ("reply", "They are in /var/log/nightly.")]
     assert [(m[0], m[1]) for m in turns[1][3]] == [("user", "Thanks!"), ("reply", "You're welcome.")]
     assert run_import(place, str(db)).stdout.startswith("imported 0 turns")
+
+
+# -- the catch-up after an import: its price, its time, the person's choice of writer ------------------
+
+
+def test_the_end_of_an_import_names_the_catch_up_and_records_the_offline_choice(place, tmp_path) -> None:
+    from endless.writer.pace import lines_left
+    from endless.writer.stretches import offline_stretches
+
+    home, workspace, env = place
+    source = tmp_path / "big.jsonl"
+    big_source(source, 400)
+    proc = run_import(place, "--json", str(source))
+    summary = orjson.loads(proc.stdout)
+    with open_memory(place) as memory:
+        left = lines_left(memory.built_slots(), memory.total)
+        assert summary["writer"]["writer"] == "offline" and summary["writer"]["lines"] == left > 0
+        assert summary["writer"]["calls"] == 0 and summary["writer"]["cost"] == 0
+        assert [(s.first, s.end) for s in offline_stretches(memory).all()] == [(0, memory.total)]
+    doctor = subprocess.run([*endless_command(), "doctor"], capture_output=True, text=True, timeout=60, env=env)
+    assert f"catching up: {left} lines left to write" in doctor.stdout.replace("\n", " "), doctor.stdout
+    # The same import again adds nothing, records nothing more, and says so plainly.
+    again = run_import(place, str(source))
+    assert again.stdout.startswith("imported 0 turns") and "catching up" not in again.stdout
+    with open_memory(place) as memory:
+        assert len(offline_stretches(memory).all()) == 1
+
+
+def test_writer_model_without_a_route_is_refused_before_anything_is_written(place, tmp_path) -> None:
+    home, workspace, env = place
+    proc = run_import(place, "--writer", "model", str(FIXTURES / "generic.jsonl"), check=False)
+    assert proc.returncode == 2
+    assert "--writer offline" in proc.stderr and "writer_route" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (home / "memories").exists()
+
+
+def test_the_estimate_uses_the_memorys_measured_pace_and_the_choice(place, tmp_path) -> None:
+    from endless.llm.routes import Route
+    from endless.writer.usage import UsageLog
+
+    home, workspace, env = place
+    run_import(place, str(FIXTURES / "generic.jsonl"))
+    with open_memory(place) as memory:
+        folder = memory.folder
+    route = Route("openai", "deepseek-v4-flash", base_url="https://api.deepseek.com")
+    usage = UsageLog(folder)
+    now = time.time()
+    for k in range(5):
+        usage.record(now - 60 + k, route, [f"{k}+1"] * 6, {"cached": 1000, "uncached": 100, "output": 300},
+                     duration=3.0)
+    usage.close()
+    source = tmp_path / "more.jsonl"
+    big_source(source, 300)
+    routed = {**env, "ENDLESS_WRITER_ROUTE": orjson.dumps(route.to_json()).decode()}
+    guess = subprocess.run([*endless_command(), "import", "--workspace", str(workspace), "--dry-run", "--json",
+                            str(source)], capture_output=True, text=True, timeout=60, env=routed)
+    writer = orjson.loads(guess.stdout)["writer"]
+    assert writer["writer"] == "model" and writer["calls"] >= 1 and writer["cost"] > 0
+    assert writer["seconds"] > 0 and "3.0 s a call" in writer["rate"]
+    offline = subprocess.run([*endless_command(), "import", "--workspace", str(workspace), "--dry-run",
+                              "--writer", "offline", str(source)], capture_output=True, text=True, timeout=60,
+                             env=routed)
+    assert "by the offline writer: no model calls, no cost" in offline.stdout
+    assert "(choose with --writer model)" in offline.stdout
+
+
+def test_a_source_read_as_a_stream_still_takes_titles_given_late(place, tmp_path) -> None:
+    """A session's title may come on its last line; every turn of it carries that title."""
+    source = tmp_path / "late.jsonl"
+    lines = [{"role": "user", "content": "first question", "at": 1_760_000_000, "session": "s"},
+             {"role": "assistant", "content": "first answer", "at": 1_760_000_001, "session": "s"},
+             {"role": "user", "content": "second question", "at": 1_760_000_002, "session": "s",
+              "title": "Named at the end"}]
+    source.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    run_import(place, str(source))
+    with open_memory(place) as memory:
+        assert [t[1] for t in turns_of(memory)] == ["Named at the end", "Named at the end"]

@@ -513,7 +513,7 @@ def _import_command(args: argparse.Namespace) -> int:
                                    args.all_sessions)
             # Every source is read to its end here, before the memory is opened for writing.
             plan = make_plan(sources, settings, granularity, present(memory) if memory else Counter(),
-                             memory.folder if memory else None)
+                             memory.folder if memory and not args.dry_run else None)
         except FormatError as exc:
             print(f"[endless.import] {exc}. Nothing was imported; fix the source and run the import again.",
                   file=sys.stderr)

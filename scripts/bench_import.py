@@ -42,7 +42,7 @@ def run_import(path: Path, root: Path, python: Path | None) -> dict:
     (root / "ws").mkdir()
     started = time.perf_counter()
     proc = subprocess.Popen([str(python or sys.executable), "-m", "endless.cli", "import", str(path), "--workspace",
-                             str(root / "ws"), "--no-progress"], env=env, stdout=subprocess.PIPE,
+                             str(root / "ws"), "--no-progress"], env=env, cwd=root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started

@@ -274,3 +274,21 @@ def test_a_shrinking_view_with_nothing_to_merge_matches_a_fresh_pass(tmp_path):
     _check(memory)
     with _open(tmp_path) as again:
         assert again.views.chat.parts == memory.views.chat.parts and again.views.wview.parts == memory.views.wview.parts
+
+
+def test_sizes_kept_from_lines_in_hand_equal_the_rendered_sizes(tmp_path) -> None:
+    """Free lines' sizes are counted from their text at commit, never rendered: they must match a rendering."""
+    from endless.core.render import line_size, head
+
+    memory = _open(tmp_path, Settings())
+    texts = ["a\r\nb", "é\n\r\r\n数据", "plain words", "\r", "tabs\tand\r\nmore\r\n"]
+    memory.commit_turns([TurnRecord("s", "t", [Message("user", text, 1.0)]) for text in texts * 40])
+    checked = 0
+    for level, slots in enumerate(memory.built_slots()):
+        for index in range(len(slots)):
+            if slots[index]:
+                part = (level, index)
+                assert memory.views.size_of(part) == line_size(head(part), memory.node_text(*part)), part
+                checked += 1
+    assert checked > 200  # leaves and free parents
+    memory.close()

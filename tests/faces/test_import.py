@@ -476,3 +476,31 @@ def test_a_source_read_as_a_stream_still_takes_titles_given_late(place, tmp_path
     run_import(place, str(source))
     with open_memory(place) as memory:
         assert [t[1] for t in turns_of(memory)] == ["Named at the end", "Named at the end"]
+
+
+def test_an_interrupted_offline_import_keeps_the_choice_for_what_landed(place, tmp_path) -> None:
+    """The offline stretch is recorded batch by batch: killed after its first batch, the import's landed
+    messages are already offline; the rerun extends the same stretch over the rest."""
+    from endless.writer.stretches import offline_stretches
+
+    home, workspace, env = place
+    source = tmp_path / "big.jsonl"
+    big_source(source, 20_000)
+    proc = subprocess.Popen([*endless_command(), "import", "--workspace", str(workspace), str(source)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    stretches_path = home / "memories" / workspace_key(None, workspace).memory_id / "offline.jsonl"
+    deadline = time.monotonic() + 120
+    while not (stretches_path.exists() and stretches_path.stat().st_size > 0):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.005)  # polling a real condition (the first batch's stretch), not a timed wait
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    with open_memory(place) as memory:
+        landed, covered = memory.total, offline_stretches(memory).all()
+    assert landed < 40_000, "killed after its first batch, not at its end"
+    assert covered and covered[0].first == 0 and covered[-1].end <= landed
+    run_import(place, str(source))
+    with open_memory(place) as memory:
+        assert memory.total == 40_000
+        assert [(s.first, s.end) for s in offline_stretches(memory).all()] == [(0, 40_000)]

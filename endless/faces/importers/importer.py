@@ -31,7 +31,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -436,8 +436,13 @@ def catch_up_cost(settings: Settings, writer: str, leaves: int, merges: int, lon
                    route.describe(), rate)
 
 
-def commit(memory: Memory, plan: Plan, show_progress: bool) -> int:
-    """Append the new turns in durable batches, then plan the views once; returns how many landed."""
+def commit(memory: Memory, plan: Plan, show_progress: bool,
+           landed: Callable[[int, int], None] | None = None) -> int:
+    """Append the new turns in durable batches, then plan the views once; returns how many landed.
+
+    ``landed(first, end)`` hears of each batch's messages once they are durable (the offline
+    choice is recorded batch by batch, so an interrupted import keeps it for what landed).
+    """
     done = 0
     progress = None
     task = None
@@ -456,12 +461,12 @@ def commit(memory: Memory, plan: Plan, show_progress: bool) -> int:
             batch.append(TurnRecord(turn.session, turn.title, turn.messages, tid=turn.tid, at=turn.at))
             size += sum(len(m.text) for m in turn.messages)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
-                done += len(memory.commit_turns(batch, plan=False))
+                done += _commit_batch(memory, batch, landed)
                 batch, size = [], 0
                 if progress is not None:
                     progress.update(task, completed=done)
         if batch:
-            done += len(memory.commit_turns(batch, plan=False))
+            done += _commit_batch(memory, batch, landed)
             if progress is not None:
                 progress.update(task, completed=done)
         if done:
@@ -470,6 +475,13 @@ def commit(memory: Memory, plan: Plan, show_progress: bool) -> int:
         if progress is not None:
             progress.stop()
     return done
+
+
+def _commit_batch(memory: Memory, batch: list[TurnRecord], landed: Callable[[int, int], None] | None) -> int:
+    infos = memory.commit_turns(batch, plan=False)
+    if infos and landed is not None:
+        landed(infos[0].first, infos[-1].first + infos[-1].count)
+    return len(infos)
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -536,14 +548,15 @@ def _import_command(args: argparse.Namespace) -> int:
         memory = choose(args, readonly=False, create=True, settings=settings)
         before = memory.total
         show = plan.turns >= PROGRESS_FROM and sys.stderr.isatty() and not args.no_progress
-        landed = commit(memory, plan, show)
+        record = None
+        if writer == "offline":
+            from endless.writer.stretches import offline_stretches
+
+            record = offline_stretches(memory).add
+        landed = commit(memory, plan, show, record)
         summary["turns"] = landed
         guess = None
         if landed:
-            if writer == "offline":
-                from endless.writer.stretches import offline_stretches
-
-                offline_stretches(memory).add(before, memory.total)
             guess = left_after(memory, plan, writer, time.time())
             summary["writer"] = guess.to_json()
         if args.json:

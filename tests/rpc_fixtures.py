@@ -51,6 +51,15 @@ def write_all(memory: Memory) -> int:
             written += memory.store_line(job.level, job.index, text, sync=False)
 
 
+def built_workspace(root: Path) -> tuple[Path, str]:
+    """A workspace folder ``root/ws`` whose memory :func:`build` filled (closed); its path and memory id."""
+    ws = root / "ws"
+    ws.mkdir()
+    memory = build(root, key=workspace_key(None, ws))
+    memory.close()
+    return ws, memory.memory_id
+
+
 def build(root: Path, turns: int = 60, days: int = 3, settings: Settings | None = None,
           key: Key | None = None, write: bool = True) -> Memory:
     """A memory of ``turns`` turns spread over ``days`` days in three chats; left open (close it)."""

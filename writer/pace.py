@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 
 from endless.core.settings import Settings
+from endless.writer.interface import WriterMemory
 
 USAGE_FILE = "usage.jsonl"
 TAIL_BYTES = 256 << 10  # the usage log's last calls are enough to know the pace
@@ -125,19 +126,33 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def progress(slots: list, total: int, folder: Path, settings: Settings, now: float, *,
-             offline_only: bool) -> Progress:
-    """The catch-up of a memory: ``offline_only`` when no model writes its lines (no route, or the
-    person chose the offline writer for what is left)."""
+def leaves_left(slots: list, total: int) -> int:
+    """Messages of ``[0, total)`` without a line of their own yet."""
+    row = slots[0] if slots else None
+    upto = min(len(row), total) if row is not None else 0
+    return total - (upto - row[:upto].count(0) if row is not None else 0)
+
+
+def offline_only(memory: WriterMemory) -> bool:
+    """Whether no model writes what is left: no route anywhere, or the person chose the offline
+    writer for the whole history (``endless import --writer offline``)."""
+    from endless.writer.recorded import recorded_routes
+    from endless.writer.stretches import offline_stretches
+
+    if not memory.settings.writer_route.strip() and not recorded_routes(memory).any():
+        return True
+    stretches = offline_stretches(memory).all()
+    return bool(stretches) and stretches[0].first == 0 and stretches[-1].end >= memory.total
+
+
+def progress(memory: WriterMemory, now: float) -> Progress:
+    """Where the memory's catch-up stands, at the pace its writer keeps."""
     from endless.core.settings import OFFLINE_LINE_SECONDS
 
+    slots, total = memory.built_slots(), memory.total
     left = lines_left(slots, total)
-    leaves = slots[0] if slots else None
-    upto = min(len(leaves), total) if leaves is not None else 0
-    without = total - (upto - leaves[:upto].count(0) if leaves is not None else 0)
-    pace = None if offline_only else measured_pace(folder, now)
-    if offline_only:
-        seconds: float | None = left * OFFLINE_LINE_SECONDS
-    else:
-        seconds = time_to_done(left, pace.lines_per_minute(settings)) if pace is not None else None
-    return Progress(left, without, pace.calls_per_minute if pace else 0.0, seconds)
+    if offline_only(memory):
+        return Progress(left, leaves_left(slots, total), 0.0, left * OFFLINE_LINE_SECONDS)
+    pace = measured_pace(memory.folder, now)
+    seconds = time_to_done(left, pace.lines_per_minute(memory.settings)) if pace is not None else None
+    return Progress(left, leaves_left(slots, total), pace.calls_per_minute if pace else 0.0, seconds)

@@ -173,10 +173,6 @@ class OrderLog:
                   "m": [m.to_record() for m in messages]}
         return durable.dumps_line(record)
 
-    def append(self, lines: list[bytes], sync: bool = True) -> None:
-        """Append encoded turn records (call under the lock, after ``catch_up``)."""
-        durable.append_lines(self.path, lines, sync)
-
     def add(self, lines: list[bytes], infos: list[TurnInfo], sync: bool = True) -> None:
         """Append encoded turn records and index them from ``infos`` (under the lock, caught up).
 

@@ -148,9 +148,6 @@ class TreeStore:
             record["src"] = src
         return durable.dumps_line(record)
 
-    def append(self, lines: list[bytes], sync: bool = True) -> None:
-        durable.append_lines(self.path, lines, sync)
-
     def add(self, lines: list[bytes], parts: list[tuple[int, int]], texts: list[str], sync: bool) -> list[tuple[int, int]]:
         """Append encoded nodes and index them from what is in hand (under the lock, caught up).
 

@@ -111,9 +111,8 @@ class ViewKeeper:
         """A node was stored: its source size is no longer needed; its size is kept if its text is in hand."""
         if part[0] == 0:
             self._src.pop(part[1], None)
-        if text is not None:  # the rendered size without rendering: only "\r\n" folds to fewer bytes
-            name_bytes = len(str(part[1] << part[0])) + len(str(1 << part[0])) + 2  # "id+n|"
-            self._keep_size(part, name_bytes + len(text.encode("utf-8")) - text.count("\r\n") + 1)
+        if text is not None:
+            self._keep_size(part, line_size(head(part), text))
 
     def _keep_size(self, part: Part, size: int) -> None:
         level, index = part

@@ -17,7 +17,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from endless.cli import main
-from endless.core.keys import workspace_key
 from endless.faces.rpc import create_app
 
 import rpc_fixtures as F  # noqa: E402
@@ -28,11 +27,7 @@ from paths import REPO
 @pytest.fixture(scope="module")
 def place(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli-read")
-    ws = root / "ws"
-    ws.mkdir()
-    memory = F.build(root, key=workspace_key(None, ws))
-    mid = memory.memory_id
-    memory.close()
+    ws, mid = F.built_workspace(root)
     return root, ws, mid
 
 

@@ -15,7 +15,6 @@ import orjson
 import pytest
 
 import rpc_fixtures as F
-from endless.core.keys import workspace_key
 
 HEAVY = ("endless.sim", "endless.demo", "endless.llm", "endless.writer.pool", "endless.faces.rpc",
          "endless.faces.hermes", "openai", "anthropic", "httpx", "httpx2", "starlette", "uvicorn", "mcp",
@@ -33,10 +32,7 @@ PROBE = ("import sys, json\n"
 @pytest.fixture(scope="module")
 def place(tmp_path_factory):
     root = tmp_path_factory.mktemp("cold")
-    ws = root / "ws"
-    ws.mkdir()
-    memory = F.build(root, key=workspace_key(None, ws))
-    memory.close()
+    ws, _ = F.built_workspace(root)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENDLESS_")}
     env.update(ENDLESS_HOME=str(root), ENDLESS_CONFIG=str(root / "no-config.toml"))
     return ws, env

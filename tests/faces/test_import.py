@@ -326,21 +326,27 @@ def big_source(path: Path, turns: int) -> None:
                                        "session": f"s{k % 3}"}).decode() + "\n")
 
 
+def kill_import_once_written(place, source: Path, name: str) -> None:
+    """Start ``endless import source`` and SIGKILL it the moment the memory's file ``name`` has bytes."""
+    home, workspace, env = place
+    proc = subprocess.Popen([*endless_command(), "import", "--workspace", str(workspace), str(source)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    path = home / "memories" / workspace_key(None, workspace).memory_id / name
+    deadline = time.monotonic() + 120
+    while not (path.exists() and path.stat().st_size > 0):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.005)  # polling a real condition (the file grew), not a timed wait
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+
+
 def test_an_interrupted_import_resumes(place, tmp_path) -> None:
     """SIGKILL an import once its first batch has landed; running it again adds exactly the rest."""
     home, workspace, env = place
     source = tmp_path / "big.jsonl"
     big_source(source, 20_000)
-    proc = subprocess.Popen([*endless_command(), "import", "--workspace", str(workspace), str(source)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    log_path = home / "memories" / workspace_key(None, workspace).memory_id / "turns.turn.v1.jsonl"
-    deadline = time.monotonic() + 120
-    while not (log_path.exists() and log_path.stat().st_size > 0):
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.005)  # polling a real condition (the log grew), not a timed wait
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(30)
+    kill_import_once_written(place, source, "turns.turn.v1.jsonl")
     with open_memory(place) as memory:
         landed = memory.turns
     if landed == 20_000:
@@ -486,16 +492,7 @@ def test_an_interrupted_offline_import_keeps_the_choice_for_what_landed(place, t
     home, workspace, env = place
     source = tmp_path / "big.jsonl"
     big_source(source, 20_000)
-    proc = subprocess.Popen([*endless_command(), "import", "--workspace", str(workspace), str(source)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    stretches_path = home / "memories" / workspace_key(None, workspace).memory_id / "offline.jsonl"
-    deadline = time.monotonic() + 120
-    while not (stretches_path.exists() and stretches_path.stat().st_size > 0):
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.005)  # polling a real condition (the first batch's stretch), not a timed wait
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(30)
+    kill_import_once_written(place, source, "offline.jsonl")
     with open_memory(place) as memory:
         landed, covered = memory.total, offline_stretches(memory).all()
     assert landed < 40_000, "killed after its first batch, not at its end"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import socket
-import sys
 from importlib import resources
 from pathlib import Path
 

@@ -61,7 +61,10 @@ def test_the_pace_is_read_from_the_memorys_own_calls(tmp_path):
 def test_progress_after_a_fill_names_what_is_left(tmp_path):
     memory = open_memory(tmp_path, SimClock().wall)
     fill(memory, 4)
-    state = progress(memory.built_slots(), memory.total, memory.folder, memory.settings, 0.0, offline_only=True)
+    state = progress(memory, 0.0)  # the chat recorded a route, and no call was made yet: pace unknown
+    assert state.seconds_left is None and state.calls_per_minute == 0
+    offline_stretches(memory).add(0, memory.total)  # the person chose the offline writer for it all
+    state = progress(memory, 0.0)
     assert state.lines_left == lines_left(memory.built_slots(), memory.total) > 0
     assert state.messages_without_line == 8 and state.seconds_left > 0
     assert "lines left to write" in state.sentence()

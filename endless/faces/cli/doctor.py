@@ -249,8 +249,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     # Pending writer work: the catch-up's progress.
     from endless.writer.pace import progress
 
-    catching = progress(memory.built_slots(), memory.total, folder, settings, now,
-                        offline_only=_offline_only(memory, settings))
+    catching = progress(memory, now)
     over = _recent_overflow(memory, settings.recent_block_bytes)
     if catching.lines_left == 0:
         report.add("memory.writer", "ok", f"memory {mid}: every line is written", memory=mid)
@@ -283,16 +282,6 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     if routes:
         report.add("memory.routes", "ok", f"memory {mid}: chats write their lines with "
                                           + "; ".join(sorted(routes)), memory=mid)
-
-
-def _offline_only(memory: Memory, settings: Settings) -> bool:
-    """Whether no model writes what is left: no route anywhere, or the rest lies in offline stretches."""
-    from endless.writer.stretches import offline_stretches
-
-    if not settings.writer_route.strip() and not _recorded_routes(memory):
-        return True
-    stretches = offline_stretches(memory).all()
-    return bool(stretches) and stretches[-1].end >= memory.total and stretches[0].first == 0
 
 
 def _recent_overflow(memory: Memory, limit: int) -> int:

@@ -68,11 +68,8 @@ def status_text(memory, off: bool = False) -> str:
 
     from endless.turn.head import recent_bytes
     from endless.writer.pace import progress
-    from endless.writer.recorded import recorded_routes
 
-    routed = bool(memory.settings.writer_route.strip()) or recorded_routes(memory).any()
-    catching = progress(memory.built_slots(), memory.total, memory.folder, memory.settings, time.time(),
-                        offline_only=not routed)
+    catching = progress(memory, time.time())
     return (f"Endless memory {memory.memory_id} ({memory.key.agent} · {memory.key.project}): "
             f"{memory.turns} turns, {memory.total} messages; view {len(memory.views.view_lines())} lines, "
             f"{len(lines)} written; recent block {recent_bytes(memory)} of "

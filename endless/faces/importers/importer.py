@@ -64,12 +64,9 @@ class PlannedTurn:
     base: str  # identity without the occurrence count
     where: str
     occurrence: int = 0
-    tid_: str | None = None  # read back from the plan's spill file
 
     @property
     def tid(self) -> str:
-        if self.tid_ is not None:
-            return self.tid_
         return hashlib.sha256(f"{self.base}#{self.occurrence}".encode()).hexdigest()[:16]
 
 
@@ -245,14 +242,14 @@ class Plan:
                 self.long_messages += 1
                 self.long_bytes += size
 
-    def in_order(self) -> Iterator[PlannedTurn]:
+    def in_order(self) -> Iterator[TurnRecord]:
         """The new turns, oldest first."""
         self.spill.flush()
         fd = self.spill.fileno()
         for k in sorted(range(len(self.ats)), key=self.ats.__getitem__):
             raw = orjson.loads(os.pread(fd, self.lengths[k], self.offsets[k]))
             messages = [Message(m["k"], m["x"], m["at"], m.get("w")) for m in raw["m"]]
-            yield PlannedTurn(raw["s"], raw["t"], raw["at"], messages, "", "", tid_=raw["tid"])
+            yield TurnRecord(raw["s"], raw["t"], messages, tid=raw["tid"], at=raw["at"])
 
     def close(self) -> None:
         self.spill.close()
@@ -395,10 +392,10 @@ def estimate(plan: Plan, settings: Settings, total_before: int, writer: str,
 
 def left_after(memory: Memory, plan: Plan, writer: str, now: float) -> CatchUp:
     """What the writer has left once the import landed (free lines are stored already)."""
-    from endless.writer.pace import lines_left
+    from endless.writer.pace import leaves_left, lines_left
 
     slots = memory.built_slots()
-    leaves = memory.total - (len(slots[0]) - slots[0].count(0) if slots else 0)
+    leaves = leaves_left(slots, memory.total)
     merges = lines_left(slots, memory.total) - leaves
     return catch_up_cost(memory.settings, writer, leaves, merges, plan.long_bytes, memory.folder, now)
 
@@ -458,7 +455,7 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
         batch: list[TurnRecord] = []
         size = 0
         for turn in plan.in_order():
-            batch.append(TurnRecord(turn.session, turn.title, turn.messages, tid=turn.tid, at=turn.at))
+            batch.append(turn)
             size += sum(len(m.text) for m in turn.messages)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
                 done += _commit_batch(memory, batch, landed)
@@ -491,7 +488,7 @@ def _when(at: float) -> str:
     return moments.local(at)
 
 
-def _preview(turn: PlannedTurn) -> str:
+def _preview(turn: TurnRecord) -> str:
     head = turn.messages[0]
     text = " ".join(head.text.split())
     text = text if len(text) <= 72 else text[:71] + "…"

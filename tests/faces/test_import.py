@@ -438,6 +438,7 @@ def test_writer_model_without_a_route_is_refused_before_anything_is_written(plac
     proc = run_import(place, "--writer", "model", str(FIXTURES / "generic.jsonl"), check=False)
     assert proc.returncode == 2
     assert "--writer offline" in proc.stderr and "writer_route" in proc.stderr and "Traceback" not in proc.stderr
+    assert "fix the source" not in proc.stderr  # the source is fine: the choice is what to change
     assert not (home / "memories").exists()
 
 

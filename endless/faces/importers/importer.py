@@ -376,8 +376,9 @@ def choose_writer(asked: str | None, settings: Settings) -> str:
     """The writer of the imported stretch: as asked, else the model when a writer route is set."""
     configured = bool(settings.writer_route.strip())
     if asked == "model" and not configured:
-        raise FormatError("--writer model needs a writer route, and none is set: set one with "
-                          "`endless config set writer_route '{\"provider\": …, \"model\": …}'`, "
+        raise ChoiceError("--writer model needs a writer route, and none is set: set writer_route in the "
+                          "settings file (~/.config/endless/config.toml; `endless config` lists the settings) or "
+                          "ENDLESS_WRITER_ROUTE='{\"provider\": \"openai\", \"model\": …}', "
                           "or import with --writer offline (free, no model)")
     return asked or ("model" if configured else "offline")
 
@@ -516,8 +517,8 @@ def _import_command(args: argparse.Namespace) -> int:
         project = memory.key.project if memory else key_of(args).project
         target = memory.memory_id if memory else key_of(args).memory_id
         granularity = memory.granularity if memory else settings.granularity
+        writer = choose_writer(args.writer, settings)  # a ChoiceError: said below, exit 2
         try:
-            writer = choose_writer(args.writer, settings)
             sources = open_sources([Path(p) for p in args.paths], args.format, args.session or None, project,
                                    args.all_sessions)
             # Every source is read to its end here, before the memory is opened for writing.

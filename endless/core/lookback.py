@@ -1,10 +1,10 @@
 """The agent's three look-back tools, answering in text the model reads (DESIGN §5).
 
 ``zoom`` opens a line into its halves or a message word for word, ``date``
-tells when a message was written, ``recall_search`` finds raw words or a
-pattern anywhere in the history.  Their names, descriptions and schemas live
-in ``prompts/tools.json`` and never change, so the cached tool list never
-changes either.
+tells when a message was written, ``recall_search`` ranks words, finds a
+phrase or a pattern anywhere in the history.  Their names, descriptions and
+schemas live in ``prompts/tools.json`` and change only with a release, so the
+cached tool list changes once, at an upgrade.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any, Callable
 import orjson
 
 from endless import prompts
-from endless.core import recall
 from endless.core import moments
+from endless.core import recall
+from endless.core import search
 from endless.core import tiling
 from endless.core.memory import Memory
 from endless.core.render import ViewLine
@@ -106,39 +107,77 @@ def date(memory: Memory, ident: Any) -> str:
 
 
 def recall_search(memory: Memory, query: Any, page: Any = 1,
-                  clock: Callable[[], float] = time.monotonic) -> str:
-    """Raw words in any case, or ``/pattern/``; 20 hits a page, newest first."""
+                  clock: Callable[[], float] = time.monotonic, **filters: Any) -> str:
+    """Ranked words, an exact phrase or a ``/pattern/`` (DESIGN §5); 20 hits a page."""
     memory.catch_up()
     p = _int_arg(page if page is not None else 1)
     if p is None or p < 1:
         return f"No page {page}: pages are numbered from 1."
     if not isinstance(query, str):
-        return "Give recall_search a query: words to find, or a /regular expression/."
+        return 'Give recall_search a query: words, a "quoted phrase" or a /regular expression/.'
+    unknown = sorted(set(filters) - set(FILTERS))
+    if unknown:
+        return f"recall_search has no parameter {unknown[0]!r}; its filters are {', '.join(FILTERS)}."
     per_page = memory.settings.search_hits_tool
     seconds = memory.settings.regex_seconds
     try:
-        result = recall.search(memory.log, query, (p - 1) * per_page, per_page, seconds, clock)
+        result = search.search(search.corpus_of(memory), query, (p - 1) * per_page, per_page, seconds,
+                               clock=clock, **filters)
     except recall.SearchError as exc:
         return f"Cannot search: {exc}."
-    lines = []
-    if result.stopped_at is not None:
-        searched = (f"it searched messages {result.stopped_at} to {memory.total - 1}, newest "
-                    f"first, not the older ones" if result.stopped_at < memory.total
-                    else "before it had searched a single message")
-        advice = ("Narrow the pattern or search for plain words." if result.pattern
-                  else "Search for fewer or shorter words.")
-        lines.append(f"The {'pattern ' if result.pattern else ''}search stopped after {seconds:g} s, "
-                     f"{searched}. {advice}")
+    lines = _search_notes(result, memory.total, seconds)
+    order = "best first" if result.mode == "words" else "newest first"
     if not result.hits:
         lines.append(f"No hits for {query} on page {p}." if p > 1 else f"No hits for {query}.")
         return "\n".join(lines)
     first = (p - 1) * per_page + 1
-    lines.append(f"Hits {first}–{first + len(result.hits) - 1} for {query}, newest first"
+    lines.append(f"Hits {first}–{first + len(result.hits) - 1} for {query}, {order}"
                  + (f" (more on page {p + 1}):" if result.more else ":"))
     for hit in result.hits:
         when = moments.local(hit.at)
-        lines.append(f"{hit.id}+0 · {when} · «{hit.title}» · {hit.kind}: {hit.snippet}")
+        text = bold(hit.snippet, hit.marks)
+        if hit.kind == "line":
+            lines.append(f"{hit.id}+{hit.count} · from {when} · summary line: {text}")
+        else:
+            inside = f" · in line {hit.line}" if hit.line and hit.line != f"{hit.id}+1" else ""
+            lines.append(f"{hit.id}+0 · {when} · «{hit.title}» · {hit.kind}: {text}{inside}")
     return "\n".join(lines)
+
+
+FILTERS = ("chat", "kind", "since", "before", "scope")
+
+
+def bold(snippet: str, marks: tuple[tuple[int, int], ...]) -> str:
+    """The snippet with its marked spans in ``**bold**``, as a model reads emphasis."""
+    out, at = [], 0
+    for start, end in marks:
+        if start < at:
+            continue
+        out.append(snippet[at:start])
+        out.append(f"**{snippet[start:end]}**")
+        at = end
+    out.append(snippet[at:])
+    return "".join(out)
+
+
+def _search_notes(result: recall.Result, total: int, seconds: float) -> list[str]:
+    lines = []
+    if result.indexed is not None:
+        lines.append(f"The search index is still being built: it covers messages 0 to {result.indexed - 1} "
+                     f"of {total}; search again for the newer ones.")
+    if result.stopped_at is not None:
+        if result.mode == "words":
+            lines.append(f"The search stopped after {seconds:g} s before ranking every match. "
+                         "Search for fewer or rarer words.")
+        else:
+            searched = (f"it searched messages {result.stopped_at} to {total - 1}, newest "
+                        f"first, not the older ones" if result.stopped_at < total
+                        else "before it had searched a single message")
+            advice = ("Narrow the pattern or search for plain words." if result.pattern
+                      else "Search for fewer or shorter words.")
+            lines.append(f"The {'pattern ' if result.pattern else ''}search stopped after {seconds:g} s, "
+                         f"{searched}. {advice}")
+    return lines
 
 
 def call(memory: Memory, name: str, args: Any) -> str:
@@ -164,7 +203,8 @@ def call(memory: Memory, name: str, args: Any) -> str:
     if name == "recall_search":
         if not memory.settings.recall_search:
             return "recall_search is turned off for this chat."
-        return recall_search(memory, args.get("query"), args.get("page", 1))
+        extra = {k: v for k, v in args.items() if k not in ("query", "page")}
+        return recall_search(memory, args.get("query"), args.get("page", 1), **extra)
     return f"There is no tool {name!r} here; the look-back tools are {', '.join(TOOL_NAMES)}."
 
 

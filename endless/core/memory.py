@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from endless.core import durable, journal, keyfile, sessions, tiling
+from endless.core import durable, index_upkeep, journal, keyfile, search_index, sessions, tiling
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.free_nodes import free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
@@ -56,6 +56,7 @@ class Memory:
         self.quarantine = folder / "damaged.jsonl"
         self.reports: list[str] = []
         self.views = ViewKeeper(folder, settings, self.log, self.tree, self.agent_name, self.report)
+        self.search_index = search_index.SearchIndex(folder)
         self._built_listeners: list[BuiltListener] = []
         self._noted_sessions: set[str] = set()
         self._waiters = Waiters()
@@ -138,6 +139,7 @@ class Memory:
                 self.lease.release_local()
         self.log.close()
         self.tree.close()
+        self.search_index.close()
 
     def __enter__(self) -> "Memory":
         return self
@@ -232,12 +234,25 @@ class Memory:
                 return []
             for info in infos:  # before the turns exist: a crash must not leave them unrecorded
                 self.note_session(info.session)
+            before = (self.log.end, self.tree.end)
             self.log.add(lines, infos, sync)
             self._store_free_leaves(in_hand, sync)
+            self._index_turns(before, infos, in_hand)
             if plan:
                 self.views.update(self.total, save=True, sync=sync)
         self._waiters.notify()
         return infos
+
+    def _index_turns(self, before: tuple[int, int], infos: list[TurnInfo], in_hand: dict[int, Message]) -> None:
+        records = [{"id": i.first, "tid": i.tid, "s": i.session, "t": i.title,
+                    "m": [in_hand[i.first + k].to_record() for k in range(i.count)]} for i in infos]
+        mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
+        index_upkeep.after_commit(self.search_index, before, records, mark, fresh=before == (0, 0))
+
+    def index_sources(self) -> index_upkeep.Sources:
+        """What a search catches the full-text index up from (this process's view of the files)."""
+        return index_upkeep.Sources(self.log.path, self.log.end, self.tree.path, self.tree.end,
+                                    self.tree.cached_text)
 
     def plan_views(self, sync: bool = True) -> None:
         """Run both views' sawtooths over everything committed (after ``commit_turns(plan=False)``)."""
@@ -311,8 +326,11 @@ class Memory:
                 pending.add(part)
                 stored.append(True)
             if encoded:
+                tree_before = self.tree.end
                 added = self.tree.add(encoded, parts, texts, sync)
                 self._after_built(added, sync, dict(zip(parts, texts)))
+                index_upkeep.after_store(self.search_index, tree_before,
+                                         [(p[0], p[1], t) for p, t in zip(parts, texts)], self.tree.end)
                 self.views.update(self.total, save=True, sync=sync)
         if encoded:
             self._waiters.notify()

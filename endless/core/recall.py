@@ -24,6 +24,7 @@ import orjson
 import regex
 
 from endless.core import pattern_guard
+from endless.core import query as query_language
 from endless.core.log import OrderLog
 from endless.core.settings import LONG_NEEDLE_BYTES
 
@@ -37,12 +38,15 @@ class SearchError(ValueError):
 
 @dataclass(frozen=True)
 class Hit:
-    id: int
+    id: int  # the message's id (for a summary line: its first message)
     at: float
     title: str
     session: str
-    kind: str
+    kind: str  # the message's kind, or "line" for a summary line
     snippet: str
+    marks: tuple[tuple[int, int], ...] = ()  # where the match is in the snippet, as character spans
+    count: int = 1  # messages covered: 1 for a message, n for the summary line id+n
+    line: str | None = None  # the view line that covers the hit (``id+n``), to zoom straight there
 
 
 @dataclass
@@ -51,6 +55,9 @@ class Result:
     more: bool = False
     stopped_at: int | None = None  # the oldest message searched when the time limit cut the search
     pattern: bool = False
+    mode: str = query_language.WORDS
+    indexed: int | None = None  # messages the index covered, when it could not catch up in time
+    below: int | None = None  # the message count the search was pinned to (pass back for the next page)
 
 
 def parse_query(query: str) -> tuple[str, bool]:
@@ -76,23 +83,32 @@ def compile_pattern(body: str) -> "regex.Pattern[str]":
         raise SearchError(f"the regular expression /{body}/ is not valid: {exc}") from exc
 
 
-def search(log: OrderLog, query: str, skip: int, limit: int, seconds: float,
-           clock: Callable[[], float] = time.monotonic) -> Result:
-    """Hits ``skip .. skip+limit`` newest first, and whether more exist."""
-    body, is_pattern = parse_query(query)
+def scan_literal(log: OrderLog, text: str, skip: int, limit: int, seconds: float,
+                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None) -> Result:
+    """Messages holding ``text`` as written (any case), newest first, by scanning the log itself."""
     want = skip + limit + 1
     found: list[Hit] = []
-    result = Result(pattern=is_pattern)
-    if is_pattern:
-        pattern = compile_pattern(body)
-        deadline = clock() + seconds
-        result.stopped_at = _scan_pattern(log, pattern, want, found, deadline, clock)
-    else:
-        deadline = clock() + seconds
-        result.stopped_at = _scan_literal(log, body, want, found, _Deadline(deadline, clock))
+    result = Result(mode=query_language.PHRASE)
+    result.stopped_at = _scan_literal(log, text, want, found, _Deadline(clock() + seconds, clock), keep)
     result.more = len(found) > skip + limit
     result.hits = found[skip:skip + limit]
     return result
+
+
+def scan_pattern(log: OrderLog, body: str, skip: int, limit: int, seconds: float,
+                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None) -> Result:
+    """Messages a regular expression matches, newest first, with a deadline inside every match."""
+    pattern = compile_pattern(body)
+    want = skip + limit + 1
+    found: list[Hit] = []
+    result = Result(pattern=True, mode=query_language.PATTERN)
+    result.stopped_at = _scan_pattern(log, pattern, want, found, clock() + seconds, clock, keep)
+    result.more = len(found) > skip + limit
+    result.hits = found[skip:skip + limit]
+    return result
+
+
+Keep = Callable[[dict, dict], bool]  # (turn record, message) -> whether the filters let it through
 
 
 @dataclass
@@ -142,7 +158,8 @@ def _open(log: OrderLog) -> int | None:
         return None
 
 
-def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadline: _Deadline) -> int | None:
+def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadline: _Deadline,
+                  keep: Keep | None = None) -> int | None:
     """Collect hits of ``text``; returns the oldest message searched if the deadline cut it short."""
     needle_text = text.lower()
     fd = _open(log)
@@ -154,9 +171,9 @@ def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadlin
 
     try:
         if text.isascii():
-            done = _scan_ascii(fd, log.end, text, match, want, found, deadline)
+            done = _scan_ascii(fd, log.end, text, match, want, found, deadline, keep)
         else:
-            done = _scan_unicode(fd, log.end, needle_text, match, want, found, deadline)
+            done = _scan_unicode(fd, log.end, needle_text, match, want, found, deadline, keep)
     finally:
         os.close(fd)
     if done:
@@ -165,7 +182,7 @@ def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadlin
 
 
 def _scan_unicode(fd: int, end: int, needle_text: str, match: Callable[[str], int], want: int,
-                  found: list[Hit], deadline: _Deadline) -> bool:
+                  found: list[Hit], deadline: _Deadline, keep: Keep | None) -> bool:
     """Lowering outside ASCII may change lengths: test line by line, after a cheap chunk check."""
     needle_str = orjson.dumps(needle_text).decode()[1:-1]
     for _, data in _chunks_backward(fd, end):
@@ -176,7 +193,7 @@ def _scan_unicode(fd: int, end: int, needle_text: str, match: Callable[[str], in
             continue
         for line in reversed(data.split(b"\n")):
             if line and needle_str in line.decode("utf-8", "replace").lower():
-                _collect(line, match, found, deadline.searched)
+                _collect(line, match, found, deadline.searched, keep, len(needle_text))
                 if len(found) >= want:
                     return True
         _note_searched(data, deadline)
@@ -197,7 +214,7 @@ def _note_first(line: bytes, deadline: _Deadline) -> None:
 
 
 def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want: int,
-                found: list[Hit], deadline: _Deadline) -> bool:
+                found: list[Hit], deadline: _Deadline, keep: Keep | None) -> bool:
     """ASCII words: a case-blind literal search over the mapped log; False if the deadline cut it.
 
     The needle is the query as it appears inside a JSON string; the file is
@@ -257,7 +274,7 @@ def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want:
                     line_start = mapped.rfind(b"\n", start, k) + 1
                     line_end = mapped.find(b"\n", k, stop_here)
                     line_end = stop_here if line_end < 0 else line_end
-                    _collect(mapped[line_start:line_end], match, found)
+                    _collect(mapped[line_start:line_end], match, found, None, keep, len(text))
                     if len(found) >= want:
                         return True
                     line_end = line_start
@@ -301,8 +318,13 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _collect(line: bytes, match: Callable[[str], int], found: list[Hit],
-             searched: Callable[[int], None] | None = None) -> None:
-    """Add the line's matching messages to ``found``, newest first; ``searched(id)`` after each."""
+             searched: Callable[[int], None] | None = None, keep: Keep | None = None,
+             width: int = 0) -> None:
+    """Add the line's matching messages to ``found``, newest first; ``searched(id)`` after each.
+
+    ``match`` gives where the match starts; ``width`` how long it is (0: ask
+    ``match.span`` when the caller has one, for a pattern).
+    """
     line = line.rstrip()
     try:
         record = orjson.loads(line)
@@ -312,14 +334,23 @@ def _collect(line: bytes, match: Callable[[str], int], found: list[Hit],
     for k in range(len(messages) - 1, -1, -1):
         message = messages[k]
         text = message.get("x", "")
+        if keep is not None and not keep(record, message):
+            if searched is not None:
+                searched(first + k)
+            continue
         pos = match(text)
         if pos >= 0:
-            at = message.get("at")
-            at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else float("nan")
-            found.append(Hit(first + k, at, record.get("t", ""),
-                             record.get("s", ""), message.get("k", ""), snippet(text, pos)))
+            span = getattr(match, "last_span", None)
+            end = span[1] if width == 0 and span is not None else pos + width
+            piece, marks = snippet_marked(text, [(pos, max(end, pos))])
+            found.append(Hit(first + k, _moment(message.get("at")), record.get("t", ""),
+                             record.get("s", ""), message.get("k", ""), piece, marks))
         if searched is not None:
             searched(first + k)
+
+
+def _moment(at: object) -> float:
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else float("nan")
 
 
 def snippet(text: str, pos: int, width: int = SNIPPET) -> str:
@@ -329,8 +360,53 @@ def snippet(text: str, pos: int, width: int = SNIPPET) -> str:
     return ("…" if start > 0 else "") + piece + ("…" if stop < len(text) else "")
 
 
+def snippet_marked(text: str, spans: list[tuple[int, int]], width: int = SNIPPET
+                   ) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """A window of ``text`` around the first span, whitespace folded, and the spans inside it.
+
+    The spans are character offsets in ``text``; the marks returned are
+    offsets in the snippet, so every face can highlight the same way.
+    """
+    if not spans:
+        return snippet(text, 0, width), ()
+    first, first_end = spans[0]
+    start = max(0, first - width)
+    stop = min(len(text), max(first_end, first) + width, first + 4 * width)
+    cuts = sorted((max(a, start), min(b, stop)) for a, b in spans if a < stop and b > start and b > a)
+    out = ""
+    marks: list[tuple[int, int]] = []
+    cursor = start
+    for a, b in cuts + [(stop, stop)]:
+        if a < cursor:
+            continue
+        out = _join(out, text[cursor:a])
+        if b > a:
+            piece = " ".join(text[a:b].split())
+            if piece:
+                out = _join(out, " " if text[a].isspace() and out else "")
+                marks.append((len(out), len(out) + len(piece)))
+                out += piece
+                if text[b - 1].isspace():
+                    out += " "
+        cursor = b
+    body = out.rstrip()
+    marks = [(x, min(y, len(body))) for x, y in marks if x < len(body)]
+    return ("…" if start > 0 else "") + body + ("…" if stop < len(text) else ""), \
+        tuple((x + (1 if start > 0 else 0), y + (1 if start > 0 else 0)) for x, y in marks)
+
+
+def _join(out: str, piece: str) -> str:
+    """``out`` + ``piece`` with whitespace folded to single spaces, none leading."""
+    if not piece:
+        return out
+    folded = " ".join(piece.split())
+    lead = piece[0].isspace() and bool(out) and not out.endswith(" ")
+    trail = piece[-1].isspace() and bool(folded or out)
+    return out + (" " if lead else "") + folded + (" " if trail and folded else "")
+
+
 def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found: list[Hit],
-                  deadline: float, clock: Callable[[], float]) -> int | None:
+                  deadline: float, clock: Callable[[], float], keep: Keep | None = None) -> int | None:
     """Scan every line with the pattern; returns the oldest message reached if time ran out."""
     fd = _open(log)
     if fd is None:
@@ -342,25 +418,30 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
         nonlocal oldest
         oldest = message_id
 
+    class Match:
+        last_span: tuple[int, int] | None = None
+
+        def __call__(self, text: str) -> int:
+            left = deadline - clock()
+            if left <= 0:
+                raise TimeoutError
+            found_at = pattern.search(text, timeout=left)
+            if found_at is None:
+                return -1
+            self.last_span = found_at.span()
+            return found_at.start()
+
+    match = Match()
     try:
         for _, data in _chunks_backward(fd, log.end):
             lines = data.split(b"\n")
             for k in range(len(lines) - 1, -1, -1):
                 if not lines[k]:
                     continue
-                remaining = deadline - clock()
-                if remaining <= 0:
+                if deadline - clock() <= 0:
                     return oldest if oldest is not None else log.total
-
-                def match(text: str) -> int:
-                    left = deadline - clock()
-                    if left <= 0:
-                        raise TimeoutError
-                    found_at = pattern.search(text, timeout=left)
-                    return -1 if found_at is None else found_at.start()
-
                 try:
-                    _collect(lines[k], match, found, searched)
+                    _collect(lines[k], match, found, searched, keep)
                 except TimeoutError:
                     return oldest if oldest is not None else log.total
                 if len(found) >= want:

@@ -33,6 +33,31 @@ PATTERN_CHARS_MAX = 2_000
 PATTERN_WEIGHT_MAX = 20_000
 MOMENT_MIN, MOMENT_MAX = 0.0, 7_258_118_400.0  # a time a memory shows: 1970-01-01 to 2200-01-01 UTC
 LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-time method
+# The full-text index (endless.core.search_index): messages a catch-up transaction indexes (other
+# processes' commits wait at most one batch), how long a writer waits for another's transaction,
+# and how many SQLite steps pass between two looks at a query's deadline.
+INDEX_BATCH_MESSAGES = 20_000
+INDEX_BUSY_SECONDS = 5.0
+INDEX_PROGRESS_STEPS = 2_000
+# Words a ranked search drops from a question (they match everything and say nothing), and the share
+# of all messages past which a word is dropped when rarer words remain (it costs a scan of that many
+# rows and moves the ranking little: its weight is about log(1 / share)).  STOPWORDS is below.
+SEARCH_COMMON_SHARE = 0.05
+SEARCH_COMMON_ROWS = 2_000  # ... and past this many rows: below it, every word is cheap to rank
+SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it
+SEARCH_PHRASE_CHARS_MAX = 10_000
+SPAN_CHARS = 100_000  # a hit's words are marked within its first this many characters
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before being below
+between both but by can can't could couldn't did didn't do does doesn't doing don't down during each few
+for from further had hadn't has hasn't have haven't having he her here hers herself him himself his how
+i if in into is isn't it it's its itself just let's me more most my myself no nor not now of off on once
+only or other ought our ours ourselves out over own same she should shouldn't so some such than that
+that's the their theirs them themselves then there there's these they this those through to too under
+until up very was wasn't we were weren't what what's when where which while who whom why will with won't
+would wouldn't you your yours yourself yourselves also ever tell said say says know remember recall
+again please thing things something anything did does whats
+""".split())
 # Seconds the offline writer takes for a line on this project's 2-core reference machine (measured:
 # 1.6 ms a message line, 2.1 ms a merge, plus the store), for the import's estimate.
 OFFLINE_LINE_SECONDS = 0.003

@@ -26,6 +26,7 @@ from typing import Any, ContextManager, Iterator
 import orjson
 
 from endless.core import moments, recall
+from endless.core import search as search_mod
 from endless.core import sessions
 from endless.core import tiling
 from endless.core.keys import Key, InvalidKey, memory_id as key_memory_id
@@ -358,28 +359,40 @@ def _cut_to_fit(turn: dict, budget: int) -> tuple[dict, int]:
 
 def search(memory: Memory, args: dict, settings: Settings,
            guard: ContextManager | None = None) -> dict:
-    """``endless.search``: up to ``limit`` (≤ 50) hits, newest first, for words or a ``/pattern/``.
+    """``endless.search``: up to ``limit`` (≤ 50) hits from ``offset``, in the query language of DESIGN §5.
 
-    Each hit also carries its ``turn``, so a page can show it in place; a
-    pattern search that ran out of time says how far it got in ``stoppedAt``.
+    Ranked words come best first, a phrase or a pattern newest first.  Each
+    hit carries its ``turn`` (so a page can show it in place), the marked
+    spans of its snippet and the view line covering it.  ``below`` pins the
+    search to the messages that existed at its first page: pass back the
+    value answered, and later pages neither repeat nor skip a hit while new
+    turns arrive.  A search that ran out of time says how far it got.
     """
     guard = guard if guard is not None else contextlib.nullcontext()
     query = text_arg("query", args.get("query"))
     limit = args.get("limit")
     limit = settings.search_hits_rpc if limit is None else int_arg("limit", limit, 1, settings.search_hits_rpc)
-    with guard:
-        snap = snapshot(memory)
-    try:
-        result = recall.search(snap, query, 0, limit, settings.regex_seconds)  # type: ignore[arg-type]
-    except recall.SearchError as exc:
-        raise AnswerError(BAD_REQUEST, f"cannot search: {exc}") from None
-    with guard:
-        hits = [{"id": h.id, "at": moments.moment_or_none(h.at), "sessionTitle": h.title, "kind": h.kind,
-                 "snippet": h.snippet,
-                 "turn": memory.log.turn_of(h.id)} for h in result.hits]
-    value: dict = {"hits": hits}
+    offset = int_arg("offset", args.get("offset") or 0, 0)
+    below = args.get("below")
+    below = None if below is None else int_arg("below", below, 0)
+    filters = {name: args.get(name) for name in ("chat", "kind", "since", "before", "scope")}
+    with guard as fresh:
+        corpus = search_mod.corpus_of(fresh if isinstance(fresh, Memory) else memory)
+        try:
+            result = search_mod.search(corpus, query, offset, limit, settings.regex_seconds, below=below,
+                                       **filters)
+        except recall.SearchError as exc:
+            raise AnswerError(BAD_REQUEST, f"cannot search: {exc}") from None
+        hits = [{"id": h.id, "n": h.count, "at": moments.moment_or_none(h.at), "sessionTitle": h.title,
+                 "kind": h.kind, "snippet": h.snippet, "marks": [list(m) for m in h.marks],
+                 "line": h.line, "turn": memory.log.turn_of(h.id)} for h in result.hits]
+    value: dict = {"hits": hits, "mode": result.mode, "more": result.more, "below": result.below}
+    if result.more:
+        value["next"] = offset + len(hits)
     if result.stopped_at is not None:
         value["stoppedAt"] = result.stopped_at
+    if result.indexed is not None:
+        value["indexed"] = result.indexed
     return value
 
 

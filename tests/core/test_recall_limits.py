@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from endless.core import lookback, recall
+from endless.core import lookback, recall, search
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
@@ -49,8 +49,17 @@ def _within(fn, *args):
     return out["value"]
 
 
+def _search(memory: Memory, query: str, seconds: float):
+    return search.search(search.corpus_of(memory), query, 0, 20, seconds)
+
+
 def test_a_record_over_four_mebibytes_is_searched_past(tmp_path):
-    """One 5.6 MB message (one turn record over the 4 MiB chunk): every scan moves past it."""
+    """One 5.6 MB message (one turn record over the 4 MiB chunk): every scan moves past it.
+
+    Ranked words, a phrase, a pattern, and the literal scan of the log behind
+    a phrase without words; ``férry`` is found by the ranked search (accents
+    folded) and not by the literal scan.
+    """
     memory = _open(tmp_path)
     memory.commit_turn("s", "Before", [Message("user", "the ferry leaves at dawn", 1.0)])
     big = ("word " * 1_120_000)[:5_600_000] + " pelican-4242 " + "tail " * 10
@@ -58,16 +67,21 @@ def test_a_record_over_four_mebibytes_is_searched_past(tmp_path):
     memory.commit_turn("s", "After", [Message("user", "a short note after the paste", 3.0)])
     record_bytes = memory.log.lengths[1]
     assert record_bytes > 4 << 20, record_bytes
-    for query in ("ferry", "pelican-4242", "férry", "/ferry|pelican-\\d+/", "nothing-like-this"):
-        result = _within(recall.search, memory.log, query, 0, 20, 5.0)
+    for query in ("ferry", "pelican-4242", '"pelican-4242"', "férry", "/ferry|pelican-\\d+/",
+                  "nothing-like-this"):
+        result = _within(_search, memory, query, 5.0)
         ids = [hit.id for hit in result.hits]
-        if query in ("ferry", "/ferry|pelican-\\d+/"):
+        if query in ("ferry", "/ferry|pelican-\\d+/", "férry"):
             assert 0 in ids, (query, ids)
-        if query in ("pelican-4242", "/ferry|pelican-\\d+/"):
+        if query in ("pelican-4242", '"pelican-4242"', "/ferry|pelican-\\d+/"):
             assert any(memory.message(i).text.find("pelican-4242") >= 0 for i in ids), (query, ids)
-        if query in ("férry", "nothing-like-this"):
+        if query == "nothing-like-this":
             assert ids == [], (query, ids)
         assert result.stopped_at is None, query
+    for text, expected in (("ferry", [0]), ("pelican-4242", [1]), ("férry", []), ("-4242 tail", [1])):
+        result = _within(recall.scan_literal, memory.log, text, 0, 20, 5.0)
+        assert [hit.id for hit in result.hits] == expected, text
+        assert result.stopped_at is None, text
     memory.close()
 
 
@@ -75,11 +89,16 @@ def test_a_long_literal_against_a_long_run_is_linear(tmp_path):
     """``'a' * 4096`` against 200 KB of ``A``: half a minute before; now well within the bound."""
     memory = _open(tmp_path)
     memory.commit_turn("s", "Run", [Message("user", "A" * 200_000, 1.0)])
-    result = _within(recall.search, memory.log, "a" * 4096, 0, 20, 60.0)
+    result = _within(recall.scan_literal, memory.log, "a" * 4096, 0, 20, 60.0)
     assert result.stopped_at is None
     assert [hit.id for hit in result.hits] == [0]
+    # A quoted phrase is whole words in a row: the run is one word, so it is no hit, found as fast.
+    result = _within(_search, memory, '"' + "a" * 4096 + '"', 60.0)
+    assert result.stopped_at is None and result.hits == []
     answer = _within(lookback.recall_search, memory, "a" * 2048)
-    assert answer.startswith("Hits 1–")
+    assert answer.startswith("No hits for aaaa")
+    answer = _within(lookback.recall_search, memory, "/a{2048}/")
+    assert answer.startswith("Hits 1–1 for /a{2048}/, newest first:")
     memory.close()
 
 
@@ -95,7 +114,7 @@ def test_the_pattern_bomb_is_refused_before_compiling(tmp_path):
     answer = _within(lookback.recall_search, memory, f"/{BOMB}/")
     assert answer.startswith("Cannot search: the regular expression repeats too much")
     with pytest.raises(recall.SearchError):
-        recall.search(memory.log, "/" + "x" * 3000 + "/", 0, 20, 2.0)
+        _search(memory, "/" + "x" * 3000 + "/", 2.0)
     memory.close()
 
 

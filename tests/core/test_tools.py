@@ -333,18 +333,20 @@ def test_search_any_case_with_id_date_title_kind_snippet(mem, utc):
     add(mem, "GARDEN again, loudly", title="Shouting", at=120.0)
     for query in ("garden", "GARDEN", "GaRdEn"):
         answer = search(mem, query)
-        assert answer.splitlines()[0] == f"Hits 1–3 for {query}, newest first:"
-        assert hits(answer) == [
-            (3, "1970-01-01 00:02", "Shouting", "user", "GARDEN again, loudly"),
-            (1, "1970-01-01 00:00", "Garden", "reply", "the garden needs water"),
-            (0, "1970-01-01 00:00", "Garden", "user", "We talked about the Garden plan"),
+        assert answer.splitlines()[0] == f"Hits 1–3 for {query}, best first:"
+        assert hits(answer) == [  # the shorter message ranks first (BM25 weighs by length)
+            (3, "1970-01-01 00:02", "Shouting", "user", "**GARDEN** again, loudly"),
+            (1, "1970-01-01 00:00", "Garden", "reply", "the **garden** needs water"),
+            (0, "1970-01-01 00:00", "Garden", "user", "We talked about the **Garden** plan"),
         ]
 
 
 def test_search_finds_only_message_text_not_the_record_around_it(mem):
     add(mem, "plain words", title="turn tid at")
-    for query in ("tid", "turn", '"k"', "at", "st", "user", "s1", '":'):
+    for query in ("tid", "turn", '"k"', "at", "st", "user", "s1", "/tid/", '"turn tid"'):
         assert search(mem, query) == f"No hits for {query}."
+    assert search(mem, '":') == ("Cannot search: '\":' holds no word to search for; search for words, "
+                                 'a "quoted phrase" or a /regular expression/.')
 
 
 def test_search_pages_twenty_newest_first(mem):
@@ -352,11 +354,12 @@ def test_search_pages_twenty_newest_first(mem):
         add(mem, f"apple {k}", f"apple {k + 1}")
     add(mem, "pear")                                    # 44, no hit
     p1, p2, p3 = (search(mem, "APPLE", p) for p in (1, 2, 3))
-    assert p1.splitlines()[0] == "Hits 1–20 for APPLE, newest first (more on page 2):"
+    # Every hit ranks the same (one word, same length): ties go newest first.
+    assert p1.splitlines()[0] == "Hits 1–20 for APPLE, best first (more on page 2):"
     assert [h[0] for h in hits(p1)] == list(range(43, 23, -1))
-    assert p2.splitlines()[0] == "Hits 21–40 for APPLE, newest first (more on page 3):"
+    assert p2.splitlines()[0] == "Hits 21–40 for APPLE, best first (more on page 3):"
     assert [h[0] for h in hits(p2)] == list(range(23, 3, -1))
-    assert p3.splitlines()[0] == "Hits 41–44 for APPLE, newest first:"
+    assert p3.splitlines()[0] == "Hits 41–44 for APPLE, best first:"
     assert [h[0] for h in hits(p3)] == [3, 2, 1, 0]
     assert search(mem, "APPLE", 4) == "No hits for APPLE on page 4."
     assert search(mem, "APPLE", "2") == p2
@@ -369,17 +372,17 @@ def test_search_exactly_twenty_hits_says_no_more(mem):
     for k in range(20):
         add(mem, f"kiwi {k}")
     answer = search(mem, "kiwi")
-    assert answer.splitlines()[0] == "Hits 1–20 for kiwi, newest first:"
+    assert answer.splitlines()[0] == "Hits 1–20 for kiwi, best first:"
     assert len(hits(answer)) == 20
 
 
 def test_search_regex_pattern(mem):
     add(mem, "order 1234 shipped", "no digits here", "ORDER 99 lost")
     answer = search(mem, r"/order \d+/")
-    assert [(h[0], h[4]) for h in hits(answer)] == [(2, "ORDER 99 lost"), (0, "order 1234 shipped")]
+    assert [(h[0], h[4]) for h in hits(answer)] == [(2, "**ORDER 99** lost"), (0, "**order 1234** shipped")]
     assert [h[0] for h in hits(search(mem, "/^no/"))] == [1]
-    # a slash-free query with regex characters is literal
-    assert search(mem, r"order \d+") == r"No hits for order \d+."
+    # without slashes, regex characters are not words: this ranks the word "order" (and "d")
+    assert [h[0] for h in hits(search(mem, r"order \d+"))] == [2, 0]
 
 
 @pytest.mark.parametrize("query, why", [
@@ -395,47 +398,52 @@ def test_search_invalid_regex(mem, query, why):
 @pytest.mark.parametrize("query", ["", "   ", "\n"])
 def test_search_empty_query(mem, query):
     add(mem, "text")
-    assert search(mem, query) == "Cannot search: give words to search for, or a /regular expression/."
+    assert search(mem, query) == ('Cannot search: give words to search for, a "quoted phrase" or a '
+                                  "/regular expression/.")
 
 
 @pytest.mark.parametrize("args", [{}, {"query": None}, {"query": 5}, {"query": ["a"]}])
 def test_search_missing_query(mem, args):
     assert tools.call(mem, "recall_search", args) == (
-        "Give recall_search a query: words to find, or a /regular expression/.")
+        'Give recall_search a query: words, a "quoted phrase" or a /regular expression/.')
 
 
 def test_search_quotes_backslashes_newlines(mem):
     text = 'He said "run C:\\temp\\x.bat"\nthen left\ttabbed'
     add(mem, text)
     add(mem, "two\nlines here")
-    for query in ('"run C:\\temp', 'C:\\TEMP\\X.BAT"', '"\nthen', "left\ttabbed", '\\'):
+    # A phrase is its words in a row as written, any case, any whitespace between them.
+    for query in ('"C:\\TEMP\\X.BAT"', '"he SAID"', '"left tabbed"', "bat tabbed"):
         assert [h[0] for h in hits(search(mem, query))] == [0], query
-    assert [h[0] for h in hits(search(mem, "TWO\nLINES"))] == [1]
+    assert [h[0] for h in hits(search(mem, '"TWO LINES"'))] == [1]
+    assert [h[0] for h in hits(search(mem, '"TWO\nLINES"'))] == [1]
+    # a phrase's punctuation counts: the words are in a row but the text between them differs
+    assert search(mem, '"C:/temp/x.bat"') == 'No hits for "C:/temp/x.bat".'
     # the JSON escapes themselves are not text: "\n" typed as backslash + n finds nothing
-    assert search(mem, "two\\nlines") == "No hits for two\\nlines."
-    assert search(mem, '\\"') == 'No hits for \\".'
+    assert search(mem, '"two\\nlines"') == 'No hits for "two\\nlines".'
     assert [h[0] for h in hits(search(mem, '/"run c:\\\\temp/'))] == [0]
-    # snippets stay on one line
-    assert hits(search(mem, "then left"))[0][4] == 'He said "run C:\\temp\\x.bat" then left tabbed'
+    # snippets stay on one line, the matched words marked
+    assert hits(search(mem, '"then left"'))[0][4] == 'He said "run C:\\temp\\x.bat" **then left** tabbed'
 
 
 def test_search_non_ascii_any_case(mem):
     add(mem, "So ein Ärger heute", "日本語のテキスト", "ΣΊΣΥΦΟΣ rolls")
     add(mem, "KEIN ÄRGER MEHR", "mixed Ärger with ascii WORDS")
-    for query in ("ärger", "ÄRGER", "äRgEr"):
-        assert [h[0] for h in hits(search(mem, query))] == [4, 3, 0], query
-    assert [h[0] for h in hits(search(mem, "日本語"))] == [1]
-    assert [h[0] for h in hits(search(mem, "σίσυφος"))] == [2]
+    for query in ("ärger", "ÄRGER", "äRgEr", "arger"):  # case and accents folded; shortest first
+        assert [h[0] for h in hits(search(mem, query))] == [3, 0, 4], query
+    assert [h[0] for h in hits(search(mem, "σίσυφοσ"))] == [2]
     assert [h[0] for h in hits(search(mem, "words"))] == [4]
     assert [h[0] for h in hits(search(mem, "/ärger \\w+/"))] == [4, 3, 0]
-    assert [h[0] for h in hits(search(mem, '"ärger"'))] == []
-    assert hits(search(mem, "日本"))[0][4] == "日本語のテキスト"
+    assert [h[0] for h in hits(search(mem, '"ärger"'))] == [4, 3, 0]  # a phrase: newest first
+    # Japanese has no spaces between words: it is looked for as written, inside the run.
+    assert [h[0] for h in hits(search(mem, "日本語"))] == [1]
+    assert hits(search(mem, "日本"))[0][4] == "**日本**語のテキスト"
 
 
 def test_search_snippet_is_short_and_marks_cuts(mem):
     add(mem, "a " * 2000 + "NEEDLE" + " b" * 2000)
     (_, _, _, _, snip), = hits(search(mem, "needle"))
-    assert "NEEDLE" in snip and snip.startswith("…") and snip.endswith("…")
+    assert "**NEEDLE**" in snip and snip.startswith("…") and snip.endswith("…")
     assert len(snip) < 200
 
 
@@ -507,15 +515,15 @@ def test_pattern_search_stopped_inside_a_turn(mem):
     answer = tools.recall_search(mem, "/(a+)+$/", clock=JumpClock(0.0, 2.0 - 0.05))
     assert [h[0] for h in hits(answer)] == [2]
     assert "messages 2 to 2" in answer
-    result = searching.search(mem.log, "/(a+)+$/", 0, 20, 2.0, JumpClock(0.0, 2.0 - 0.05))
+    result = searching.scan_pattern(mem.log, "(a+)+$", 0, 20, 2.0, JumpClock(0.0, 2.0 - 0.05))
     assert result.stopped_at == 2 and [h.id for h in result.hits] == [2]
 
 
 def test_search_module_stops_with_fake_clock(mem):
     add(mem, CATASTROPHIC)
-    result = searching.search(mem.log, "/(a+)+$/", 0, 20, 2.0, JumpClock(0.0, 5.0))
+    result = searching.scan_pattern(mem.log, "(a+)+$", 0, 20, 2.0, JumpClock(0.0, 5.0))
     assert result.pattern and result.hits == [] and result.stopped_at is not None
-    finished = searching.search(mem.log, "/first/", 0, 20, 2.0, JumpClock(0.0, 0.0))
+    finished = searching.scan_pattern(mem.log, "first", 0, 20, 2.0, JumpClock(0.0, 0.0))
     assert finished.stopped_at is None
 
 
@@ -532,14 +540,24 @@ def test_pattern_search_real_time_limit(tmp_path):
 
 
 def test_literal_search_finds_within_the_limit_and_stops_at_it(mem):
-    """Words are searched under the same time limit as patterns (a literal can be slow too)."""
-    add(mem, CATASTROPHIC)
-    answer = tools.recall_search(mem, "aab")
+    """A query looked for as written (here Japanese, which the index cannot split) has the same limit."""
+    add(mem, "日本語" * 2000)
+    answer = tools.recall_search(mem, "語日")
     assert [h[0] for h in hits(answer)] == [0] and "stopped" not in answer
-    answer = tools.recall_search(mem, "aab", clock=JumpClock(0.0, 1e9))
+    answer = tools.recall_search(mem, "語日", clock=JumpClock(0.0, 1e9))
     assert hits(answer) == []
     assert "The search stopped after 2 s, before it had searched a single message." in answer
     assert "Search for fewer or shorter words." in answer
+
+
+def test_ranked_search_stops_at_the_limit(mem):
+    """Ranking is interrupted inside SQLite when its time is up, and says so."""
+    for k in range(300):
+        add(mem, f"common words {k} here and there")
+    answer = tools.recall_search(mem, "common words", clock=JumpClock(0.0, 1e9))
+    assert hits(answer) == []
+    assert answer.startswith("The search stopped after 2 s before ranking every match. "
+                             "Search for fewer or rarer words.")
 
 
 # -- nothing raises ----------------------------------------------------------------------

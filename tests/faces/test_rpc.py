@@ -239,12 +239,16 @@ def test_search_newest_first_and_limits(fixture_root):
         hits = call(c, "search", memoryId=mid, query=F.MARKER.upper())["hits"]
         assert [h["turn"] for h in hits] == [41, 7]
         for hit in hits:
-            assert set(hit) == {"id", "at", "sessionTitle", "kind", "snippet", "turn"}
-            assert F.MARKER in hit["snippet"] and hit["kind"] == "user"
+            assert set(hit) == {"id", "n", "at", "sessionTitle", "kind", "snippet", "marks", "line", "turn"}
+            assert F.MARKER in hit["snippet"] and hit["kind"] == "user" and hit["n"] == 1
+            (start, end), = hit["marks"]
+            assert hit["snippet"][start:end] == F.MARKER
         assert hits[0]["id"] > hits[1]["id"] and hits[0]["at"] > hits[1]["at"]
-        many = call(c, "search", memoryId=mid, query="question")["hits"]
+        many = call(c, "search", memoryId=mid, query='"question"')["hits"]
         assert len(many) == 50
         assert [h["id"] for h in many] == sorted((h["id"] for h in many), reverse=True)
+        ranked = call(c, "search", memoryId=mid, query="question")
+        assert ranked["mode"] == "words" and len(ranked["hits"]) == 50 and ranked["more"]
         assert len(call(c, "search", memoryId=mid, query="question", limit=3)["hits"]) == 3
         assert error_of(c, "search", memoryId=mid, query="question", limit=51)[1] == answers.BAD_REQUEST
         assert error_of(c, "search", memoryId=mid, query="question", limit=0)[1] == answers.BAD_REQUEST
@@ -587,8 +591,8 @@ def test_reads_while_a_writer_process_commits_turns(tmp_path):
                 if total:
                     last = value("zoom", id=total - 1, n=1)["message"]
                     assert text.fullmatch(last["text"])
-                for hit in value("search", query="w-1", limit=50)["hits"]:
-                    assert hit["snippet"].startswith("w-1")
+                for hit in value("search", query='"w-1"', limit=50)["hits"]:
+                    assert hit["snippet"].startswith("w-1-")
                 if answer is None:
                     try:
                         line = child.reader.readline(0.001)

@@ -45,9 +45,18 @@ def add_read_parsers(sub: Any) -> None:
     zoom.add_argument("--page", type=int, default=1, help="page of a long message (default 1)")
     date = reader("date", "print when message ID was written")
     date.add_argument("id", type=int, help="a message number")
-    search = reader("search", "find words (any case) or a /pattern/ in the whole history, newest first")
-    search.add_argument("words", nargs="+", help="the words to find, or one /regular expression/")
+    search = reader("search", "search the whole history: words ranked by relevance, a \"quoted phrase\" "
+                              "exactly, or a /pattern/, newest first")
+    search.add_argument("words", nargs="+", help="words to rank (any order, any case), a \"quoted phrase\" "
+                                                 "(quote it for the shell too: '\"a b\"'), or one /regular expression/")
     search.add_argument("--limit", type=int, help="at most this many hits (1-50, default 50)")
+    search.add_argument("--offset", type=int, help="skip this many hits first (the next page)")
+    search.add_argument("--chat", help="only the chat with this title (any part, any case) or session id")
+    search.add_argument("--kind", choices=("person", "agent", "tool", "status"), help="only messages of this kind")
+    search.add_argument("--since", help="only messages from this date or time on (2026-11-30, 2026-11-30T14:05)")
+    search.add_argument("--before", help="only messages before this date or time")
+    search.add_argument("--scope", choices=("messages", "lines", "both"),
+                        help="search the messages (default), the summary lines, or both")
     history = reader("history", "print whole turns, newest page last; page back with --before")
     history.add_argument("--before", type=int, help="show turns before this turn number (default: the newest)")
     history.add_argument("--limit", type=int, help="turns on the page (default 50, at most 200)")
@@ -78,7 +87,8 @@ def _args(args: argparse.Namespace) -> dict:
     if method == "date":
         return {"id": args.id}
     if method == "search":
-        return {"query": " ".join(args.words), "limit": args.limit}
+        return {"query": " ".join(args.words), "limit": args.limit, "offset": args.offset, "chat": args.chat,
+                "kind": args.kind, "since": args.since, "before": args.before, "scope": args.scope}
     if method == "history":
         return {"before": args.before, "limit": args.limit}
     return {}
@@ -146,12 +156,37 @@ def _date(value: dict, out) -> None:
 def _search(value: dict, out) -> None:
     if not value["hits"]:
         print("[endless] no hits", file=sys.stderr)
+    if "indexed" in value:
+        print(f"[endless] the search index is still being built: it covers the first {value['indexed']} "
+              "messages; search again for the newer ones", file=sys.stderr)
     if "stoppedAt" in value:
-        print(f"[endless] the pattern search stopped at its time limit, at message {value['stoppedAt']}",
+        what = "search" if value.get("mode") == "words" else f"{value.get('mode', 'pattern')} search"
+        print(f"[endless] the {what} stopped at its time limit, at message {value['stoppedAt']}",
               file=sys.stderr)
+    bold = getattr(out, "isatty", lambda: False)()
     for hit in value["hits"]:
+        text = _marked(hit["snippet"], hit.get("marks", []), bold)
+        if hit["kind"] == "line":
+            out.write(f"{hit['id']}+{hit['n']} · {_when(hit['at'])} · summary line: {text}\n")
+            continue
+        inside = f" · in line {hit['line']}" if hit.get("line") and hit["line"] != f"{hit['id']}+1" else ""
         out.write(f"{hit['id']} · {_when(hit['at'])} · «{hit['sessionTitle']}» · {hit['kind']}: "
-                  f"{hit['snippet']}\n")
+                  f"{text}{inside}\n")
+    if "next" in value:
+        print(f"[endless] more hits: --offset {value['next']}", file=sys.stderr)
+
+
+def _marked(snippet: str, marks: list, bold: bool) -> str:
+    """On a terminal, the matched words in bold; in a pipe, the text as it is."""
+    if not bold or not marks:
+        return snippet
+    out, at = [], 0
+    for start, end in marks:
+        if start < at:
+            continue
+        out += [snippet[at:start], "\x1b[1m", snippet[start:end], "\x1b[0m"]
+        at = end
+    return "".join(out + [snippet[at:]])
 
 
 def _history(value: dict, out) -> None:

@@ -105,7 +105,8 @@ METHODS: dict[str, Method] = {m.name: m for m in (
             page=True, runs=Runs.LOOP),
     _method("history", readers.history, {"memoryId", "before", "limit"}, {"memoryId"},
             page=True, runs=Runs.PROCESSES),
-    _method("search", readers.search, {"memoryId", "query", "limit"}, {"memoryId", "query"},
+    _method("search", readers.search, {"memoryId", "query", "limit", "offset", "below", "chat", "kind",
+                                       "since", "before", "scope"}, {"memoryId", "query"},
             page=True, runs=Runs.PROCESSES),
 )}
 

@@ -47,15 +47,37 @@
     return new Date(at * 1000).toLocaleDateString(undefined, { weekday: "long", year: "numeric", month: "long", day: "numeric" });
   }
 
-  // The search's words (or /pattern/) as a RegExp for highlighting; null if none.
+  // The search as a RegExp for highlighting in the conversation; null if none.  A /pattern/ is
+  // itself; a "quoted phrase" its words with any whitespace between; plain words each word and
+  // the endings the server's stemming folds onto it (deploy: deploying, deployed).
   function matcherFor(query) {
     if (!query) return null;
+    const escape = (t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
     try {
       if (query.length > 2 && query.startsWith("/") && query.endsWith("/")) {
         return new RegExp(query.slice(1, -1), "giu");
       }
-      return new RegExp(query.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "giu");
+      const quoted = query.length > 2 && query.startsWith('"') && query.endsWith('"') && query.indexOf('"', 1) === query.length - 1;
+      if (quoted) {
+        return new RegExp(query.slice(1, -1).trim().split(/\s+/).map(escape).join("\\s+"), "giu");
+      }
+      const words = query.replace(/"/g, " ").match(/[\p{L}\p{N}]+/gu) || [];
+      if (!words.length) return null;
+      return new RegExp("(?<![\\p{L}\\p{N}])(?:" + words.map(escape).join("|") + ")[\\p{L}\\p{N}]*", "giu");
     } catch (e) { return null; }
+  }
+
+  // Fill `node` with `text`, marking the [start, end) spans the server found (a hit's snippet).
+  function fillMarked(node, text, marks) {
+    node.textContent = "";
+    let last = 0;
+    for (const [start, end] of marks || []) {
+      if (start < last) continue;
+      node.appendChild(document.createTextNode(text.slice(last, start)));
+      node.appendChild(el("mark", null, text.slice(start, end)));
+      last = end;
+    }
+    node.appendChild(document.createTextNode(text.slice(last)));
   }
 
   // Fill `node` with `text`, wrapping matches in <mark> elements built node by node.
@@ -197,7 +219,7 @@
     const list = $("hits");
     list.textContent = "";
     $("hits-title").textContent = value.hits.length
-      ? value.hits.length + (value.hits.length === 50 ? "+" : "") + " hits for " + query + ", newest first"
+      ? value.hits.length + (value.more ? "+" : "") + " hits for " + query + (value.mode === "words" ? ", best first" : ", newest first")
       : "No hits for " + query;
     if (value.stoppedAt !== undefined) $("hits-title").textContent += " (the search stopped early)";
     for (const hit of value.hits) {
@@ -207,7 +229,7 @@
       button.appendChild(el("span", "hit-meta", (hit.sessionTitle || "") + " · " + when(hit.at) + " · " + hit.kind + " · #" + hit.id));
       button.appendChild(el("br"));
       const snippet = el("span", "text");
-      fillText(snippet, hit.snippet, state.matcher);
+      fillMarked(snippet, hit.snippet, hit.marks);
       button.appendChild(snippet);
       button.addEventListener("click", () => goToHit(hit));
       item.appendChild(button);

@@ -1,0 +1,280 @@
+"""Keeping the full-text index current: caught up from the files, or fed what a commit has in hand.
+
+The index (:mod:`endless.core.search_index`) reads the order log and the
+tree file from its watermark on; each batch is one transaction that moves
+the watermark with its rows.  The process that commits a turn or stores a
+line adds it at once if the index had read everything before it, and never
+waits for the index or fails because of it: whatever it leaves, the next
+search catches up.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import orjson
+
+from endless.core import durable
+from endless.core.search_index import IndexBusy, SearchIndex, Watermark
+from endless.core.settings import INDEX_BATCH_MESSAGES
+
+
+def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[tuple[int, int, dict]]:
+    """``(turn, byte end, record)`` of the log's lines in ``[start, stop)``; damaged lines are skipped."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        pos, turn = start, first_turn
+        while pos < stop:
+            data = os.pread(fd, min(stop - pos, 8 << 20), pos)
+            if not data:
+                return
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # one record longer than the window: read it whole
+                nl = _find_newline(fd, pos + len(data), stop)
+                data, cut = os.pread(fd, nl + 1 - pos, pos), nl + 1 - pos
+            for line in data[:cut].split(b"\n")[:-1]:
+                pos += len(line) + 1
+                record = _turn_record(line)
+                if record is not None:
+                    yield turn, pos, record
+                turn += 1
+    finally:
+        os.close(fd)
+
+
+def _find_newline(fd: int, pos: int, stop: int) -> int:
+    while pos < stop:
+        data = os.pread(fd, min(stop - pos, 8 << 20), pos)
+        nl = data.find(b"\n")
+        if nl >= 0:
+            return pos + nl
+        pos += len(data)
+    return stop - 1
+
+
+def _turn_record(line: bytes) -> dict | None:
+    try:
+        record = orjson.loads(line)
+        if isinstance(record, dict) and isinstance(record.get("id"), int) and isinstance(record.get("m"), list) \
+                and all(isinstance(m, dict) and isinstance(m.get("x"), str) and isinstance(m.get("k"), str)
+                        for m in record["m"]):
+            return record
+    except orjson.JSONDecodeError:
+        pass
+    return None
+
+
+def batches(items: Iterable[tuple[int, int, dict]]) -> Iterator[list[tuple[int, int, dict]]]:
+    """Turns in groups of about ``INDEX_BATCH_MESSAGES`` messages: one transaction each."""
+    batch: list[tuple[int, int, dict]] = []
+    size = 0
+    for item in items:
+        batch.append(item)
+        size += len(item[2]["m"])
+        if size >= INDEX_BATCH_MESSAGES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _first_tid(path: Path) -> str:
+    """The tid of the log's first record (it names the log: a replaced log has another)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except FileNotFoundError:
+        return ""
+    at = head.find(b'"tid":"')
+    if at < 0:
+        return ""
+    end = head.find(b'"', at + 7)
+    return head[at + 7:end].decode("ascii", "replace") if end > 0 else ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _ends_line(path: Path, offset: int) -> bool:
+    if offset == 0:
+        return True
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset - 1)
+            return handle.read(1) == b"\n"
+    except (FileNotFoundError, OSError):
+        return False
+
+
+def agrees(mark: Watermark, log_path: Path, tree_path: Path) -> bool:
+    """Whether the watermark still describes these files (else the index is rebuilt).
+
+    The files as they are on disk, not as this process last read them: another
+    process may have indexed turns this one has not read yet.
+    """
+    if mark.log_end > _size(log_path) or mark.tree_end > _size(tree_path):
+        return False
+    if mark.log_end and (not _ends_line(log_path, mark.log_end) or _first_tid(log_path) != mark.first_tid):
+        return False
+    return not mark.tree_end or _ends_line(tree_path, mark.tree_end)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What the index is caught up from: the order log and the tree file up to their complete ends."""
+
+    log_path: Path
+    log_end: int
+    tree_path: Path
+    tree_end: int
+    text_of: Callable[[int, int], str | None]  # a stored line's text (for telling free lines apart)
+
+
+def catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
+    """Index what the files hold beyond the watermark, a transaction a batch; False if time ran out.
+
+    An index already caught up is seen from a read alone, so a search takes
+    no write lock unless there is something to index.
+    """
+    while True:
+        with index.lock:
+            mark = index.watermark()
+        if _behind(mark, sources) is None:
+            return True
+        if index.clock() >= deadline:
+            return False
+        with index.write():
+            mark = index.watermark()
+            behind = _behind(mark, sources)
+            if behind == "damaged":
+                if mark.log_end or mark.tree_end:
+                    durable.log("search", f"the search index {index.path} disagrees with the memory's "
+                                          "files; rebuilding it")
+                index._clear()
+                mark = Watermark(0, 0, 0, 0, "")
+                behind = "log" if sources.log_end else ("lines" if sources.tree_end else None)
+            if behind == "log":
+                _index_turns(index, sources, mark)
+            elif behind == "lines":
+                _index_lines(index, sources, mark)
+
+
+def _behind(mark: Watermark, sources: Sources) -> str | None:
+    """What the index lacks: ``damaged`` (rebuild), ``log``, ``lines``, or None (caught up)."""
+    if not agrees(mark, sources.log_path, sources.tree_path):
+        return "damaged"
+    if mark.log_end < sources.log_end:
+        return "log"
+    if mark.tree_end < sources.tree_end:
+        return "lines"
+    return None
+
+
+def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
+    turns = read_turns(sources.log_path, mark.log_end, sources.log_end, mark.turns)
+    try:
+        batch = next(batches(turns), [])
+    finally:
+        turns.close()
+    if not batch:  # only damaged lines were left: step over them
+        index._set_mark(log_end=sources.log_end)
+        return
+    last_turn, end, record = batch[-1]
+    first_tid = mark.first_tid or (batch[0][2].get("tid", "") if batch[0][0] == 0 else _first_tid(sources.log_path))
+    index.add_turns(batch, Watermark(last_turn + 1, end, record["id"] + len(record["m"]), mark.tree_end,
+                                     str(first_tid)))
+
+
+def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
+    """Index the written lines among the tree's next nodes (free lines repeat messages: left out)."""
+    seen: dict[tuple[int, int], str] = {}
+    written: list[tuple[int, int, str]] = []
+    pos = mark.tree_end
+    with open(sources.tree_path, "rb") as handle:
+        handle.seek(pos)
+        while pos < sources.tree_end and len(written) < INDEX_BATCH_MESSAGES:
+            line = handle.readline(sources.tree_end - pos)
+            if not line.endswith(b"\n"):
+                break
+            pos += len(line)
+            try:
+                node = orjson.loads(line)
+                level, ix, text = int(node["l"]), int(node["i"]), node["text"]
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue
+            if not isinstance(text, str):
+                continue
+            seen[(level, ix)] = text
+            if not is_free(level, ix, node, text, lambda p: seen.get(p) or sources.text_of(*p)):
+                written.append((level, ix, text))
+    index.add_lines(written, pos)
+
+
+def is_free(level: int, ix: int, node: dict, text: str,
+            text_of: Callable[[tuple[int, int]], str | None]) -> bool:
+    """A free line is a message as it is (level 0) or its two halves joined (DESIGN §2.3).
+
+    A written leaf exists only for a message too long to be its own line, so
+    its source size is larger than its text; a free leaf's are equal.  A
+    written parent exists only where the halves joined do not fit, so it is
+    never their join.
+    """
+    if level == 0:
+        return node.get("src") == node.get("size")
+    left, right = text_of((level - 1, ix * 2)), text_of((level - 1, ix * 2 + 1))
+    return left is not None and right is not None and text == f"{left}\n{right}"
+
+
+# -- kept current by the process that writes (in hand, under the memory's lock) ------------------
+
+def after_commit(index: SearchIndex, before: tuple[int, int], records: list[dict], mark: Watermark,
+                 fresh: bool) -> None:
+    """Index turns just committed, if the index had read everything before them.
+
+    ``before`` is the (log, tree) end before the commit; the commit only
+    appended the turns and their free lines, none of which is a written
+    line, so the tree watermark moves with it.  An index that lags, or is
+    busy in another process, is left for the next search to catch up: a
+    commit never waits for it and never fails because of it.  ``fresh``: the
+    memory is new, so the index may be created here.
+    """
+    if not fresh and not index.exists():
+        return
+    try:
+        with index.write(wait=False):
+            old = index.watermark()
+            if (old.log_end, old.tree_end) != before:
+                return
+            first_tid = old.first_tid or str(records[0].get("tid", ""))
+            index.add_turns(((0, 0, r) for r in records), Watermark(mark.turns, mark.log_end, mark.messages,
+                                                                  mark.tree_end, first_tid))
+            index._set_mark(tree_end=mark.tree_end)
+    except (IndexBusy, sqlite3.Error, OSError) as exc:
+        durable.log("search", f"the search index was not updated at this commit ({exc}); "
+                              "the next search catches it up")
+
+
+def after_store(index: SearchIndex, before_tree_end: int, lines: list[tuple[int, int, str]],
+                tree_end: int) -> None:
+    """Index written lines just stored, if the index had read the tree up to them."""
+    if not index.exists():
+        return
+    try:
+        with index.write(wait=False):
+            if index.watermark().tree_end != before_tree_end:
+                return
+            index.add_lines(lines, tree_end)
+    except (IndexBusy, sqlite3.Error, OSError) as exc:
+        durable.log("search", f"the search index was not updated with new lines ({exc}); "
+                              "the next search catches it up")

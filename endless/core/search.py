@@ -1,0 +1,295 @@
+"""One search, in any of the query language's three modes, for every face (DESIGN §5).
+
+Words are ranked by the full-text index (:mod:`endless.core.search_index`),
+which is caught up first, within the search's own time budget; a quoted
+phrase takes the index's candidates newest first and keeps those that hold
+the phrase as written; a pattern scans the log itself
+(:mod:`endless.core.recall`), since no index can answer a regular
+expression.  Every hit is read back from the log, so what a face shows is
+the message as stored, never the index's idea of it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable
+
+from endless.core import index_upkeep
+from endless.core import query as ql
+from endless.core import recall
+from endless.core import search_index as si
+from endless.core import tiling
+from endless.core.recall import Hit, Result, SearchError
+from endless.core.settings import SEARCH_COMMON_ROWS, SEARCH_COMMON_SHARE, SEARCH_TERMS_MAX
+
+if TYPE_CHECKING:
+    from endless.core.memory import Memory
+
+_PHRASE_BATCH = 200  # candidates a phrase search reads from the index at a time
+
+
+@dataclass
+class Corpus:
+    """What a search reads: the log as of its start, the index, and how to read hits back."""
+
+    log: object  # the order log or a snapshot of it: ``path``, ``end``, ``total``
+    index: si.SearchIndex
+    sources: index_upkeep.Sources
+    record_of: Callable[[int], tuple[dict, int] | None]  # the turn record holding a message, and its place
+    line_text: Callable[[int, int], str | None]
+    covering: Callable[[int], str | None] = lambda _id: None  # the view line that covers a message
+
+
+def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float, *,
+           chat: object = None, kind: object = None, since: object = None, before: object = None,
+           scope: object = None, below: int | None = None,
+           clock: Callable[[], float] = time.monotonic) -> Result:
+    """Hits ``skip .. skip+limit`` and whether more exist; a stopped search says how far it got."""
+    try:
+        q = ql.parse(query)
+        where = ql.scope(scope)
+        filters = ql.filters(chat, kind, since, before, below)
+    except ql.QueryError as exc:
+        raise SearchError(str(exc)) from None
+    if where == "lines" and (filters.kinds is not None or filters.chat is not None):
+        raise SearchError("kind and chat filter messages; summary lines cover many chats and kinds "
+                          "(search scope messages or both)")
+    deadline = clock() + seconds
+    seconds = max(0.0, deadline - clock())  # what the scans below may take: one deadline for the whole search
+    pinned = corpus.log.total if below is None else min(below, corpus.log.total)  # type: ignore[attr-defined]
+    filters = replace(filters, below=pinned)
+    if q.mode == ql.PATTERN:
+        return _pattern(corpus, q, filters, where, skip, limit, seconds, clock, pinned)
+    if ql.unspaced(q.text) and where == "messages":
+        # Chinese, Japanese, Thai…: no spaces between words, so the index holds whole runs of
+        # text as one word; such a query is looked for as written, in the log itself.
+        text = q.phrases[0] if q.mode == ql.PHRASE else " ".join(q.text.replace('"', " ").split())
+        result = recall.scan_literal(corpus.log, text, skip, limit, seconds, clock, _keep(filters))  # type: ignore[arg-type]
+        result.below = pinned
+        result.hits = [replace(h, line=corpus.covering(h.id)) for h in result.hits]
+        return result
+    corpus.index.clock = clock
+    result = Result(mode=q.mode, below=pinned)
+    try:
+        caught_up = index_upkeep.catch_up(corpus.index, corpus.sources, deadline)
+    except si.IndexBusy:
+        caught_up = False
+    if not caught_up:
+        result.indexed = corpus.index.count()
+    try:
+        if q.mode == ql.PHRASE:
+            _phrase(corpus, q, filters, where, skip, limit, deadline, result)
+        else:
+            _ranked(corpus, q, filters, where, skip, limit, deadline, result)
+    except si.Stopped:
+        result.stopped_at = pinned
+    return result
+
+
+# -- ranked words --------------------------------------------------------------------------------
+
+def match_expression(index: si.SearchIndex, q: ql.Query) -> str | None:
+    """The FTS5 expression for ranked words: the rarest words OR'ed, each phrase required.
+
+    A word in more than ``SEARCH_COMMON_SHARE`` of the messages (and more than
+    ``SEARCH_COMMON_ROWS``) is dropped when a rarer one remains: BM25 gives it
+    little weight, and it would cost a scan of every row it is in.  A word
+    found nowhere is dropped too.
+    """
+    docs = index.term_docs("words", list(q.words)) if q.words else {}
+    total = max(1, index.count())
+    present = [w for w in q.words if docs.get(w, 0) > 0]
+    common = max(SEARCH_COMMON_ROWS, SEARCH_COMMON_SHARE * total)
+    rare = [w for w in present if docs[w] <= common]
+    kept = sorted(rare or present, key=lambda w: docs[w])[:SEARCH_TERMS_MAX]
+    words = " OR ".join(ql.fts_string(w) for w in kept)
+    phrases = " AND ".join(ql.fts_string(p) for p in q.phrases)
+    if phrases and words:
+        return f"({phrases}) AND ({words} OR {' OR '.join(ql.fts_string(p) for p in q.phrases)})"
+    return phrases or words or None
+
+
+def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: int, limit: int,
+            deadline: float, result: Result) -> None:
+    expression = match_expression(corpus.index, q)
+    if expression is None:
+        return
+    want = skip + limit + 1
+    rows: list[tuple[float, str, int]] = []
+    if where in ("messages", "both"):
+        rows += [(r.score, "words", r.key) for r in
+                 corpus.index.ranked("words", expression, filters, 0, want, deadline)]
+    if where in ("lines", "both") and filters.kinds is None and filters.chat is None:
+        rows += [(r.score, "line_words", r.key) for r in
+                 corpus.index.ranked("line_words", expression, filters, 0, want, deadline)]
+    rows.sort(key=lambda row: (row[0], -row[2]))
+    result.more = len(rows) > skip + limit
+    terms = [w for w in q.words] + list(q.phrases)
+    for _, table, key in rows[skip:skip + limit]:
+        hit = _message_hit(corpus, key, terms) if table == "words" else _line_hit(corpus, key, terms)
+        if hit is not None:
+            result.hits.append(hit)
+
+
+def _message_hit(corpus: Corpus, mid: int, terms: list[str], spans: list[tuple[int, int]] | None = None,
+                 text: str | None = None) -> Hit | None:
+    found = corpus.record_of(mid)
+    if found is None:
+        return None
+    record, k = found
+    message = record["m"][k]
+    body = message.get("x", "") if text is None else text
+    piece, marks = recall.snippet_marked(body, spans if spans is not None else word_spans(corpus, body, terms))
+    at = message.get("at")
+    at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else float("nan")
+    return Hit(mid, at, record.get("t", ""), record.get("s", ""), message.get("k", ""), piece, marks,
+               1, corpus.covering(mid))
+
+
+def _line_hit(corpus: Corpus, key: int, terms: list[str], spans: list[tuple[int, int]] | None = None
+              ) -> Hit | None:
+    level, ix = si.line_part(key)
+    text = corpus.line_text(level, ix)
+    if text is None:
+        return None
+    first = tiling.first((level, ix))
+    piece, marks = recall.snippet_marked(text, spans if spans is not None else word_spans(corpus, text, terms))
+    found = corpus.record_of(first)
+    at = float("nan")
+    if found is not None:
+        value = found[0]["m"][found[1]].get("at")
+        at = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else at
+    return Hit(first, at, "", "", "line", piece, marks, tiling.count((level, ix)), tiling.name((level, ix)))
+
+
+def word_spans(corpus: Corpus, text: str, terms: list[str]) -> list[tuple[int, int]]:
+    """Where the text holds the query's words, as the index's tokenizer sees them (stems included)."""
+    return corpus.index.token_spans(text, terms)
+
+
+# -- an exact phrase ----------------------------------------------------------------------------------
+
+def _phrase(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: int, limit: int,
+            deadline: float, result: Result) -> None:
+    """Candidates from the index (the phrase's words in a row), kept when the text holds it as written."""
+    phrase = q.phrases[0]
+    want = skip + limit + 1
+    if not ql.has_words(phrase):
+        # Only punctuation: the index has no word of it to look up; scan the log for it.
+        if where == "lines":
+            raise SearchError(f"{phrase!r} holds no word; search messages for it")
+        scanned = recall.scan_literal(corpus.log, phrase, skip, limit, max(0.0, deadline - corpus.index.clock()),  # type: ignore[arg-type]
+                                      corpus.index.clock, _keep(filters))
+        result.hits, result.more, result.stopped_at = scanned.hits, scanned.more, scanned.stopped_at
+        return
+    needle = phrase.lower()
+    found: list[tuple[int, Hit]] = []
+    tables = [t for t, s in (("words", "messages"), ("line_words", "lines")) if where in (s, "both")]
+    for table in tables:
+        after: int | None = None
+        kept = 0
+        while kept < want:
+            rows = corpus.index.newest(table, ql.fts_string(phrase), filters, after, _PHRASE_BATCH, deadline)
+            for row in rows:
+                hit = _verified(corpus, table, row.key, needle)
+                if hit is not None:
+                    order = row.key if table == "words" else tiling.end(si.line_part(row.key)) - 1
+                    found.append((order, hit))
+                    kept += 1
+                    if kept >= want:
+                        break
+            if len(rows) < _PHRASE_BATCH:
+                break
+            after = rows[-1].key
+            if corpus.index.clock() >= deadline:
+                raise si.Stopped
+    found.sort(key=lambda item: -item[0])
+    result.more = len(found) > skip + limit
+    result.hits = [hit for _, hit in found[skip:skip + limit]]
+
+
+def _verified(corpus: Corpus, table: str, key: int, needle: str) -> Hit | None:
+    if table == "words":
+        got = corpus.record_of(key)
+        if got is None:
+            return None
+        text = got[0]["m"][got[1]].get("x", "")
+        spans = _occurrences(text, needle)
+        return _message_hit(corpus, key, [], spans, text) if spans else None
+    text = corpus.line_text(*si.line_part(key)) or ""
+    spans = _occurrences(text, needle)
+    return _line_hit(corpus, key, [], spans) if spans else None
+
+
+def _occurrences(text: str, needle: str) -> list[tuple[int, int]]:
+    """Where the phrase is in ``text``: any case, any run of whitespace for a space (at most 64)."""
+    pieces = needle.split()
+    pattern = re.compile(r"\s+".join(re.escape(p) for p in pieces), re.IGNORECASE)
+    out = []
+    for found in pattern.finditer(text):
+        out.append(found.span())
+        if len(out) >= 64:
+            break
+    return out
+
+
+# -- a pattern ----------------------------------------------------------------------------------------
+
+def _keep(filters: si.Filters) -> recall.Keep | None:
+    """The filters as a test of a turn record and one of its messages (for the scans of the log)."""
+    if filters.kinds is None and filters.chat is None and filters.since is None and filters.before is None:
+        return None
+    chat = filters.chat.lower() if filters.chat is not None else None
+
+    def keep(record: dict, message: dict) -> bool:
+        if filters.kinds is not None and message.get("k") not in filters.kinds:
+            return False
+        if chat is not None and record.get("s") != filters.chat and chat not in str(record.get("t", "")).lower():
+            return False
+        at = message.get("at")
+        if not isinstance(at, (int, float)) or isinstance(at, bool):
+            return filters.since is None and filters.before is None
+        if filters.since is not None and at < filters.since:
+            return False
+        return filters.before is None or at < filters.before
+
+    return keep
+
+
+def _pattern(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: int, limit: int,
+             seconds: float, clock: Callable[[], float], pinned: int) -> Result:
+    if where != "messages":
+        raise SearchError("a /pattern/ searches messages only; search summary lines with words "
+                          'or a "quoted phrase"')
+    result = recall.scan_pattern(corpus.log, q.text, skip, limit, seconds, clock, _keep(filters))  # type: ignore[arg-type]
+    result.below = pinned
+    result.hits = [replace(h, line=corpus.covering(h.id)) for h in result.hits]
+    return result
+
+
+def corpus_of(memory: "Memory") -> Corpus:
+    """A search over an open memory as this process last read it."""
+    import bisect
+
+    log = memory.log
+
+    def record_of(mid: int) -> tuple[dict, int] | None:
+        turn = log.turn_of(mid)
+        record = None if turn is None else log.read_record(turn)
+        if record is None or not 0 <= mid - record["id"] < len(record["m"]):
+            return None
+        return record, mid - record["id"]
+
+    parts = list(memory.views.chat.parts)
+    firsts = [tiling.first(p) for p in parts]
+
+    def covering(mid: int) -> str | None:
+        at = bisect.bisect_right(firsts, mid) - 1
+        if at < 0 or mid >= tiling.end(parts[at]):
+            return None
+        return tiling.name(parts[at])
+
+    return Corpus(log, memory.search_index, memory.index_sources(), record_of, memory.tree.cached_text,
+                  covering)

@@ -1,0 +1,419 @@
+"""The full-text index of a memory: every message, and every written summary line (DESIGN §5).
+
+It is derived data, like the turn index: an SQLite database (FTS5, Porter
+stemming over Unicode-folded words) in the memory's ``index/`` folder, never
+the source of truth.  Its watermark (how far into the order log and the tree
+file it has read) moves in the same transaction as the rows it covers, so a
+process killed mid-way leaves either the rows and their watermark or neither,
+and two processes catching it up at once cannot add a message twice: SQLite's
+write lock serialises them, and each reads the watermark again inside its own
+transaction.  That is why any process may catch it up, a reader of the memory
+too, without the memory's lock.  A watermark that disagrees with the files
+(a log replaced, a file cut short) rebuilds the index from the start.
+
+The FTS tables are contentless: the words' positions are kept, the texts are
+not (the log has them), so the index stays smaller than the log.  Hits are
+read back from the log for their snippets.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from endless.core import durable
+from endless.core.messages import KINDS
+from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_PROGRESS_STEPS, SPAN_CHARS
+
+FORMAT = 1
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+_KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
+
+
+class IndexBusy(Exception):
+    """Another process holds the index's write lock longer than we may wait."""
+
+
+class Stopped(Exception):
+    """The deadline passed inside a query (SQLite was interrupted)."""
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """How far the index has read: turns and bytes of the order log, bytes of the tree file."""
+
+    turns: int
+    log_end: int
+    messages: int
+    tree_end: int
+    first_tid: str
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a search may return; None means any."""
+
+    kinds: tuple[str, ...] | None = None
+    chat: str | None = None
+    since: float | None = None
+    before: float | None = None
+    below: int | None = None  # message ids below this only (pins a search to what existed at its first page)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A matching message or line, best or newest first; ``score`` is BM25's (lower is better)."""
+
+    key: int
+    score: float
+
+
+def line_key(level: int, index: int) -> int:
+    """A summary line's rowid: its level in the top bits, so keys never collide."""
+    return (level << 48) | index
+
+
+def line_part(key: int) -> tuple[int, int]:
+    return key >> 48, key & ((1 << 48) - 1)
+
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(text, content='', tokenize='{TOKENIZER}');
+CREATE VIRTUAL TABLE IF NOT EXISTS words_terms USING fts5vocab(words, 'row');
+CREATE TABLE IF NOT EXISTS msg(id INTEGER PRIMARY KEY, at REAL, kind INTEGER, chat INTEGER);
+CREATE TABLE IF NOT EXISTS chat(id INTEGER PRIMARY KEY, session TEXT, title TEXT, UNIQUE(session, title));
+CREATE VIRTUAL TABLE IF NOT EXISTS line_words USING fts5(text, content='', tokenize='{TOKENIZER}');
+CREATE TABLE IF NOT EXISTS line(key INTEGER PRIMARY KEY, first INTEGER, count INTEGER);
+"""
+
+
+class SearchIndex:
+    """One connection to a memory's index; open lazily, close with the memory."""
+
+    def __init__(self, folder: Path, clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = folder / "index" / f"search.v{FORMAT}.sqlite"
+        self.clock = clock
+        self._db: sqlite3.Connection | None = None
+        self._chats: dict[tuple[str, str], int] = {}
+        # One connection per open memory, used by its chat thread and its writer pool's: one at a time.
+        self.lock = threading.RLock()
+
+    # -- the connection --------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            try:
+                self._db = self._connect()
+            except sqlite3.DatabaseError as exc:
+                # Not a database any more (damaged, or another program wrote it): derived data, so
+                # it is set aside and built again from the log.
+                durable.log("search", f"the search index {self.path} cannot be read ({exc}); rebuilding it")
+                self._set_aside()
+                self._db = self._connect()
+        return self._db
+
+    def _connect(self) -> sqlite3.Connection:
+        durable.make_dir(self.path.parent)
+        if not self.path.exists():
+            # Created 0600 before SQLite opens it; its -wal and -shm files take the same mode.
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, durable.FILE_MODE))
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                             timeout=INDEX_BUSY_SECONDS)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            # Derived data: a transaction lost to a power cut is read again from the log.
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            db.execute("SELECT count(*) FROM state").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _set_aside(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            path = self.path.with_name(self.path.name + suffix)
+            try:
+                os.replace(path, path.with_name(path.name + ".damaged"))
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+            self._chats = {}
+
+    # -- the watermark ------------------------------------------------------------------
+
+    def watermark(self) -> Watermark:
+        values = dict(self.db().execute("SELECT name, value FROM state").fetchall())
+        return Watermark(int(values.get("turns", 0)), int(values.get("log_end", 0)),
+                         int(values.get("messages", 0)), int(values.get("tree_end", 0)),
+                         str(values.get("first_tid", "")))
+
+    def _set_mark(self, **values: object) -> None:
+        self.db().executemany("INSERT OR REPLACE INTO state(name, value) VALUES (?, ?)", values.items())
+
+    def _clear(self) -> None:
+        db = self.db()
+        for table in ("words", "line_words"):
+            db.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
+        for table in ("msg", "chat", "line", "state"):
+            db.execute(f"DELETE FROM {table}")
+        self._chats = {}
+
+    # -- writing -------------------------------------------------------------------------
+
+    def write(self, wait: bool = True) -> "_Write":
+        """A write transaction (``BEGIN IMMEDIATE``); ``wait=False`` gives up at once if busy."""
+        return _Write(self, wait)
+
+    def add_turns(self, records: Iterable[tuple[int, int, dict]], mark: Watermark) -> None:
+        """Index ``(turn, byte end, record)`` turns and move the log watermark (inside ``write``)."""
+        db = self.db()
+        rows, infos = [], []
+        for _, _, record in records:
+            chat = self._chat(str(record.get("s", "")), str(record.get("t", "")))
+            for k, message in enumerate(record["m"]):
+                mid = record["id"] + k
+                rows.append((mid, message["x"]))
+                at = message.get("at")
+                at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
+                infos.append((mid, at, _KIND_CODE.get(message["k"], -1), chat))
+        db.executemany("INSERT INTO words(rowid, text) VALUES (?, ?)", rows)
+        db.executemany("INSERT INTO msg(id, at, kind, chat) VALUES (?, ?, ?, ?)", infos)
+        self._set_mark(turns=mark.turns, log_end=mark.log_end, messages=mark.messages,
+                       first_tid=mark.first_tid)
+
+    def add_lines(self, lines: Iterable[tuple[int, int, str]], tree_end: int | None) -> None:
+        """Index written ``(level, index, text)`` lines; move the tree watermark if given."""
+        db = self.db()
+        fresh = []
+        for level, index, text in lines:
+            key = line_key(level, index)
+            cursor = db.execute("INSERT OR IGNORE INTO line(key, first, count) VALUES (?, ?, ?)",
+                                (key, index << level, 1 << level))
+            if cursor.rowcount:
+                fresh.append((key, text))
+        db.executemany("INSERT INTO line_words(rowid, text) VALUES (?, ?)", fresh)
+        if tree_end is not None:
+            self._set_mark(tree_end=tree_end)
+
+    def _chat(self, session: str, title: str) -> int:
+        key = (session, title)
+        found = self._chats.get(key)
+        if found is None:
+            db = self.db()
+            db.execute("INSERT OR IGNORE INTO chat(session, title) VALUES (?, ?)", key)
+            found = db.execute("SELECT id FROM chat WHERE session = ? AND title = ?", key).fetchone()[0]
+            self._chats[key] = found
+        return found
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def count(self) -> int:
+        with self.lock:
+            return self.watermark().messages
+
+    def term_docs(self, table: str, words: list[str]) -> dict[str, int]:
+        """How many rows hold each (unstemmed) word once stemmed; 0 for a word nowhere."""
+        with self.lock:
+            return self._term_docs(table, words)
+
+    def _term_docs(self, table: str, words: list[str]) -> dict[str, int]:
+        db = self.db()
+        out: dict[str, int] = {}
+        terms = self._stems(words)
+        for word, term in zip(words, terms):
+            found = db.execute(f"SELECT doc FROM {table}_terms WHERE term = ?", (term,)).fetchone() \
+                if table == "words" else None
+            out[word] = int(found[0]) if found else 0
+        return out
+
+    def _stems(self, words: list[str]) -> list[str]:
+        """Each word as the tokenizer indexes it (stemmed, folded), through a scratch table."""
+        db = self.db()
+        db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.probe USING fts5(text, tokenize='{TOKENIZER}')")
+        db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.probe_terms USING fts5vocab(temp, probe, 'instance')")
+        stems = []
+        for word in words:
+            db.execute("INSERT INTO temp.probe(rowid, text) VALUES (1, ?)", (word,))
+            found = db.execute("SELECT term FROM temp.probe_terms ORDER BY offset LIMIT 1").fetchone()
+            db.execute("DELETE FROM temp.probe")
+            stems.append(found[0] if found else word)
+        return stems
+
+    def token_spans(self, text: str, terms: list[str]) -> list[tuple[int, int]]:
+        """Where ``text`` holds the terms as the tokenizer sees them (so ``deploying`` marks for ``deploy``)."""
+        if not terms:
+            return []
+        with self.lock:
+            return self._token_spans(text, terms)
+
+    def _token_spans(self, text: str, terms: list[str]) -> list[tuple[int, int]]:
+        db = self.db()
+        db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.shown USING fts5(text, tokenize='{TOKENIZER}')")
+        # The markers are control characters; any already in the text become spaces (offsets keep).
+        clean = text[:SPAN_CHARS].replace("\x02", " ").replace("\x03", " ")
+        expression = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        db.execute("INSERT INTO temp.shown(rowid, text) VALUES (1, ?)", (clean,))
+        try:
+            row = db.execute("SELECT highlight(shown, 0, char(2), char(3)) FROM temp.shown WHERE shown MATCH ?",
+                             (expression,)).fetchone()
+        except sqlite3.OperationalError:
+            row = None
+        finally:
+            db.execute("DELETE FROM temp.shown")
+        if row is None:
+            return []
+        spans, shift, start = [], 0, 0
+        for at, char in enumerate(row[0]):
+            if char == "\x02":
+                start = at - shift
+                shift += 1
+            elif char == "\x03":
+                spans.append((start, at - shift))
+                shift += 1
+        return spans
+
+    def ranked(self, table: str, match: str, filters: Filters, skip: int, limit: int,
+               deadline: float) -> list[Row]:
+        """Rows of ``table`` matching the FTS5 expression ``match``, best first."""
+        where, params = self._where(table, filters)
+        key = "rowid"
+        sql = (f"SELECT {table}.rowid, {table}.rank FROM {table}{self._join(table, filters)} "
+               f"WHERE {table} MATCH ?{where} ORDER BY {table}.rank, {table}.{key} DESC LIMIT ? OFFSET ?")
+        return self._rows(sql, [match, *params, limit, skip], deadline)
+
+    def newest(self, table: str, match: str, filters: Filters, after: int | None, limit: int,
+               deadline: float) -> list[Row]:
+        """Rows matching ``match``, newest first, below key ``after`` if given (for phrase candidates)."""
+        where, params = self._where(table, filters)
+        if after is not None:
+            where += f" AND {table}.rowid < ?"
+            params.append(after)
+        sql = (f"SELECT {table}.rowid, 0.0 FROM {table}{self._join(table, filters)} "
+               f"WHERE {table} MATCH ?{where} ORDER BY {table}.rowid DESC LIMIT ?")
+        return self._rows(sql, [match, *params, limit], deadline)
+
+    def _join(self, table: str, filters: Filters) -> str:
+        if table == "words" and (filters.kinds is not None or filters.chat is not None
+                                 or filters.since is not None or filters.before is not None):
+            return " JOIN msg ON msg.id = words.rowid"
+        if table == "line_words" and (filters.since is not None or filters.before is not None):
+            return " JOIN line ON line.key = line_words.rowid"
+        return ""
+
+    def _where(self, table: str, filters: Filters) -> tuple[str, list]:
+        parts: list[str] = []
+        params: list = []
+        if table == "words":
+            if filters.below is not None:
+                parts.append("words.rowid < ?")
+                params.append(filters.below)
+            if filters.kinds is not None:
+                codes = [_KIND_CODE[k] for k in filters.kinds if k in _KIND_CODE] or [-2]
+                parts.append(f"msg.kind IN ({','.join('?' * len(codes))})")
+                params.extend(codes)
+            if filters.chat is not None:
+                parts.append("msg.chat IN (SELECT id FROM chat WHERE session = ? "
+                             "OR instr(lower(title), lower(?)) > 0)")
+                params.extend([filters.chat, filters.chat])
+            if filters.since is not None:
+                parts.append("msg.at >= ?")
+                params.append(filters.since)
+            if filters.before is not None:
+                parts.append("msg.at < ?")
+                params.append(filters.before)
+        else:
+            if filters.since is not None or filters.before is not None:
+                # A line is in a time range when a message it covers is.
+                span = []
+                if filters.since is not None:
+                    span.append("m.at >= ?")
+                    params.append(filters.since)
+                if filters.before is not None:
+                    span.append("m.at < ?")
+                    params.append(filters.before)
+                parts.append("EXISTS (SELECT 1 FROM msg m WHERE m.id >= line.first AND "
+                             f"m.id < line.first + line.count AND {' AND '.join(span)})")
+            if filters.below is not None:
+                parts.append("(line_words.rowid & 281474976710655) < ?")
+                params.append(filters.below)
+        return "".join(f" AND {p}" for p in parts), params
+
+    def _rows(self, sql: str, params: list, deadline: float) -> list[Row]:
+        with self.lock:
+            return self._rows_locked(sql, params, deadline)
+
+    def _rows_locked(self, sql: str, params: list, deadline: float) -> list[Row]:
+        db = self.db()
+        stopped = False
+
+        def check() -> int:
+            nonlocal stopped
+            if self.clock() >= deadline:
+                stopped = True
+                return 1
+            return 0
+
+        db.set_progress_handler(check, INDEX_PROGRESS_STEPS)
+        try:
+            return [Row(int(key), float(score)) for key, score in db.execute(sql, params).fetchall()]
+        except sqlite3.OperationalError:
+            if stopped:
+                raise Stopped from None
+            raise
+        finally:
+            db.set_progress_handler(None, 0)
+
+
+class _Write:
+    """``with index.write():`` one IMMEDIATE transaction, committed on success, rolled back on error."""
+
+    def __init__(self, index: SearchIndex, wait: bool) -> None:
+        self.index, self.wait = index, wait
+
+    def __enter__(self) -> SearchIndex:
+        self.index.lock.acquire()
+        try:
+            return self._begin()
+        except BaseException:
+            self.index.lock.release()
+            raise
+
+    def _begin(self) -> SearchIndex:
+        db = self.index.db()
+        if not self.wait:
+            db.execute("PRAGMA busy_timeout = 0")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise IndexBusy(str(exc)) from None
+            raise
+        finally:
+            if not self.wait:
+                db.execute(f"PRAGMA busy_timeout = {int(INDEX_BUSY_SECONDS * 1000)}")
+        return self.index
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        try:
+            db = self.index.db()
+            if kind is None:
+                db.execute("COMMIT")
+            else:
+                db.execute("ROLLBACK")
+                self.index._chats = {}  # rows of this transaction are gone: the chat ids with them
+        finally:
+            self.index.lock.release()

@@ -1,0 +1,242 @@
+"""Recall: does a question find its answer, how fast is a search, and what does the index cost?
+
+Three tables, each measured in one run:
+
+1. **Quality.** A generated multi-day project conversation (scripts/recall_corpus.py)
+   with questions asked as a person asks them later, each naming the message that
+   holds its answer.  For one call of 20 hits with the question as the query: the
+   share of questions whose answer is among the hits, old tool (the literal scan,
+   which looked for the question as written) against the new one (ranked words).
+2. **Speed** at each size: ranked, phrase and pattern searches in this process
+   (median and p99), the index build rate, the commit overhead of keeping the
+   index current, and the index's size against the log's.
+3. **Whole process** at the largest size up to 200k: ``endless search WORD``
+   against ``endless --version`` against ``python -c pass``.
+
+Usage: python scripts/bench_recall.py [--sizes 10000,100000,1000000] [--skip-speed] [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from recall_corpus import conversation  # noqa: E402
+
+from endless.core import index_upkeep, recall, search  # noqa: E402
+from endless.core.keys import workspace_key  # noqa: E402
+from endless.core.memory import Memory  # noqa: E402
+from endless.core.messages import Message  # noqa: E402
+from endless.core.settings import Settings  # noqa: E402
+from endless.core.turns import TurnRecord  # noqa: E402
+
+BATCH = 5_000
+
+
+def say(text: str) -> None:
+    print(f"[endless.bench] {text}", file=sys.stderr, flush=True)
+
+
+def fill(memory: Memory, messages: list[tuple[str, str, float, str]]) -> None:
+    """Commit one message a turn, in batches, the views planned once at the end (as an import does)."""
+    for start in range(0, len(messages), BATCH):
+        records = [TurnRecord(f"s-{title}", title, [Message(kind, text, at)], at=at)
+                   for kind, text, at, title in messages[start:start + BATCH]]
+        memory.commit_turns(records, sync=False, plan=False)
+    memory.plan_views(sync=False)
+
+
+def quality(root: Path) -> None:
+    """The questions of one conversation, as generated and with five times its small talk.
+
+    (Ten projects told with the same sentences and other values would not be
+    a harder test but an ambiguous one: each question would have ten answers.)
+    """
+    convo = conversation()
+    long_convo = conversation(filler_per_fact=60, days=60)
+    n = len(convo.questions)
+    print(f"\n## Retrieval quality: {n} questions, one call of 20 hits, the question as the query\n")
+    print("| history | tool | answer in the 20 hits | in the first 5 | first hit |")
+    print("|---|---|---:|---:|---:|")
+    for label, current in ((f"{len(convo.messages):,} messages, 14 days", convo),
+                           (f"{len(long_convo.messages):,} messages, 60 days", long_convo)):
+        messages = current.messages
+        memory = Memory.open(workspace_key(None, root / label), root=root / "q", settings=Settings())
+        fill(memory, messages)
+        corpus = search.corpus_of(memory)
+        old = new = top5 = top1 = 0
+        missed = []
+        for question, answer in current.questions:
+            scanned = recall.scan_literal(memory.log, question, 0, 20, 2.0)
+            old += any(h.id == answer for h in scanned.hits)
+            ids = [h.id for h in search.search(corpus, question, 0, 20, 2.0).hits]
+            new += answer in ids
+            top5 += answer in ids[:5]
+            top1 += ids[:1] == [answer]
+            if answer not in ids:
+                missed.append(question)
+        print(f"| {label} | old (literal scan of the question) | {old / n:.1%} | – | – |")
+        print(f"| {label} | new (ranked words) | {new / n:.1%} | {top5 / n:.1%} | {top1 / n:.1%} |")
+        if missed:
+            say(f"{label}: missed " + " | ".join(missed[:12]))
+        memory.close()
+
+
+def corpus_messages(size: int) -> list[tuple[str, str, float, str]]:
+    """``size`` messages: the conversation repeated with other seeds (new names, numbers, order)."""
+    out: list[tuple[str, str, float, str]] = []
+    seed = 1
+    start = 1_700_000_000.0
+    while len(out) < size:
+        part = conversation(seed=seed, start=start).messages
+        out.extend(part)
+        start = part[-1][2] + 86_400
+        seed += 1
+    return out[:size]
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def timed(run, queries: list[str]) -> tuple[float, float]:
+    times = []
+    for q in queries:
+        started = time.perf_counter()
+        run(q)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), percentile(times, 0.99)
+
+
+def speed(root: Path, sizes: list[int]) -> list[tuple[int, Path, str]]:
+    rows = []
+    made = []
+    rng = random.Random(3)
+    for size in sizes:
+        say(f"{size:,} messages: filling the log (the index left out)")
+        messages = corpus_messages(size)
+        key = workspace_key(None, root / f"speed-{size}")
+        memory = Memory.open(key, root=root / f"s{size}", settings=Settings())
+        memory.search_index.close()
+        fill_started = time.perf_counter()
+        # The index is built from the log afterwards, alone, so its rate is its own.
+        _without_index(memory, messages)
+        fill_seconds = time.perf_counter() - fill_started
+        say(f"filled in {fill_seconds:.1f} s; building the index")
+        index = memory.search_index
+        started = time.perf_counter()
+        assert index_upkeep.catch_up(index, memory.index_sources(), time.monotonic() + 3600)
+        build = time.perf_counter() - started
+        index.db().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        index_bytes = sum(p.stat().st_size for p in index.path.parent.glob(index.path.name + "*"))
+        log_bytes = memory.log.path.stat().st_size
+        corpus = search.corpus_of(memory)
+        convo = conversation(seed=1)
+        questions = [q for q, _ in convo.questions][:100]
+        phrases = []
+        for kind, text, _, _ in rng.sample(messages, 100):
+            words = text.split()
+            at = rng.randrange(max(1, len(words) - 1))
+            phrases.append('"' + " ".join(words[at:at + 2]).strip('".,;:!?') + '"')
+        patterns = ["/port \\d{4}/", "/[A-Z][a-z]+ Corp/", "/timeout to \\d+ seconds/", "/v?\\d+\\.\\d+\\.\\d+/"]
+        ranked = timed(lambda q: search.search(corpus, q, 0, 20, 10.0), questions)
+        phrase = timed(lambda q: search.search(corpus, q, 0, 20, 10.0), phrases)
+        pattern = timed(lambda q: search.search(corpus, q, 0, 20, 10.0), patterns * 3)
+        overhead = _commit_overhead(memory)
+        rows.append((size, ranked, phrase, pattern, size / build, overhead, index_bytes, log_bytes))
+        made.append((size, root / f"s{size}", key.memory_id))
+        memory.close()
+    print("\n## Speed (in-process, ms: median / p99)\n")
+    print("| messages | ranked | phrase | pattern | index build | commit overhead | index size | log size | index / log |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, ranked, phrase, pattern, rate, overhead, ib, lb in rows:
+        print(f"| {size:,} | {ranked[0]:.1f} / {ranked[1]:.1f} | {phrase[0]:.1f} / {phrase[1]:.1f} | "
+              f"{pattern[0]:.0f} / {pattern[1]:.0f} | {rate:,.0f} msg/s | {overhead:.2f} ms | "
+              f"{ib / 1e6:.1f} MB | {lb / 1e6:.1f} MB | {ib / lb:.2f} |")
+    return made
+
+
+def _without_index(memory: Memory, messages: list[tuple[str, str, float, str]]) -> None:
+    """Fill as an import into a memory whose index does not exist yet (commits then skip it)."""
+    first = messages[:1]
+    fill(memory, first)
+    memory.search_index.close()
+    for path in memory.search_index.path.parent.glob(memory.search_index.path.name + "*"):
+        path.unlink()
+    fill(memory, messages[1:])
+
+
+def _commit_overhead(memory: Memory, turns: int = 200) -> float:
+    """Median ms a one-message commit costs with the index kept current, minus without it."""
+    def run(keep: bool) -> float:
+        times = []
+        for k in range(turns):
+            if not keep:
+                memory.search_index.close()
+                os.rename(memory.search_index.path, str(memory.search_index.path) + ".away")
+            started = time.perf_counter()
+            memory.commit_turn("bench", "Bench", [Message("user", f"commit overhead probe {k} with a few words",
+                                                          time.time())], sync=False)
+            times.append((time.perf_counter() - started) * 1000)
+            if not keep:
+                os.rename(str(memory.search_index.path) + ".away", memory.search_index.path)
+                # the skipped commit is caught up here, outside the timing
+                index_upkeep.catch_up(memory.search_index, memory.index_sources(), time.monotonic() + 60)
+        return statistics.median(times)
+
+    with_index = run(True)
+    without = run(False)
+    return with_index - without
+
+
+def whole_process(made: list[tuple[int, Path, str]], runs: int) -> None:
+    candidates = [m for m in made if m[0] <= 200_000]
+    if not candidates:
+        return
+    size, root, memory_id = candidates[-1]
+    env = {**os.environ, "ENDLESS_HOME": str(root)}
+    endless = str(Path(sys.executable).with_name("endless"))
+    commands = [("python -c pass", [sys.executable, "-c", "pass"]),
+                ("endless --version", [endless, "--version"]),
+                ("endless search WORD", [endless, "search", "--memory", memory_id, "timeout"]),
+                ('endless search "PHRASE"', [endless, "search", "--memory", memory_id, '"upstream timeout"'])]
+    print(f"\n## Whole process ({size:,} messages, median of {runs} runs)\n")
+    print("| command | seconds |")
+    print("|---|---:|")
+    for name, argv in commands:
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            done = subprocess.run(argv, env=env, capture_output=True)
+            times.append(time.perf_counter() - started)
+            if done.returncode != 0:
+                say(f"{name} exited {done.returncode}: {done.stderr.decode()[-300:]}")
+        print(f"| `{name}` | {statistics.median(times):.3f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="endless-bench-recall-") as tmp:
+        root = Path(tmp)
+        quality(root)
+        if not args.skip_speed:
+            made = speed(root, [int(s) for s in args.sizes.split(",")])
+            whole_process(made, args.runs)
+
+
+if __name__ == "__main__":
+    main()

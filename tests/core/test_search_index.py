@@ -1,0 +1,361 @@
+"""Search over the full-text index (issue 16, DESIGN §5): ranking, phrase, pattern, filters, scopes,
+paging while turns arrive, two processes, and a SIGKILL in the middle of a catch-up.
+
+The index is derived data: every test that damages or removes it checks that
+the next search finds exactly what the log holds, each message once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from endless.core import lookback, search, search_index
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
+
+BASE = 1_764_000_000.0  # 2025-11-24 16:00 UTC; each test's messages are BASE + seconds
+DAY = 86_400.0
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _open(root: Path, settings: Settings | None = None) -> Memory:
+    return Memory.open(workspace_key(None, root / "ws"), root=root / "root", settings=settings or Settings())
+
+
+def _add(memory: Memory, text: str, kind: str = "user", title: str = "Chat", session: str = "s1",
+         at: float | None = None, reply: str | None = None) -> int:
+    first = memory.total
+    when = BASE + first if at is None else at
+    messages = [Message(kind, text, when)] + ([Message("reply", reply, when + 1)] if reply else [])
+    memory.commit_turn(session, title, messages, sync=False)
+    return first
+
+
+def _ids(memory: Memory, query: str, **filters) -> list[int]:
+    result = search.search(search.corpus_of(memory), query, 0, 50, 5.0, **filters)
+    return [h.id for h in result.hits]
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A small project history with the facts a person would later ask about, among distractors."""
+    memory = _open(tmp_path)
+    facts = {
+        "db": _add(memory, "For billing we settled on Postgres, because we need real transactions "
+                           "and the team already runs it."),
+        "deploy": _add(memory, "Next step: deploy code for the metrics dashboard once the tests pass."),
+        "tabs": _add(memory, "Rule for this repo: indent with four spaces, never tabs."),
+    }
+    for k in range(30):
+        _add(memory, f"Status note {k}: the build is green and the queue is empty.", kind="reply")
+    facts["late"] = _add(memory, "The dashboard deployment failed at 02:00 with a port clash on 8080.",
+                         title="Night shift", session="s2")
+    yield memory, facts
+    memory.close()
+
+
+def test_words_rank_the_message_that_answers_first(project):
+    memory, facts = project
+    assert _ids(memory, "which database did we choose for billing?")[0] == facts["db"]
+    assert _ids(memory, "deploy dashboard")[:2] == [facts["deploy"], facts["late"]]  # any order, stemmed
+    assert _ids(memory, "DASHBOARD deploying")[:2] == [facts["deploy"], facts["late"]]
+    assert _ids(memory, "what did I say about tabs or spaces")[0] == facts["tabs"]
+    assert _ids(memory, "nothing here matches zebra") == []
+
+
+def test_a_phrase_is_exact_and_newest_first(project):
+    memory, facts = project
+    assert _ids(memory, '"metrics dashboard"') == [facts["deploy"]]
+    assert _ids(memory, '"dashboard metrics"') == []
+    assert _ids(memory, '"the build is green"')[:3] == [32, 31, 30]  # newest first
+    assert _ids(memory, '"port clash on 8080"') == [facts["late"]]
+    # words with a phrase: ranked, the phrase required
+    assert _ids(memory, 'failed "port clash"') == [facts["late"]]
+
+
+def test_a_pattern_is_newest_first_and_filtered(project):
+    memory, facts = project
+    assert _ids(memory, r"/status note \d+:/")[:2] == [32, 31]
+    assert _ids(memory, r"/\d\d:\d\d/") == [facts["late"]]
+    assert _ids(memory, r"/dashboard/", kind="person") == [facts["late"], facts["deploy"]]
+    assert _ids(memory, r"/dashboard/", chat="night") == [facts["late"]]
+
+
+def test_kind_and_chat_filters(project):
+    memory, facts = project
+    assert _ids(memory, "build green", kind="person") == []
+    assert len(_ids(memory, "build green", kind="agent")) == 30
+    assert _ids(memory, "dashboard", chat="NIGHT SHIFT") == [facts["late"]]  # any part of the title, any case
+    assert _ids(memory, "dashboard", chat="s2") == [facts["late"]]  # or the session id
+    assert _ids(memory, "dashboard", chat="no such chat") == []
+    assert _ids(memory, "dashboard", kind="person,agent")[:2] == [facts["deploy"], facts["late"]]
+    with pytest.raises(search.SearchError, match="kind 'robot' is not one of person, agent, tool, status"):
+        _ids(memory, "dashboard", kind="robot")
+
+
+def test_time_filters_take_dates_and_times(tmp_path, utc):
+    memory = _open(tmp_path)
+    old = _add(memory, "the kiwi harvest plan", at=BASE)
+    mid = _add(memory, "the kiwi harvest moved", at=BASE + 2 * DAY)
+    new = _add(memory, "the kiwi harvest is done", at=BASE + 5 * DAY)
+    assert sorted(_ids(memory, "kiwi", since="2025-11-26")) == [mid, new]
+    assert _ids(memory, "kiwi", before="2025-11-26") == [old]
+    assert _ids(memory, "kiwi", since="2025-11-26", before="2025-11-27T00:00") == [mid]
+    assert _ids(memory, "kiwi", since="2025-11-29T15:59:59Z") == [new]
+    assert _ids(memory, '"kiwi harvest"', before="2025-11-25") == [old]
+    assert _ids(memory, "/kiwi/", since="2025-11-26", before="2025-11-28") == [mid]
+    with pytest.raises(search.SearchError, match="since 'last week' is not a date or time; write it as 2026-11-30"):
+        _ids(memory, "kiwi", since="last week")
+    with pytest.raises(search.SearchError, match="must come before"):
+        _ids(memory, "kiwi", since="2025-11-27", before="2025-11-26")
+    memory.close()
+
+
+def test_summary_lines_are_their_own_scope(tmp_path):
+    memory = _open(tmp_path, Settings(line_budget=96))
+    long_one = "word " * 60 + "about the aviary"
+    first = _add(memory, long_one)
+    second = _add(memory, "filler " * 40 + "nothing more")
+    # Two written leaves whose join does not fit a line, so their parent is written too.
+    memory.store_lines([(0, first, "the aviary needs a new roof before winter, says the keeper"),
+                        (0, second, "filler talk about nothing in particular, for a long while")])
+    memory.store_lines([(1, 0, "roof of the aviary, then filler talk")])
+    assert _ids(memory, "aviary") == [first]
+    lines = search.search(search.corpus_of(memory), "aviary roof", 0, 10, 5.0, scope="lines").hits
+    assert [(h.kind, h.id, h.count) for h in lines] == [("line", 0, 2), ("line", 0, 1)] or \
+        [(h.kind, h.id, h.count) for h in lines] == [("line", 0, 1), ("line", 0, 2)]
+    both = search.search(search.corpus_of(memory), "aviary", 0, 10, 5.0, scope="both").hits
+    assert {(h.kind, h.count) for h in both} == {("user", 1), ("line", 1), ("line", 2)}
+    # a free line (a short message as it is) is not indexed again as a line
+    short = _add(memory, "a short aviary note")
+    assert [h.kind for h in search.search(search.corpus_of(memory), "short aviary", 0, 10, 5.0,
+                                          scope="lines").hits if h.id == short] == []
+    answer = lookback.recall_search(memory, "aviary roof", scope="lines")
+    assert "0+2 · from " in answer and "summary line: " in answer and "**aviary**" in answer
+    with pytest.raises(search.SearchError, match="kind and chat filter messages"):
+        search.search(search.corpus_of(memory), "aviary", 0, 10, 5.0, scope="lines", kind="person")
+    memory.close()
+
+
+def test_hits_say_which_view_line_covers_them(tmp_path):
+    memory = _open(tmp_path, Settings(line_budget=96))
+    for k in range(8):
+        _add(memory, f"pelican sighting number {k}")
+    hits = search.search(search.corpus_of(memory), "pelican", 0, 20, 5.0).hits
+    parts = {h.id: h.line for h in hits}
+    for mid, line in parts.items():
+        first, n = (int(x) for x in line.split("+"))
+        assert first <= mid < first + n
+    memory.close()
+
+
+def test_paging_stays_stable_while_turns_arrive(tmp_path):
+    memory = _open(tmp_path)
+    for k in range(60):
+        _add(memory, f"orchard report {k}" + " apples" * (k % 7))
+    corpus = search.corpus_of(memory)
+    whole = [h.id for h in search.search(corpus, "orchard apples", 0, 60, 5.0).hits]
+    first = search.search(corpus, "orchard apples", 0, 20, 5.0)
+    for k in range(30):  # new matching turns, some ranking above everything so far
+        _add(memory, "orchard apples apples apples", at=BASE + 1000 + k)
+    second = search.search(search.corpus_of(memory), "orchard apples", 20, 20, 5.0, below=first.below)
+    third = search.search(search.corpus_of(memory), "orchard apples", 40, 20, 5.0, below=first.below)
+    paged = [h.id for h in first.hits + second.hits + third.hits]
+    assert paged == whole and len(set(paged)) == 60
+    assert not third.more
+
+
+def test_the_index_heals_when_removed_or_damaged(tmp_path):
+    memory = _open(tmp_path)
+    for k in range(40):
+        _add(memory, f"lighthouse log {k}")
+    expected = _ids(memory, '"lighthouse log"')
+    path = memory.search_index.path
+    memory.close()
+    path.write_bytes(b"this is not a database at all" * 100)
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    memory = _open(tmp_path)
+    assert _ids(memory, '"lighthouse log"') == expected
+    memory.close()
+    path.unlink()
+    memory = _open(tmp_path)
+    _add(memory, "lighthouse log 40")  # a commit does not build a missing index (that is a search's work)
+    assert not path.exists()
+    assert _ids(memory, '"lighthouse log"') == [40] + expected
+    memory.close()
+
+
+def test_a_replaced_log_rebuilds_the_index(tmp_path):
+    memory = _open(tmp_path)
+    _add(memory, "the first life of this memory")
+    assert _ids(memory, "first life") == [0]
+    folder, log_path = memory.folder, memory.log.path
+    memory.close()
+    # Another memory's log copied over this one (a restore from backup): ids mean other messages now.
+    other = _open(tmp_path / "other")
+    _add(other, "a different history entirely")
+    other.close()
+    log_path.write_bytes(other.log.path.read_bytes())
+    for index in (folder / "index").glob("turns*"):
+        index.unlink()
+    memory = _open(tmp_path)
+    assert _ids(memory, "first life") == []
+    assert _ids(memory, "different history") == [0]
+    memory.close()
+
+
+_CHILD = r"""
+import sys
+from endless.core import index_upkeep, search, search_index
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.settings import Settings
+from pathlib import Path
+
+root, when = Path(sys.argv[1]), sys.argv[2]
+index_upkeep.INDEX_BATCH_MESSAGES = 50
+original = index_upkeep._index_turns
+calls = 0
+
+def stall(index, sources, mark):
+    global calls
+    original(index, sources, mark)
+    calls += 1
+    if calls == 3 and when == "inside":
+        print("inside", flush=True)   # the third batch is written, its transaction not committed
+        sys.stdin.readline()
+
+index_upkeep._index_turns = stall
+original_write = search_index.SearchIndex.write
+memory = Memory.open(workspace_key(None, root / "ws"), root=root / "root", settings=Settings())
+class After:
+    def __init__(self, inner): self.inner = inner
+    def __enter__(self): return self.inner.__enter__()
+    def __exit__(self, *exc):
+        self.inner.__exit__(*exc)
+        if calls == 3 and when == "after":
+            print("after", flush=True)   # three batches committed
+            sys.stdin.readline()
+search_index.SearchIndex.write = lambda self, wait=True: After(original_write(self, wait))
+search.search(search.corpus_of(memory), "marker", 0, 20, 60.0)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["inside", "after"])
+def test_a_kill_during_catch_up_loses_and_repeats_nothing(tmp_path, when):
+    memory = _open(tmp_path)
+    for k in range(100):
+        memory.commit_turn("s", "T", [Message("user", f"marker {k} a", BASE + k),
+                                      Message("reply", f"marker {k} b", BASE + k)], sync=False)
+    memory.search_index.close()
+    memory.search_index.path.unlink()  # the index is built by the next search, in batches of 50
+    memory.close()
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path), when], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert child.stdout.readline().strip() == when
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    memory = _open(tmp_path)
+    index = memory.search_index
+    # Batches of 50 messages: killed inside the third, two stand; killed after it, three.
+    assert index.watermark().messages == (150 if when == "after" else 100)
+    result = search.search(search.corpus_of(memory), '"marker"', 0, 50, 10.0)
+    assert result.indexed is None
+    everything = []
+    offset = 0
+    while True:
+        page = search.search(search.corpus_of(memory), '"marker"', offset, 50, 10.0)
+        everything += [h.id for h in page.hits]
+        offset += 50
+        if not page.more:
+            break
+    assert sorted(everything) == list(range(200))
+    rows = index.db().execute("SELECT count(*) FROM msg").fetchone()[0]
+    assert rows == 200
+    memory.close()
+
+
+_COMMITTER = r"""
+import sys
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message
+from endless.core.settings import Settings
+from pathlib import Path
+
+root = Path(sys.argv[1])
+memory = Memory.open(workspace_key(None, root / "ws"), root=root / "root", settings=Settings())
+for k in range(300):
+    memory.commit_turn("s", "T", [Message("user", f"heron {k} landed", 1.0 + k)], sync=False)
+    if k == 20:
+        print("started", flush=True)
+memory.close()
+print("done", flush=True)
+"""
+
+
+def test_two_processes_one_committing_one_searching(tmp_path):
+    memory = _open(tmp_path)
+    _add(memory, "heron start")
+    child = subprocess.Popen([sys.executable, "-c", _COMMITTER, str(tmp_path)], stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert child.stdout.readline().strip() == "started"
+        seen_counts = []
+        while child.poll() is None:
+            memory.catch_up()
+            ids = _ids(memory, '"heron"')
+            assert len(ids) == len(set(ids)) and ids == sorted(ids, reverse=True)
+            seen_counts.append(memory.total)
+        assert child.stdout.read().strip().endswith("done")
+    finally:
+        if child.poll() is None:
+            child.kill()
+    memory.catch_up()
+    page, found = 0, []
+    while True:
+        result = search.search(search.corpus_of(memory), '"heron"', page * 50, 50, 10.0)
+        found += [h.id for h in result.hits]
+        page += 1
+        if not result.more:
+            break
+    assert sorted(found) == list(range(301))
+    assert memory.search_index.db().execute("SELECT count(*) FROM msg").fetchone()[0] == 301
+    memory.close()
+
+
+def test_a_busy_index_never_blocks_a_commit(tmp_path):
+    memory = _open(tmp_path)
+    _add(memory, "egret one")
+    other = search_index.SearchIndex(memory.folder)
+    with other.write():  # another process holds the index's write lock
+        started = time.monotonic()
+        _add(memory, "egret two")
+        assert time.monotonic() - started < search_index.INDEX_BUSY_SECONDS
+    other.close()
+    assert _ids(memory, "egret") == [1, 0]  # the search caught up what the commit left
+    memory.close()

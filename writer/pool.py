@@ -23,6 +23,7 @@ from endless.core import durable
 from endless.core import tiling
 from endless.llm.request import Msg, Request
 from endless.core.settings import Settings
+from endless.core.words import count
 from endless.writer import checks, offline
 from endless.llm.client import Completion
 from endless.llm.errors import ProviderError
@@ -431,7 +432,7 @@ class WriterPool:
                 self._offline_noted = True
         else:
             self.stats.offline_fallbacks += stored
-            log(f"line {jobs[0].name} failed {self.settings.content_rounds} rounds of checks; "
+            log(f"line {jobs[0].name} failed {count(self.settings.content_rounds, 'round')} of checks; "
                 "the offline writer wrote it")
 
 

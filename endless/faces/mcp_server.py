@@ -28,6 +28,7 @@ from typing import Any, Iterator
 from endless import __version__
 from endless.core import durable
 from endless.core import lookback
+from endless.core.words import count
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory
@@ -205,7 +206,7 @@ def _mcp_command(args: argparse.Namespace) -> int:
     import anyio
 
     with memory:
-        log(f"serving memory {memory.memory_id} ({memory.total} messages) read-only over stdio")
+        log(f"serving memory {memory.memory_id} ({count(memory.total, 'message')}) read-only over stdio")
         raise_on_sigterm()
         try:
             anyio.run(serve, Backend(memory))

@@ -35,6 +35,7 @@ from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceErr
 from endless.faces.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.messages import Message
+from endless.core.words import agree, count
 from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import Turn
 
@@ -100,7 +101,9 @@ async def _say_progress(turn: Turn, memory: Memory) -> None:
             seconds = asyncio.get_running_loop().time() - started
             if turn.waiting:
                 _, stop = memory.views.written_prefix()
-                what = f"waiting for the memory to catch up ({memory.total - stop:,} messages without lines)"
+                behind = memory.total - stop
+                what = (f"waiting for the memory to catch up ({count(behind, 'message', grouped=True)} "
+                        f"without {agree(behind, 'a line', 'lines')})")
             else:
                 what = "waiting for the model"
             sys.stderr.write(f"\r\033[K… {what}, {seconds:.0f} s")
@@ -234,7 +237,7 @@ def _chat(args: argparse.Namespace) -> int:
         except MemoryUseError as exc:
             print(f"[endless.chat] {exc}", file=sys.stderr)
             return EXIT_USAGE
-        log(f"memory {memory.memory_id} ({memory.total} messages), session {session!r}, "
+        log(f"memory {memory.memory_id} ({count(memory.total, 'message')}), session {session!r}, "
             f"model {route.describe()}; Ctrl-C stops a reply, Ctrl-C again or Ctrl-D ends the chat")
 
         def providers(writer_route: Route):

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from endless.core.settings import describe, load_settings
+from endless.core.words import count
 from endless.faces.cli.choose import ChoiceError, add_memory_arguments, choose
 
 
@@ -65,7 +66,7 @@ def _writer(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(state, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         totals = state["writerUsage"]
-        sys.stdout.write(f"memory {state['memoryId']}: {totals['calls']} writer calls, "
+        sys.stdout.write(f"memory {state['memoryId']}: {count(totals['calls'], 'writer call')}, "
                          f"{totals['cacheRead']} cached and {totals['miss']} uncached input tokens, "
                          f"{totals['output']} output, {totals['cost']:.4f} USD\n")
         cap_text = "no cap" if cap is None else f"cap {cap:.4f} USD"

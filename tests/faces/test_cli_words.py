@@ -72,3 +72,111 @@ def test_import_says_one_turn(tmp_path: Path):
     assert said.endswith("; 0 turns were there already")
     again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert again.stdout.splitlines()[0].endswith("; 1 turn was there already"), again.stdout
+
+
+# -- the read commands' errors -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli-words")
+    ws, mid = F.built_workspace(root)
+    return root, ws, mid
+
+
+@pytest.fixture
+def env(place, monkeypatch):
+    root, ws, mid = place
+    for key in list(os.environ):
+        if key.startswith("ENDLESS_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("ENDLESS_HOME", str(root))
+    monkeypatch.setenv("ENDLESS_CONFIG", str(root / "no-config.toml"))
+    monkeypatch.chdir(ws)
+    return root, ws, mid
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as stop:  # argparse's own usage errors
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_an_unknown_memory_names_the_command_that_lists_them(env, capsys):
+    code, out, err = run(capsys, "view", "--memory", "ffffffffffffffff")
+    assert (code, out, err) == (1, "", "[endless] there is no memory ffffffffffffffff; "
+                                        "list them with `endless memories`\n")
+
+
+def test_an_uppercase_memory_id_is_the_same_memory(env, capsys):
+    root, ws, mid = env
+    lower = run(capsys, "view", "--memory", mid, "--json")
+    upper = run(capsys, "view", "--memory", mid.upper(), "--json")
+    assert upper == lower and upper[0] == 0
+    code, _, err = run(capsys, "date", "3", "--memory", "FFFFFFFFFFFFFFFF")
+    assert code == 1 and err == ("[endless] there is no memory ffffffffffffffff; "
+                                 "list them with `endless memories`\n")
+
+
+def test_a_malformed_memory_id_is_refused_naming_the_flag(env, capsys):
+    code, out, err = run(capsys, "view", "--memory", "../../etc")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1] == ("endless view: error: argument --memory: '../../etc' is not a memory id: "
+                                    "give the 16 hex digits `endless memories` prints")
+    assert "memoryId" not in err
+
+
+@pytest.mark.parametrize("argv,code,says", [
+    (["zoom", "11", "1", "--page", "0"], 2, "--page must be at least 1, not 0"),
+    (["history", "--limit", "500"], 2, "--limit must be from 1 to 200, not 500"),
+    (["history", "--before", "-1"], 2, "--before must be at least 0, not -1"),
+    (["zoom", "-4", "4"], 2, "ID must be at least 0, not -4"),
+    (["zoom", "0", "0"], 2, "N must be at least 1, not 0"),
+])
+def test_a_bad_argument_is_named_as_typed(env, capsys, argv, code, says):
+    assert run(capsys, *argv) == (code, "", f"[endless] {says}\n")
+
+
+def test_zoom_says_only_what_is_wrong_with_the_line(env, capsys):
+    root, ws, mid = env
+    last = orjson.loads(run(capsys, "view", "--json")[1])["lines"][-1]
+    total = last["id"] + last["n"]
+    assert run(capsys, "zoom", "99999", "1") == (
+        1, "", f"[endless] no message 99999: memory {mid} holds messages 0 to {total - 1}\n")
+    assert run(capsys, "zoom", "99968", "32") == (
+        1, "", f"[endless] no line 99968+32: memory {mid} holds messages 0 to {total - 1}\n")
+    assert run(capsys, "zoom", "3", "2") == (
+        1, "", "[endless] no line 3+2: a line of 2 messages starts at a multiple of 2, such as 2+2 or 4+2\n")
+    assert run(capsys, "zoom", "0", "3") == (
+        1, "", "[endless] no line 0+3: a line covers 1, 2, 4, 8, … messages (a power of two), not 3\n")
+
+
+def test_zoom_takes_the_line_as_view_prints_it(env, capsys):
+    code, view, _ = run(capsys, "view")
+    name = view.splitlines()[0].split("|", 1)[0]
+    ident, n = name.split("+")
+    joined = run(capsys, "zoom", name, "--json")
+    apart = run(capsys, "zoom", ident, n, "--json")
+    assert joined == apart and joined[0] == 0 and len(orjson.loads(joined[1])["lines"]) == 2
+    assert run(capsys, "zoom", "11+1") == run(capsys, "zoom", "11", "1")
+    assert run(capsys, "zoom", "0+16", "16") == (
+        2, "", "[endless] give the line as ID+N or as ID N, not both: `endless zoom 0+16`\n")
+    assert run(capsys, "zoom", "11") == (
+        2, "", "[endless] say how many messages the line covers: `endless zoom 11+N` (N = 1 opens message 11)\n")
+    code, out, err = run(capsys, "zoom", "0+x")
+    assert code == 2 and err.splitlines()[-1] == (
+        "endless zoom: error: argument ID+N: '0+x' is not a line: give ID+N as `endless view` prints it "
+        "(such as 0+16), or ID and N apart")
+
+
+def test_date_takes_a_message_in_the_forms_lines_name_it(env, capsys):
+    plain = run(capsys, "date", "11")
+    assert plain[0] == 0
+    assert run(capsys, "date", "11+0") == plain and run(capsys, "date", "11+1") == plain
+    code, out, err = run(capsys, "date", "0+16")
+    assert code == 2 and err.splitlines()[-1] == (
+        "endless date: error: argument ID: '0+16' is a line of 16 messages, not one message: "
+        "give one of its message numbers, such as 0")

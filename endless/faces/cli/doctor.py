@@ -30,7 +30,7 @@ import orjson
 
 from endless.core import journal
 from endless.core.words import agree, count
-from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK
+from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, memory_id_word
 from endless.core.keys import MEMORY_ID
 from endless.core.locks import Lease, holder_pid, is_held
 from endless.core.keyfile import FORMAT
@@ -469,7 +469,7 @@ def add_doctor_parser(sub: Any) -> None:
     parser = sub.add_parser("doctor", help="check paths, memories, locks, journals, the writer and Hermes",
                             description=("Checks the installation and every memory; each finding is ok, "
                                          "warning or error. Exits 1 if any is an error, else 0."))
-    parser.add_argument("--memory", metavar="ID", help="check only this memory (16 hex digits)")
+    parser.add_argument("--memory", metavar="ID", type=memory_id_word, help="check only this memory (16 hex digits)")
     parser.add_argument("--json", action="store_true", help="print {status, findings: [...]} as JSON")
     parser.add_argument("--repair", action="store_true",
                         help="first open each memory for writing once (moves torn lines aside, closes the "

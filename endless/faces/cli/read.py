@@ -16,11 +16,37 @@ from typing import Any
 import orjson
 
 from endless.faces import answers
-from endless.faces.answers import AnswerError
+from endless.faces.answers import AnswerError, ArgumentError
+from endless.faces.cli.choose import memory_id_word
 from endless.core.render import fold
 from endless.core import moments
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+LIST_COMMAND = "`endless memories`"
+# The RPC's argument names as a person types them on this command line.
+CLI_NAMES = {"memoryId": "--memory", "id": "ID", "n": "N", "page": "--page", "before": "--before",
+             "limit": "--limit", "query": "the words to find", "agent": "--agent"}
+
+
+def line_word(text: str) -> tuple[int, int | None]:
+    """``ID`` or ``ID+N``, the form ``endless view`` prints at the start of each line."""
+    first, plus, rest = text.strip().partition("+")
+    try:
+        ident = int(first)
+        n = int(rest) if plus else None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a line: give ID+N as `endless view` prints it "
+                                         "(such as 0+16), or ID and N apart") from None
+    return ident, n
+
+
+def message_word(text: str) -> int:
+    """A message number, also in the forms a line of one message is named (``11+0``, ``11+1``)."""
+    ident, n = line_word(text)
+    if n is not None and n not in (0, 1):
+        raise argparse.ArgumentTypeError(f"{text!r} is a line of {n} messages, not one message: "
+                                         f"give one of its message numbers, such as {ident}")
+    return ident
 
 
 def add_read_parsers(sub: Any) -> None:
@@ -32,7 +58,8 @@ def add_read_parsers(sub: Any) -> None:
 
     def reader(name: str, help_text: str) -> argparse.ArgumentParser:
         parser = sub.add_parser(name, help=help_text)
-        parser.add_argument("--memory", help="a memory id (16 hex digits)")
+        parser.add_argument("--memory", metavar="ID", type=memory_id_word,
+                            help="a memory id (16 hex digits; `endless memories` lists them)")
         parser.add_argument("--workspace", help="the workspace whose memory to read (default: this folder)")
         parser.add_argument("--json", action="store_true", help=f"print the endless.{name} value as JSON")
         parser.set_defaults(run=_run, method=name)
@@ -40,11 +67,13 @@ def add_read_parsers(sub: Any) -> None:
 
     reader("view", "print the memory's view: the lines the chat model sees instead of the history")
     zoom = reader("zoom", "open line ID+N into its two halves, or message ID whole when N is 1")
-    zoom.add_argument("id", type=int, help="the line's first message")
-    zoom.add_argument("n", type=int, help="how many messages the line covers (1: the message itself)")
+    zoom.add_argument("line", metavar="ID+N", type=line_word,
+                      help="the line as `endless view` prints it (0+16), or its first message ID then N")
+    zoom.add_argument("n", metavar="N", type=int, nargs="?",
+                      help="how many messages the line covers (1: the message itself), when not given as ID+N")
     zoom.add_argument("--page", type=int, default=1, help="page of a long message (default 1)")
     date = reader("date", "print when message ID was written")
-    date.add_argument("id", type=int, help="a message number")
+    date.add_argument("id", metavar="ID", type=message_word, help="a message number")
     search = reader("search", "find words (any case) or a /pattern/ in the whole history, newest first")
     search.add_argument("words", nargs="+", help="the words to find, or one /regular expression/")
     search.add_argument("--limit", type=int, help="at most this many hits (1-50, default 50)")
@@ -57,11 +86,11 @@ def _open(args: argparse.Namespace, settings: Any):
     from endless.core.keys import workspace_key
 
     if args.memory:
-        return answers.open_memory(settings, args.memory)
+        return answers.open_memory(settings, args.memory, listed_by=LIST_COMMAND)
     workspace = Path(args.workspace or ".")
     mid = workspace_key(None, workspace).memory_id
     try:
-        return answers.open_memory(settings, mid)
+        return answers.open_memory(settings, mid, listed_by=LIST_COMMAND)
     except AnswerError as exc:
         if exc.code == answers.UNKNOWN_MEMORY:
             raise AnswerError(exc.code, f"the workspace {workspace.resolve()} has no memory yet "
@@ -74,7 +103,14 @@ def _args(args: argparse.Namespace) -> dict:
     if method == "memories":
         return {"agent": args.agent}
     if method == "zoom":
-        return {"id": args.id, "n": args.n, "page": args.page}
+        ident, n = args.line
+        if n is not None and args.n is not None:
+            raise AnswerError(answers.BAD_REQUEST, f"give the line as ID+N or as ID N, not both: "
+                                                   f"`endless zoom {ident}+{n}`")
+        if n is None and args.n is None:
+            raise AnswerError(answers.BAD_REQUEST, f"say how many messages the line covers: "
+                                                   f"`endless zoom {ident}+N` (N = 1 opens message {ident})")
+        return {"id": ident, "n": n if n is not None else args.n, "page": args.page}
     if method == "date":
         return {"id": args.id}
     if method == "search":
@@ -96,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
             with _open(args, settings) as memory:
                 value = answers.answer(memory, method, _args(args), settings)
     except AnswerError as exc:
-        print(f"[endless] {exc.message}", file=sys.stderr)
+        print(f"[endless] {said(exc)}", file=sys.stderr)
         return EXIT_USAGE if exc.code == answers.BAD_REQUEST else EXIT_NOT_FOUND
     out = sys.stdout
     if args.json:
@@ -104,6 +140,13 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     TEXT[method](value, out)
     return EXIT_OK
+
+
+def said(error: AnswerError) -> str:
+    """The error as this command line says it: arguments named as the person typed them."""
+    if isinstance(error, ArgumentError):
+        return f"{CLI_NAMES.get(error.arg, error.arg)} {error.problem}"
+    return error.message
 
 
 # -- plain text ----------------------------------------------------------------------------------

@@ -180,3 +180,30 @@ def test_date_takes_a_message_in_the_forms_lines_name_it(env, capsys):
     assert code == 2 and err.splitlines()[-1] == (
         "endless date: error: argument ID: '0+16' is a line of 16 messages, not one message: "
         "give one of its message numbers, such as 0")
+
+
+def test_an_empty_history_page_says_so(env, capsys):
+    root, ws, mid = env
+    assert run(capsys, "history", "--before", "0") == (0, "", "[endless] no turns before turn 0: turn 0 is the first\n")
+    assert run(capsys, "history", "--before", "0", "--json") == (
+        0, '{\n  "turns": []\n}\n', "[endless] no turns before turn 0: turn 0 is the first\n")
+    code, out, err = run(capsys, "history", "--before", "99999", "--limit", "1")
+    assert code == 0 and out.startswith("— turn 59 ·")
+    assert err == ("[endless] --before 99999 is past the newest turn (59) of memory "
+                   f"{mid}: this is the newest page\n[endless] earlier turns: --before 59\n")
+    assert run(capsys, "search", "nosuchwordanywhere") == (0, "", "[endless] no hits\n")  # the same convention
+
+
+def test_an_empty_memory_says_it_holds_nothing_yet(env, capsys, tmp_path, monkeypatch):
+    from endless.core.keys import workspace_key
+    from endless.core.memory import Memory
+    from endless.core.settings import load_settings
+
+    monkeypatch.setenv("ENDLESS_HOME", str(tmp_path / "home"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    Memory.open(workspace_key(None, empty), settings=load_settings()).close()
+    new = workspace_key(None, empty).memory_id
+    assert run(capsys, "history", "--workspace", str(empty)) == (0, "", f"[endless] memory {new} holds no turns yet\n")
+    assert run(capsys, "view", "--workspace", str(empty)) == (
+        0, "", f"[endless] the view is empty: memory {new} holds no messages yet\n")

@@ -125,15 +125,19 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     method = args.method
+    note = None
     try:
         if method == "memories":
             value = answers.memories(settings, _args(args))
         else:
             with _open(args, settings) as memory:
                 value = answers.answer(memory, method, _args(args), settings)
+                note = _empty_note(args, value, memory.memory_id, memory.turns, memory.total)
     except AnswerError as exc:
         print(f"[endless] {said(exc)}", file=sys.stderr)
         return EXIT_USAGE if exc.code == answers.BAD_REQUEST else EXIT_NOT_FOUND
+    if note is not None:  # like a search without hits: said on stderr, and still an answer (exit 0)
+        print(f"[endless] {note}", file=sys.stderr)
     out = sys.stdout
     if args.json:
         out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -147,6 +151,22 @@ def said(error: AnswerError) -> str:
     if isinstance(error, ArgumentError):
         return f"{CLI_NAMES.get(error.arg, error.arg)} {error.problem}"
     return error.message
+
+
+def _empty_note(args: argparse.Namespace, value: dict, memory_id: str, turns: int, total: int) -> str | None:
+    """One line saying why a view or history page is empty, or that --before was past the newest turn."""
+    if args.method == "view" and not value["lines"]:
+        return f"the view is empty: memory {memory_id} holds no messages yet"
+    if args.method != "history":
+        return None
+    if turns == 0:
+        return f"memory {memory_id} holds no turns yet"
+    if not value["turns"]:
+        return f"no turns before turn {args.before}: turn 0 is the first"
+    if args.before is not None and args.before > turns:
+        return (f"--before {args.before} is past the newest turn ({turns - 1}) of memory {memory_id}: "
+                "this is the newest page")
+    return None
 
 
 # -- plain text ----------------------------------------------------------------------------------

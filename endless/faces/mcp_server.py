@@ -55,9 +55,10 @@ class Backend:
         return lookback.definitions(self.memory.settings.recall_search)
 
     def call(self, name: str, arguments: Any) -> tuple[str, bool]:
-        """The chat's answer to a tool call, and whether the name is one of ours."""
-        known = name in {t["name"] for t in self.tool_definitions()}
-        return lookback.call(self.memory, name, arguments if arguments is not None else {}), not known
+        """The chat's answer to a tool call, and whether it is an error (an unknown tool, a bad argument,
+        no such line): MCP clients see that as ``isError``, the text says what to do."""
+        text = lookback.call(self.memory, name, arguments if arguments is not None else {})
+        return str(text), isinstance(text, lookback.Refusal)
 
     def view_text(self) -> str:
         self.memory.catch_up()
@@ -108,9 +109,9 @@ def build_server(backend: Backend) -> Any:
             return types.ListToolsResult(tools=tool_models())
 
         async def on_call_tool(ctx, params):
-            text, unknown = await run(backend.call, params.name, params.arguments)
+            text, failed = await run(backend.call, params.name, params.arguments)
             return types.CallToolResult.model_validate(
-                {"content": [{"type": "text", "text": text}], "isError": unknown})
+                {"content": [{"type": "text", "text": text}], "isError": failed})
 
         async def on_list_resources(ctx, params):
             return types.ListResourcesResult(resources=resource_models())
@@ -140,9 +141,9 @@ def build_server(backend: Backend) -> Any:
 
     @call_tool
     async def call(name: str, arguments: dict | None):
-        text, unknown = await run(backend.call, name, arguments)
+        text, failed = await run(backend.call, name, arguments)
         return types.CallToolResult.model_validate(
-            {"content": [{"type": "text", "text": text}], "isError": unknown})
+            {"content": [{"type": "text", "text": text}], "isError": failed})
 
     @server.list_resources()
     async def list_resources():

@@ -207,3 +207,32 @@ def test_an_empty_memory_says_it_holds_nothing_yet(env, capsys, tmp_path, monkey
     assert run(capsys, "history", "--workspace", str(empty)) == (0, "", f"[endless] memory {new} holds no turns yet\n")
     assert run(capsys, "view", "--workspace", str(empty)) == (
         0, "", f"[endless] the view is empty: memory {new} holds no messages yet\n")
+
+
+# -- hermes install ------------------------------------------------------------------------------
+
+
+def test_hermes_install_refuses_a_folder_that_is_no_hermes_home(tmp_path: Path, capsys):
+    missing = tmp_path / "typo"
+    assert run(capsys, "hermes", "install", "--home", str(missing)) == (
+        2, "", f"[endless.hermes] {missing} does not exist; check --home (or $HERMES_HOME), run Hermes there "
+               "once, or add --create to install into it anyway\n")
+    assert not missing.exists()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert run(capsys, "hermes", "install", "--home", str(bare)) == (
+        2, "", f"[endless.hermes] {bare} is not a Hermes home (no config.yaml, state.db or sessions/); check "
+               "--home (or $HERMES_HOME), run Hermes there once, or add --create to install into it anyway\n")
+    assert list(bare.iterdir()) == []
+    code, out, err = run(capsys, "hermes", "install", "--home", str(missing), "--create")
+    assert code == 0 and "plugins.enabled: added 'endless'" in err and (missing / "config.yaml").exists()
+    again = run(capsys, "hermes", "install", "--home", str(missing))  # installed once: a home now
+    assert again == (0, "", f"[endless.hermes] Endless is already enabled in {missing}\n")
+
+
+def test_hermes_install_takes_a_home_hermes_has_used(tmp_path: Path, capsys):
+    home = tmp_path / "hermes"
+    (home / "sessions").mkdir(parents=True)
+    (home / "SOUL.md").write_text("a soul\n")
+    code, out, err = run(capsys, "hermes", "install", "--home", str(home))
+    assert code == 0 and out == "" and "plugins.enabled: added 'endless'" in err

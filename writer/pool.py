@@ -404,7 +404,7 @@ class WriterPool:
             self._backoff = min(self.settings.rate_limit_backoff_max,
                                 max(self.settings.retry_seconds, self._backoff * 2 or self.settings.retry_seconds))
             self._backoff_until = max(self._backoff_until, now + max(self._backoff, error.retry_after or 0.0))
-        log(f"writer call failed ({error.kind}: {error}); retrying {len(jobs)} line(s) in {wait:.0f} s")
+        log(f"writer call failed ({error.kind}: {error}); retrying {count(len(jobs), 'line')} in {wait:.0f} s")
 
     def _write_offline(self, jobs: list[Job], *, default: bool) -> None:
         """Write lines offline, all in one store (one fsync: after an import they come by the thousand)."""

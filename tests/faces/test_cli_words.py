@@ -7,6 +7,7 @@ the exact text a person reads.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -236,3 +237,33 @@ def test_hermes_install_takes_a_home_hermes_has_used(tmp_path: Path, capsys):
     (home / "SOUL.md").write_text("a soul\n")
     code, out, err = run(capsys, "hermes", "install", "--home", str(home))
     assert code == 0 and out == "" and "plugins.enabled: added 'endless'" in err
+
+
+# -- endless config --------------------------------------------------------------------------------
+
+
+def test_config_reads_as_the_settings_file_is_written(tmp_path: Path):
+    settings_file = tmp_path / "endless.toml"
+    settings_file.write_text('[endless]\nperson_tag = "me"\nspend_cap_per_day = 0.5\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENDLESS_", "XDG_"))}
+    env.update(HOME=str(tmp_path / "user"), ENDLESS_CONFIG=str(settings_file), ENDLESS_RECALL_SEARCH="no",
+               ENDLESS_HOME=str(tmp_path / "memories" / ".." / "memories"))
+    done = subprocess.run([*endless_command(), "config"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    # Columns: name, value, source, meaning, apart by two spaces or more.
+    rows = {line.split()[0]: re.split(r"\s{2,}", line) for line in done.stdout.splitlines()}
+    assert len(rows) == len(done.stdout.splitlines())  # one line per setting
+    assert rows["recall_search"] == [
+        "recall_search", "false", "ENDLESS_RECALL_SEARCH", "whether the chat model is offered the recall_search tool"]
+    assert rows["person_tag"] == ["person_tag", '"me"', str(settings_file), "the person's tag in the lines"]
+    assert rows["spend_cap_per_day"][1:3] == ["0.5", str(settings_file)]
+    assert rows["writer_route"] == [
+        "writer_route", "(not set)", "default", "the model that writes lines, as JSON (not set: each chat's own)"]
+    assert rows["home"][1:3] == [f'"{tmp_path / "memories"}"', "ENDLESS_HOME"]
+    assert rows["line_budget"] == ["line_budget", "512", "default", "bytes of one summary line"]
+    assert "None" not in done.stdout and "True" not in done.stdout and "False" not in done.stdout
+    as_json = subprocess.run([*endless_command(), "config", "--json"], capture_output=True, env=env, timeout=60)
+    by_name = {row["name"]: row for row in orjson.loads(as_json.stdout)}
+    assert by_name["recall_search"] == {"name": "recall_search", "value": False, "source": "env ENDLESS_RECALL_SEARCH",
+                                        "meaning": "whether the chat model is offered the recall_search tool"}
+    assert by_name["writer_route"]["value"] is None and by_name["home"]["value"] == str(tmp_path / "memories")

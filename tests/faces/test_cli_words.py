@@ -267,3 +267,68 @@ def test_config_reads_as_the_settings_file_is_written(tmp_path: Path):
     assert by_name["recall_search"] == {"name": "recall_search", "value": False, "source": "env ENDLESS_RECALL_SEARCH",
                                         "meaning": "whether the chat model is offered the recall_search tool"}
     assert by_name["writer_route"]["value"] is None and by_name["home"]["value"] == str(tmp_path / "memories")
+
+
+# -- help and completion ------------------------------------------------------------------------------
+
+
+def test_every_command_shows_an_example(capsys):
+    from endless.cli import COMMANDS
+
+    top = run(capsys, "--help")
+    assert top[0] == 0
+    listed = top[1].split("examples (`endless COMMAND --help` for each):\n", 1)[1].splitlines()
+    for names, _, _ in COMMANDS:
+        for name in names:
+            code, out, _ = run(capsys, name, "--help")
+            assert code == 0
+            head, example = out.rstrip("\n").rsplit("\n", 1)
+            assert head.endswith("\nexample:") and f"endless {name}" in example, (name, out)
+            assert example in listed, name
+    code, out, _ = run(capsys, "hermes", "install", "--help")
+    assert out.rstrip("\n").endswith("example:\n  endless hermes install --home ~/.hermes")
+
+
+def completed(script: Path, *words: str, cword: int | None = None) -> list[str]:
+    """COMPREPLY after the bash function completes ``endless WORDS…`` (the last word being typed)."""
+    import shlex
+    import sys
+
+    listed = " ".join(shlex.quote(w) for w in ("endless", *words))
+    cword = len(words) if cword is None else cword
+    program = (f"source {shlex.quote(str(script))}; COMP_WORDS=({listed}); COMP_CWORD={cword}; "
+               "_endless_complete; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line]
+
+
+def test_the_bash_completion_completes_commands_options_and_choices(tmp_path: Path):
+    import sys
+
+    made = subprocess.run([*endless_command(), "completion", "bash"], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0 and made.stderr == ""
+    script = tmp_path / "endless.bash"
+    script.write_text(made.stdout)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=60).returncode == 0
+    assert completed(script, "vi") == ["view"]
+    assert completed(script, "hi") == ["history"]
+    assert completed(script, "me") == ["memories"]
+    if not (Path(sys.executable).parent / "endless").is_file():
+        pytest.skip("past the first word the script runs `endless`, which is not installed here")
+    assert completed(script, "zoom", "--pa") == ["--page"]
+    assert completed(script, "hermes", "") == ["install", "uninstall"]
+    assert completed(script, "hermes", "install", "--c") == ["--create"]
+    assert completed(script, "chat", "--api-style", "") == ["openai", "anthropic"]
+    assert completed(script, "view", "--memory", "") == []  # a value to type: the shell's own completion
+
+
+@pytest.mark.parametrize("shell,marks", [("zsh", ("#compdef endless", "compdef _endless endless")),
+                                         ("fish", ("complete -c endless",))])
+def test_zsh_and_fish_scripts_name_every_command(capsys, shell, marks):
+    from endless.cli import COMMANDS
+
+    code, out, _ = run(capsys, "completion", shell)
+    assert code == 0 and all(mark in out for mark in marks)
+    assert all(name in out for names, _, _ in COMMANDS for name in names)

@@ -51,13 +51,15 @@ def message_word(text: str) -> int:
 
 def add_read_parsers(sub: Any) -> None:
     """Registers the read commands on the ``endless`` command's subparsers."""
-    memories = sub.add_parser("memories", help="list the memories, the most recently used first")
+    memories = sub.add_parser("memories", epilog="example:\n  endless memories --agent endless",
+                            formatter_class=argparse.RawDescriptionHelpFormatter, help="list the memories, the most recently used first")
     memories.add_argument("--agent", help="only the memories of this agent")
     memories.add_argument("--json", action="store_true", help="print the endless.memories value as JSON")
     memories.set_defaults(run=_run, method="memories")
 
-    def reader(name: str, help_text: str) -> argparse.ArgumentParser:
-        parser = sub.add_parser(name, help=help_text)
+    def reader(name: str, help_text: str, example: str) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help_text, epilog=f"example:\n  {example}",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
         parser.add_argument("--memory", metavar="ID", type=memory_id_word,
                             help="a memory id (16 hex digits; `endless memories` lists them)")
         parser.add_argument("--workspace", help="the workspace whose memory to read (default: this folder)")
@@ -65,19 +67,22 @@ def add_read_parsers(sub: Any) -> None:
         parser.set_defaults(run=_run, method=name)
         return parser
 
-    reader("view", "print the memory's view: the lines the chat model sees instead of the history")
-    zoom = reader("zoom", "open line ID+N into its two halves, or message ID whole when N is 1")
+    reader("view", "print the memory's view: the lines the chat model sees instead of the history",
+           "endless view --memory 0123456789abcdef")
+    zoom = reader("zoom", "open line ID+N into its two halves, or message ID whole when N is 1", "endless zoom 0+16")
     zoom.add_argument("line", metavar="ID+N", type=line_word,
                       help="the line as `endless view` prints it (0+16), or its first message ID then N")
     zoom.add_argument("n", metavar="N", type=int, nargs="?",
                       help="how many messages the line covers (1: the message itself), when not given as ID+N")
     zoom.add_argument("--page", type=int, default=1, help="page of a long message (default 1)")
-    date = reader("date", "print when message ID was written")
+    date = reader("date", "print when message ID was written", "endless date 11")
     date.add_argument("id", metavar="ID", type=message_word, help="a message number")
-    search = reader("search", "find words (any case) or a /pattern/ in the whole history, newest first")
+    search = reader("search", "find words (any case) or a /pattern/ in the whole history, newest first",
+                    "endless search locker code")
     search.add_argument("words", nargs="+", help="the words to find, or one /regular expression/")
     search.add_argument("--limit", type=int, help="at most this many hits (1-50, default 50)")
-    history = reader("history", "print whole turns, newest page last; page back with --before")
+    history = reader("history", "print whole turns, newest page last; page back with --before",
+                     "endless history --before 40 --limit 10")
     history.add_argument("--before", type=int, help="show turns before this turn number (default: the newest)")
     history.add_argument("--limit", type=int, help="turns on the page (default 50, at most 200)")
 

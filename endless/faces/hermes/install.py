@@ -240,11 +240,14 @@ def _read_state(path: Path) -> dict | None:
 
 def add_hermes_parser(sub: argparse._SubParsersAction) -> None:
     """Adds ``hermes install|uninstall`` to the ``endless`` command's subparsers."""
-    parser = sub.add_parser("hermes", help="switch Endless on or off in a Hermes Agent home")
+    parser = sub.add_parser("hermes", epilog="example:\n  endless hermes install --home ~/.hermes/profiles/work",
+                            formatter_class=argparse.RawDescriptionHelpFormatter, help="switch Endless on or off in a Hermes Agent home")
     commands = parser.add_subparsers(dest="hermes_command", required=True)
-    for name, helptext in (("install", "enable the Endless plugin in a Hermes home"),
-                           ("uninstall", "undo exactly what `endless hermes install` changed")):
-        command = commands.add_parser(name, help=helptext)
+    for name, helptext, example in (
+            ("install", "enable the Endless plugin in a Hermes home", "endless hermes install --home ~/.hermes"),
+            ("uninstall", "undo exactly what `endless hermes install` changed", "endless hermes uninstall")):
+        command = commands.add_parser(name, help=helptext, epilog=f"example:\n  {example}",
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
         command.add_argument("--home", metavar="DIR", help="the Hermes home (default: $HERMES_HOME, else ~/.hermes)")
         if name == "install":
             command.add_argument("--create", action="store_true",

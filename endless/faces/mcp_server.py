@@ -220,8 +220,9 @@ def _mcp_command(args: argparse.Namespace) -> int:
 
 
 def add_mcp_parser(sub: Any) -> None:
-    parser = sub.add_parser("mcp", epilog="example:\n  endless mcp --workspace ~/code/project",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="serve one memory's look-back tools and view to MCP clients over stdio",
+    parser = sub.add_parser("mcp", help="serve one memory's look-back tools and view to MCP clients over stdio",
+                            epilog="example:\n  endless mcp --workspace ~/code/project",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("An MCP server over stdio for one memory (read-only): the tools "
                                          "zoom, date and recall_search, and the view as a resource. Add it to "
                                          "an MCP client as the command `endless mcp --workspace DIR`."))

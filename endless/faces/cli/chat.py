@@ -290,8 +290,9 @@ def _chat(args: argparse.Namespace) -> int:
 
 
 def add_chat_parser(sub: Any) -> None:
-    parser = sub.add_parser("chat", epilog="example:\n  endless chat --base-url http://127.0.0.1:8080/v1 --model qwen3",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="a minimal terminal chat with Endless memory on any OpenAI or Anthropic endpoint",
+    parser = sub.add_parser("chat", help="a minimal terminal chat with Endless memory on any OpenAI or Anthropic endpoint",
+                            epilog="example:\n  endless chat --base-url http://127.0.0.1:8080/v1 --model qwen3",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("Chat in the terminal with Endless memory for this workspace. Lines are read "
                                          "from stdin; replies go to stdout. Ctrl-C during a reply stops the turn (kept "
                                          "as stopped); Ctrl-C at the prompt or Ctrl-D ends the chat."))

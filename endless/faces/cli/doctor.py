@@ -466,8 +466,9 @@ def _doctor_command(args: argparse.Namespace) -> int:
 
 
 def add_doctor_parser(sub: Any) -> None:
-    parser = sub.add_parser("doctor", epilog="example:\n  endless doctor --repair",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="check paths, memories, locks, journals, the writer and Hermes",
+    parser = sub.add_parser("doctor", help="check paths, memories, locks, journals, the writer and Hermes",
+                            epilog="example:\n  endless doctor --repair",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("Checks the installation and every memory; each finding is ok, "
                                          "warning or error. Exits 1 if any is an error, else 0."))
     parser.add_argument("--memory", metavar="ID", type=memory_id_word, help="check only this memory (16 hex digits)")

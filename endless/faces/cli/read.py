@@ -51,8 +51,9 @@ def message_word(text: str) -> int:
 
 def add_read_parsers(sub: Any) -> None:
     """Registers the read commands on the ``endless`` command's subparsers."""
-    memories = sub.add_parser("memories", epilog="example:\n  endless memories --agent endless",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="list the memories, the most recently used first")
+    memories = sub.add_parser("memories", help="list the memories, the most recently used first",
+                              epilog="example:\n  endless memories --agent endless",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     memories.add_argument("--agent", help="only the memories of this agent")
     memories.add_argument("--json", action="store_true", help="print the endless.memories value as JSON")
     memories.set_defaults(run=_run, method="memories")

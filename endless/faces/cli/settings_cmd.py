@@ -19,16 +19,18 @@ COLUMN_MAX = 24  # characters of the value and source columns before a long one 
 
 
 def add_config_parser(sub: Any) -> None:
-    config = sub.add_parser("config", epilog="example:\n  endless config --json",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="show the effective settings and where each came from")
+    config = sub.add_parser("config", help="show the effective settings and where each came from",
+                            epilog="example:\n  endless config --json",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     config.add_argument("--json", action="store_true",
                         help="print [{name, value, source, meaning}] as JSON (value: null when not set)")
     config.set_defaults(run=_config)
 
 
 def add_writer_parser(sub: Any) -> None:
-    writer = sub.add_parser("writer", epilog="example:\n  endless writer status --workspace ~/code/project",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="show the writer's spending, or lift its spend-cap pause for today")
+    writer = sub.add_parser("writer", help="show the writer's spending, or lift its spend-cap pause for today",
+                            epilog="example:\n  endless writer status --workspace ~/code/project",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     writer.add_argument("action", choices=["status", "resume"])
     add_memory_arguments(writer)
     writer.add_argument("--json", action="store_true", help="print JSON")

@@ -240,8 +240,9 @@ def _read_state(path: Path) -> dict | None:
 
 def add_hermes_parser(sub: argparse._SubParsersAction) -> None:
     """Adds ``hermes install|uninstall`` to the ``endless`` command's subparsers."""
-    parser = sub.add_parser("hermes", epilog="example:\n  endless hermes install --home ~/.hermes/profiles/work",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="switch Endless on or off in a Hermes Agent home")
+    parser = sub.add_parser("hermes", help="switch Endless on or off in a Hermes Agent home",
+                            epilog="example:\n  endless hermes install --home ~/.hermes/profiles/work",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="hermes_command", required=True)
     for name, helptext, example in (
             ("install", "enable the Endless plugin in a Hermes home", "endless hermes install --home ~/.hermes"),

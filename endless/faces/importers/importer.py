@@ -611,8 +611,9 @@ def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: C
 
 
 def add_import_parser(sub: Any) -> None:
-    parser = sub.add_parser("import", epilog="example:\n  endless import ~/.hermes/state.db --dry-run",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="import earlier conversations (JSONL, Claude Code, Hermes state.db)",
+    parser = sub.add_parser("import", help="import earlier conversations (JSONL, Claude Code, Hermes state.db)",
+                            epilog="example:\n  endless import ~/.hermes/state.db --dry-run",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("Import conversations into a memory: a generic JSONL "
                                          "({role, content, at?, session?, title?} per line), Claude Code "
                                          "session transcripts (.jsonl files or their folder) or Hermes sessions "

@@ -115,8 +115,9 @@ def start_in_thread(settings: Settings, port: int | None = None, *, root: Path |
 
 
 def add_serve_parser(sub: Any) -> None:
-    serve = sub.add_parser("serve", epilog="example:\n  endless serve --port 8765",
-                            formatter_class=argparse.RawDescriptionHelpFormatter, help="serve the host RPC and the History page on 127.0.0.1")
+    serve = sub.add_parser("serve", help="serve the host RPC and the History page on 127.0.0.1",
+                           epilog="example:\n  endless serve --port 8765",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--port", type=int, help="TCP port (default: the rpc_port setting; 0: any free port)")
     serve.add_argument("--memory", type=memory_id_word,
                        help="the memory the page opens first (default: this folder's, if any)")

@@ -31,6 +31,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("memories", "view", "zoom", "date", "search", "history"), "endless.faces.cli.read", "add_read_parsers"),
     (("serve",), "endless.faces.rpc.serve", "add_serve_parser"),
     (("writer",), "endless.faces.cli.settings_cmd", "add_writer_parser"),
+    (("completion",), "endless.faces.cli.completion", "add_completion_parser"),
 ]
 
 
@@ -47,10 +48,13 @@ def _command_word(argv: list[str]) -> str | None:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with ``command``'s subcommand only, or with every command when it is None or unknown."""
-    parser = argparse.ArgumentParser(prog="endless", description=(
+    parser = argparse.ArgumentParser(prog="endless", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     description=(
         "Endless keeps one AI conversation going forever: every turn logged word for word, "
         "summarised into a tree of lines, and shown to the model as a view that stays cached."))
     parser.add_argument("--version", action="version", version=f"endless {__version__}")
+    # The completion command builds the parser of the command being typed, and nothing more.
+    parser.set_defaults(parser_for=build_parser, command_names=[n for names, _, _ in COMMANDS for n in names])
     sub = parser.add_subparsers(dest="command")
     known = any(command in names for names, _, _ in COMMANDS)
     added: set[tuple[str, str]] = set()
@@ -62,7 +66,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         added.add((module, function))
         adder: Any = getattr(importlib.import_module(module), function)
         adder(sub)
+    if not known:
+        parser.epilog = "examples (`endless COMMAND --help` for each):\n" + "\n".join(_examples(sub))
     return parser
+
+
+def _examples(sub: Any) -> list[str]:
+    """The example line of each command's ``--help``, gathered for ``endless --help``."""
+    lines = []
+    for name, command in sub.choices.items():
+        epilog = command.epilog or ""
+        example = next((line.strip() for line in epilog.splitlines()[1:] if line.strip()), None)
+        if example:
+            lines.append(f"  {example}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 
 from endless.core.settings import Settings
+from endless.core.words import agree, count
 from endless.writer.interface import WriterMemory
 
 USAGE_FILE = "usage.jsonl"
@@ -117,13 +118,9 @@ class Progress:
     def sentence(self) -> str:
         if self.lines_left == 0:
             return "every line is written"
-        return (f"{_count(self.lines_left, 'line')} left to write ({_count(self.messages_without_line, 'message')} "
-                f"without a line of {'its' if self.messages_without_line == 1 else 'their'} own), "
+        return (f"{count(self.lines_left, 'line')} left to write ({count(self.messages_without_line, 'message')} "
+                f"without a line of {agree(self.messages_without_line, 'its', 'their')} own), "
                 f"{self.calls_per_minute:.1f} writer calls a minute, done in {say_duration(self.seconds_left)}")
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def leaves_left(slots: list, total: int) -> int:

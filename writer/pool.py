@@ -23,6 +23,7 @@ from endless.core import durable
 from endless.core import tiling
 from endless.llm.request import Msg, Request
 from endless.core.settings import Settings
+from endless.core.words import count
 from endless.writer import checks, offline
 from endless.llm.client import Completion
 from endless.llm.errors import ProviderError
@@ -403,7 +404,7 @@ class WriterPool:
             self._backoff = min(self.settings.rate_limit_backoff_max,
                                 max(self.settings.retry_seconds, self._backoff * 2 or self.settings.retry_seconds))
             self._backoff_until = max(self._backoff_until, now + max(self._backoff, error.retry_after or 0.0))
-        log(f"writer call failed ({error.kind}: {error}); retrying {len(jobs)} line(s) in {wait:.0f} s")
+        log(f"writer call failed ({error.kind}: {error}); retrying {count(len(jobs), 'line')} in {wait:.0f} s")
 
     def _write_offline(self, jobs: list[Job], *, default: bool) -> None:
         """Write lines offline, all in one store (one fsync: after an import they come by the thousand)."""
@@ -431,7 +432,7 @@ class WriterPool:
                 self._offline_noted = True
         else:
             self.stats.offline_fallbacks += stored
-            log(f"line {jobs[0].name} failed {self.settings.content_rounds} rounds of checks; "
+            log(f"line {jobs[0].name} failed {count(self.settings.content_rounds, 'round')} of checks; "
                 "the offline writer wrote it")
 
 

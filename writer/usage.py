@@ -38,7 +38,6 @@ import datetime as _dt
 import functools
 import json
 import re
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -59,7 +58,7 @@ _SNAPSHOT_SUFFIX = re.compile(r"^(?:[-@](?:\d{4}[\d-]*|latest)|@.+)$")
 
 
 def _notice(message: str) -> None:
-    print(f"[endless.writer] {message}", file=sys.stderr, flush=True)
+    durable.log("writer", message)
 
 
 # -- prices --------------------------------------------------------------------------------------

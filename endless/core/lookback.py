@@ -26,6 +26,11 @@ from endless.core.render import ViewLine
 TOOL_NAMES = ("zoom", "date", "recall_search")
 
 
+class Refusal(str):
+    """An answer saying the call could not be done (a bad argument, no such line): still the text the
+    model reads, and marked, so a face that reports errors apart (MCP's ``isError``) can tell."""
+
+
 def definitions(include_search: bool = True) -> list[dict]:
     """The tools as ``{name, description, parameters}``, byte-identical every call."""
     # Parsed afresh each call: a caller that adds a cache mark to a tool must not change
@@ -56,32 +61,32 @@ def zoom(memory: Memory, ident: Any, n: Any, page: Any = 1) -> str:
     i, count, p = _int_arg(ident), _int_arg(n), _int_arg(page if page is not None else 1)
     shown = f"{ident}+{n}"
     if i is None or count is None:
-        return f"No line {shown}."
+        return Refusal(f"No line {shown}.")
     part = tiling.parse_name(i, count, memory.total)
     if part is None:
-        return f"No line {i}+{count}."
+        return Refusal(f"No line {i}+{count}.")
     if p is None or p < 1:
-        return f"No page {page}: pages are numbered from 1."
+        return Refusal(f"No page {page}: pages are numbered from 1.")
     if count == 1:
         return _zoom_message(memory, i, p)
     if not memory.is_built(*part):
-        return f"No line {i}+{count}."
+        return Refusal(f"No line {i}+{count}.")
     halves = tiling.children(part)
     lines = [ViewLine(h, memory.node_text(*h)) for h in halves]
     if any(line.text is None for line in lines):
-        return f"No line {i}+{count}."
+        return Refusal(f"No line {i}+{count}.")
     return "\n".join(line.render() for line in lines)
 
 
 def _zoom_message(memory: Memory, ident: int, page: int) -> str:
     stored = memory.message(ident)
     if stored is None:
-        return f"Message {ident} cannot be read: its record in the log is damaged."
+        return Refusal(f"Message {ident} cannot be read: its record in the log is damaged.")
     whole = stored.source_text(memory.settings, memory.agent_name)
     size = memory.settings.zoom_page_chars
     pages = max(1, -(-len(whole) // size))
     if page > pages:
-        return f"No page {page}: message {ident} has {pages} page{'s' if pages > 1 else ''}."
+        return Refusal(f"No page {page}: message {ident} has {pages} page{'s' if pages > 1 else ''}.")
     text = whole[(page - 1) * size:page * size]
     head = f"{ident}+0|"
     if pages == 1:
@@ -97,10 +102,10 @@ def date(memory: Memory, ident: Any) -> str:
     memory.catch_up()
     i = _int_arg(ident)
     if i is None or i < 0 or i >= memory.total:
-        return f"No message {ident}."
+        return Refusal(f"No message {ident}.")
     stored = memory.message(i)
     if stored is None:
-        return f"Message {i} cannot be read: its record in the log is damaged."
+        return Refusal(f"Message {i} cannot be read: its record in the log is damaged.")
     if not moments.is_moment(stored.at):
         return f"Message {i} has no known time (its record holds {stored.at!r})."
     return f"Message {i} was written {local_time(stored.at)} (local time)."
@@ -112,19 +117,19 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
     memory.catch_up()
     p = _int_arg(page if page is not None else 1)
     if p is None or p < 1:
-        return f"No page {page}: pages are numbered from 1."
+        return Refusal(f"No page {page}: pages are numbered from 1.")
     if not isinstance(query, str):
-        return 'Give recall_search a query: words, a "quoted phrase" or a /regular expression/.'
+        return Refusal('Give recall_search a query: words, a "quoted phrase" or a /regular expression/.')
     unknown = sorted(set(filters) - set(FILTERS))
     if unknown:
-        return f"recall_search has no parameter {unknown[0]!r}; its filters are {', '.join(FILTERS)}."
+        return Refusal(f"recall_search has no parameter {unknown[0]!r}; its filters are {', '.join(FILTERS)}.")
     per_page = memory.settings.search_hits_tool
     seconds = memory.settings.regex_seconds
     try:
         result = search.search(search.corpus_of(memory), query, (p - 1) * per_page, per_page, seconds,
                                clock=clock, **filters)
     except recall.SearchError as exc:
-        return f"Cannot search: {exc}."
+        return Refusal(f"Cannot search: {exc}.")
     lines = _search_notes(result, memory.total, seconds)
     order = "best first" if result.mode == "words" else "newest first"
     if not result.hits:
@@ -189,23 +194,23 @@ def call(memory: Memory, name: str, args: Any) -> str:
         try:
             args = orjson.loads(args) if args.strip() else {}
         except orjson.JSONDecodeError:
-            return f"The {name} tool's arguments are not valid JSON; send a JSON object."
+            return Refusal(f"The {name} tool's arguments are not valid JSON; send a JSON object.")
     if not isinstance(args, dict):
-        return f"The {name} tool takes named arguments as a JSON object."
+        return Refusal(f"The {name} tool takes named arguments as a JSON object.")
     if name == "zoom":
         if "id" not in args or "n" not in args:
-            return "zoom needs id and n, the two numbers of a line's name id+n."
+            return Refusal("zoom needs id and n, the two numbers of a line's name id+n.")
         return zoom(memory, args["id"], args["n"], args.get("page", 1))
     if name == "date":
         if "id" not in args:
-            return "date needs id, a message number."
+            return Refusal("date needs id, a message number.")
         return date(memory, args["id"])
     if name == "recall_search":
         if not memory.settings.recall_search:
-            return "recall_search is turned off for this chat."
+            return Refusal("recall_search is turned off for this chat.")
         extra = {k: v for k, v in args.items() if k not in ("query", "page")}
         return recall_search(memory, args.get("query"), args.get("page", 1), **extra)
-    return f"There is no tool {name!r} here; the look-back tools are {', '.join(TOOL_NAMES)}."
+    return Refusal(f"There is no tool {name!r} here; the look-back tools are {', '.join(TOOL_NAMES)}.")
 
 
 def lookback_words(name: str, args: Any, title: str) -> str | None:

@@ -31,7 +31,9 @@ _NAME = re.compile(r"^(\d+)\+(\d+)\|", re.M)
 
 
 def add_demo_parser(sub) -> None:
-    demo = sub.add_parser("demo", help="replay a built-in conversation offline and show the memory it makes")
+    demo = sub.add_parser("demo", help="replay a built-in conversation offline and show the memory it makes",
+                          epilog="example:\n  endless demo --turns 200 --no-serve",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--dir", help="where to put the demo memory (default: a new temporary folder)")
     demo.add_argument("--turns", type=int, default=DEMO_TURNS, help=f"turns to replay (default {DEMO_TURNS})")
     demo.add_argument("--seed", type=int, default=7, help="the conversation's seed")

@@ -56,22 +56,38 @@ class AnswerError(Exception):
         return AnswerError, (self.code, self.message)
 
 
+class ArgumentError(AnswerError):
+    """A bad argument: ``arg`` is its RPC name, ``problem`` what is wrong with it.
+
+    Each face names the argument as its people type it (the RPC ``limit``, the
+    CLI ``--limit``), so the name is kept apart from the rest of the message.
+    """
+
+    def __init__(self, arg: str, problem: str) -> None:
+        super().__init__(BAD_REQUEST, f"{arg} {problem}")
+        self.arg = arg
+        self.problem = problem
+
+    def __reduce__(self):
+        return ArgumentError, (self.arg, self.problem)
+
+
 # -- arguments -------------------------------------------------------------------------
 
 
 def memory_id_arg(value: Any) -> str:
     """16 lowercase hex digits, never a path."""
     if not isinstance(value, str) or not MEMORY_ID.fullmatch(value):
-        raise AnswerError(BAD_REQUEST, f"memoryId must be 16 lowercase hex digits, not {_shown(value)}")
+        raise ArgumentError("memoryId", f"must be 16 lowercase hex digits, not {_shown(value)}")
     return value
 
 
 def int_arg(name: str, value: Any, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise AnswerError(BAD_REQUEST, f"{name} must be a whole number, not {_shown(value)}")
+        raise ArgumentError(name, f"must be a whole number, not {_shown(value)}")
     if value < low or (high is not None and value > high):
         bound = f"from {low} to {high}" if high is not None else f"at least {low}"
-        raise AnswerError(BAD_REQUEST, f"{name} must be {bound}, not {value}")
+        raise ArgumentError(name, f"must be {bound}, not {value}")
     return value
 
 
@@ -79,11 +95,11 @@ def text_arg(name: str, value: Any, required: bool = True) -> str | None:
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise AnswerError(BAD_REQUEST, f"{name} must be a non-empty string")
+        raise ArgumentError(name, "must be a non-empty string")
     if len(value) > TEXT_LIMIT:
-        raise AnswerError(BAD_REQUEST, f"{name} is longer than {TEXT_LIMIT} characters")
+        raise ArgumentError(name, f"is longer than {TEXT_LIMIT} characters")
     if "\x00" in value:
-        raise AnswerError(BAD_REQUEST, f"{name} must not contain a NUL character")
+        raise ArgumentError(name, "must not contain a NUL character")
     return value
 
 
@@ -95,13 +111,17 @@ def _shown(value: Any) -> str:
 # -- opening ---------------------------------------------------------------------------
 
 
-def open_memory(settings: Settings, memory_id: Any, root: Path | None = None) -> Memory:
-    """A memory opened read-only and cold, or ``endless/unknown-memory``."""
+def open_memory(settings: Settings, memory_id: Any, root: Path | None = None,
+                listed_by: str = "endless.memories") -> Memory:
+    """A memory opened read-only and cold, or ``endless/unknown-memory``.
+
+    ``listed_by``: what lists the memories in the caller's face (the RPC method, or the CLI command).
+    """
     mid = memory_id_arg(memory_id)
     try:
         return Memory.open(memory_id=mid, settings=settings, root=root, readonly=True, create=False)
     except NoMemory:
-        raise AnswerError(UNKNOWN_MEMORY, f"there is no memory {mid}; list them with endless.memories") from None
+        raise AnswerError(UNKNOWN_MEMORY, f"there is no memory {mid}; list them with {listed_by}") from None
     except MemoryUseError as exc:
         raise AnswerError(UNKNOWN_MEMORY, f"memory {mid} cannot be read: {exc}") from None
 
@@ -219,14 +239,27 @@ def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
     page = int_arg("page", args.get("page", 1) if args.get("page") is not None else 1, 1)
     part = tiling.parse_name(ident, n, memory.total)
     if part is None:
-        raise AnswerError(NO_LINE, f"no line {ident}+{n} in memory {memory.memory_id} "
-                                   f"(it holds messages 0 to {memory.total - 1}; n is a power of two "
-                                   "that divides id)")
+        raise AnswerError(NO_LINE, why_no_line(ident, n, memory.total, memory.memory_id))
     if n == 1:
         return {"message": _message_value(memory, ident, page)}
     if not memory.is_built(*part):
         raise AnswerError(NO_LINE, f"line {ident}+{n} is not written yet; open its messages one by one")
     return {"lines": [line_value(memory, half, times) for half in tiling.children(part)]}
+
+
+def why_no_line(ident: int, n: int, total: int, memory_id: str) -> str:
+    """What is wrong with the name ``ident+n``, and only that: its size, its start, or its place."""
+    name = f"{ident}+{n}"
+    if n & (n - 1):
+        return f"no line {name}: a line covers 1, 2, 4, 8, … messages (a power of two), not {n}"
+    if ident % n:
+        below = ident - ident % n
+        return (f"no line {name}: a line of {n} messages starts at a multiple of {n}, "
+                f"such as {below}+{n} or {below + n}+{n}")
+    what = f"message {ident}" if n == 1 else f"line {name}"
+    if total == 0:
+        return f"no {what}: memory {memory_id} holds no messages yet"
+    return f"no {what}: memory {memory_id} holds messages 0 to {total - 1}"
 
 
 def _message_value(memory: Memory, ident: int, page: int) -> dict:

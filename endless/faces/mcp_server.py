@@ -28,6 +28,7 @@ from typing import Any, Iterator
 from endless import __version__
 from endless.core import durable
 from endless.core import lookback
+from endless.core.words import count
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory
@@ -54,9 +55,10 @@ class Backend:
         return lookback.definitions(self.memory.settings.recall_search)
 
     def call(self, name: str, arguments: Any) -> tuple[str, bool]:
-        """The chat's answer to a tool call, and whether the name is one of ours."""
-        known = name in {t["name"] for t in self.tool_definitions()}
-        return lookback.call(self.memory, name, arguments if arguments is not None else {}), not known
+        """The chat's answer to a tool call, and whether it is an error (an unknown tool, a bad argument,
+        no such line): MCP clients see that as ``isError``, the text says what to do."""
+        text = lookback.call(self.memory, name, arguments if arguments is not None else {})
+        return str(text), isinstance(text, lookback.Refusal)
 
     def view_text(self) -> str:
         self.memory.catch_up()
@@ -107,9 +109,9 @@ def build_server(backend: Backend) -> Any:
             return types.ListToolsResult(tools=tool_models())
 
         async def on_call_tool(ctx, params):
-            text, unknown = await run(backend.call, params.name, params.arguments)
+            text, failed = await run(backend.call, params.name, params.arguments)
             return types.CallToolResult.model_validate(
-                {"content": [{"type": "text", "text": text}], "isError": unknown})
+                {"content": [{"type": "text", "text": text}], "isError": failed})
 
         async def on_list_resources(ctx, params):
             return types.ListResourcesResult(resources=resource_models())
@@ -139,9 +141,9 @@ def build_server(backend: Backend) -> Any:
 
     @call_tool
     async def call(name: str, arguments: dict | None):
-        text, unknown = await run(backend.call, name, arguments)
+        text, failed = await run(backend.call, name, arguments)
         return types.CallToolResult.model_validate(
-            {"content": [{"type": "text", "text": text}], "isError": unknown})
+            {"content": [{"type": "text", "text": text}], "isError": failed})
 
     @server.list_resources()
     async def list_resources():
@@ -205,7 +207,7 @@ def _mcp_command(args: argparse.Namespace) -> int:
     import anyio
 
     with memory:
-        log(f"serving memory {memory.memory_id} ({memory.total} messages) read-only over stdio")
+        log(f"serving memory {memory.memory_id} ({count(memory.total, 'message')}) read-only over stdio")
         raise_on_sigterm()
         try:
             anyio.run(serve, Backend(memory))
@@ -219,6 +221,8 @@ def _mcp_command(args: argparse.Namespace) -> int:
 
 def add_mcp_parser(sub: Any) -> None:
     parser = sub.add_parser("mcp", help="serve one memory's look-back tools and view to MCP clients over stdio",
+                            epilog="example:\n  endless mcp --workspace ~/code/project",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("An MCP server over stdio for one memory (read-only): the tools "
                                          "zoom, date and recall_search, and the view as a resource. Add it to "
                                          "an MCP client as the command `endless mcp --workspace DIR`."))

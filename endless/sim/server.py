@@ -122,9 +122,13 @@ def running(simulator: Simulator, host: str = "127.0.0.1", port: int | None = No
 
 def add_sim_parser(sub: Any) -> None:
     """Adds ``sim serve`` to the ``endless`` command's subparsers."""
-    sim = sub.add_parser("sim", help="the provider simulator (for tests, benchmarks and the demo)")
+    sim = sub.add_parser("sim", help="the provider simulator (for tests, benchmarks and the demo)",
+                         epilog="example:\n  endless sim serve --port 18931 --log requests.jsonl",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = sim.add_subparsers(dest="sim_command")
-    serve_parser = commands.add_parser("serve", help="serve simulated model providers on 127.0.0.1")
+    serve_parser = commands.add_parser("serve", help="serve simulated model providers on 127.0.0.1",
+                                       epilog="example:\n  endless sim serve --port 18931 --log requests.jsonl",
+                                       formatter_class=argparse.RawDescriptionHelpFormatter)
     serve_parser.add_argument("--port", type=int, required=True, help="TCP port (0: any free port)")
     serve_parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve_parser.add_argument("--cache", choices=CACHE_NAMES, default="deepseek",

@@ -12,7 +12,8 @@ import pytest
 
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory, MemoryUseError
-from endless.core.settings import Settings, SettingsError, config_path, describe, load_settings, setting_names
+from endless.core.settings import (MEANINGS, Settings, SettingsError, config_path, describe, load_settings,
+                                   setting_names)
 
 # DESIGN §7, as numbers.
 DESIGN_DEFAULTS = {
@@ -94,6 +95,7 @@ def test_defaults_pass_their_own_checks():
 def test_every_setting_is_described(tmp_path):
     rows = describe(load(tmp_path))
     assert [r[0] for r in rows] == setting_names()
+    assert list(MEANINGS) == setting_names() and all(MEANINGS.values())
     assert "sources" not in setting_names()
     assert set(DESIGN_DEFAULTS) <= set(setting_names())
 
@@ -400,13 +402,16 @@ def test_endless_config_json_subprocess(tmp_path):
     assert [r["name"] for r in rows] == setting_names()
     by_name = {r["name"]: r for r in rows}
     assert by_name["line_budget"] == {"name": "line_budget", "value": 600,
-                                      "source": "env ENDLESS_LINE_BUDGET"}
+                                      "source": "env ENDLESS_LINE_BUDGET", "meaning": "bytes of one summary line"}
     assert by_name["regex_seconds"] == {"name": "regex_seconds", "value": 1.5,
-                                        "source": f"file {cfg}"}
+                                        "source": f"file {cfg}", "meaning": "seconds a pattern search may run"}
     assert by_name["spend_cap_per_day"]["value"] is None
+    assert by_name["writer_route"]["value"] is None and by_name["recall_search"]["value"] is True
+    assert by_name["home"]["value"] == str(tmp_path / "home" / ".local" / "share" / "endless")
     for name, value in DESIGN_DEFAULTS.items():
-        if name not in ("line_budget", "regex_seconds"):
-            assert by_name[name] == {"name": name, "value": value, "source": "default"}
+        if name not in ("line_budget", "regex_seconds", "writer_route", "home"):  # both as they take effect
+            assert {k: by_name[name][k] for k in ("name", "value", "source")} == \
+                {"name": name, "value": value, "source": "default"}
 
 
 def test_endless_config_console_script(tmp_path):
@@ -422,7 +427,8 @@ def test_endless_config_table(tmp_path):
     done = run_config(tmp_path, extra={"ENDLESS_AGENT_NAME": "Hermes"})
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stdout.splitlines() if x.startswith("agent_name "))
-    assert "Hermes" in line and line.endswith("env ENDLESS_AGENT_NAME")
+    assert line.split() == ['agent_name', '"Hermes"', "ENDLESS_AGENT_NAME", "the", "agent's", "name", "in", "the",
+                            "lines"]
 
 
 def test_endless_config_bad_settings(tmp_path):

@@ -22,6 +22,7 @@ import pytest
 
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
+from endless.core.messages import Message
 from endless.writer.recorded import recorded_routes
 from endless.core.settings import Settings
 from commands import endless_command
@@ -221,3 +222,66 @@ def test_right_after_importing_twenty_thousand_messages_every_request_fits_a_sma
     assert firsts[0] is not None, "the first turn names the unwritten stretch"
     written = [f for f in firsts if f is not None]
     assert written == sorted(written) and (written[-1] > written[0] or None in firsts), firsts
+
+
+def test_diagnostics_never_land_on_the_prompt_line(tmp_path: Path) -> None:
+    """On a terminal the writer pool speaks while the person is at ``you> ``: its lines wait for the prompt
+    to be done with (here: the end of input), and each stands on a line of its own."""
+    import pty
+
+    workspace, home = tmp_path / "work", tmp_path / "home"
+    workspace.mkdir()
+    env = {**os.environ, "ENDLESS_HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "TERM": "dumb"}
+    for name in ("OPENAI_API_KEY", "ENDLESS_WRITER_ROUTE"):
+        env.pop(name, None)
+    with Memory.open(workspace_key(None, workspace), settings=Settings(home=str(home))) as memory:
+        for k in range(20):  # turns no writer has summarised: no route anywhere, so the offline writer will
+            memory.commit_turn("old", "Old chat", [Message("user", f"note {k}: " + "long words " * 200,
+                                                           1767225600.0 + k),
+                                                   Message("reply", f"noted {k}", 1767225600.5 + k)])
+    memory_id = workspace_key(None, workspace).memory_id
+
+    def lines_left() -> int:
+        from endless.writer.pace import progress
+
+        with Memory.open(memory_id=memory_id, settings=Settings(home=str(home)), readonly=True) as memory:
+            return progress(memory, time.time()).lines_left
+
+    assert lines_left() > 0  # the pool has offline lines to write once the chat starts
+    master, terminal = pty.openpty()
+    chat = subprocess.Popen([*endless_command(), "chat", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                             "--workspace", str(workspace)], stdin=terminal, stdout=subprocess.DEVNULL,
+                            stderr=terminal, env=env)
+    os.close(terminal)
+    seen = bytearray()
+
+    def read_some() -> None:
+        import select
+
+        if select.select([master], [], [], 0.05)[0]:
+            try:
+                seen.extend(os.read(master, 65536))
+            except OSError:  # the chat closed its end
+                pass
+
+    def read_until(condition, what: str) -> None:
+        deadline = time.monotonic() + TURN_TIMEOUT
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {bytes(seen)!r}")
+            read_some()
+
+    try:
+        read_until(lambda: b"you> " in seen, "the prompt")
+        read_until(lambda: lines_left() == 0, "the pool to write the offline lines")
+        os.write(master, b"\x04")  # Ctrl-D at the prompt: the end of input
+        assert chat.wait(30) == 0
+        read_until(lambda: b"offline writer" in seen, "the writer's diagnostic")
+    finally:
+        stop(chat)
+        os.close(master)
+    text = bytes(seen).decode()
+    lines = text.replace("\r\n", "\n").split("\n")
+    assert any(line.startswith("[endless.writer] lines are written by the offline writer") for line in lines), text
+    assert not any("you> [endless" in line for line in lines), text
+    assert all(line.startswith("[endless.") for line in lines if "[endless." in line), text

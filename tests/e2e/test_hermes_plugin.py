@@ -337,7 +337,7 @@ def test_endless_commands_and_switching_off_and_on(env: Env) -> None:
         {"agent": "a", "text": "Back on, skua-141. [[tools:0]] [[reply:100]]"}]},
         env={"ENDLESS_RPC_PORT": str(free_dead_port())})
     status, view, search, history = (r["answer"] for r in results[1:5])
-    assert "1 turns, 2 messages" in status, status
+    assert "1 turn, 2 messages" in status, status
     assert view.startswith("<chat>") and "albatross-121" in view, view
     assert "albatross" in search.lower() and "0" in search, search
     assert results[4]["status"] == 200 and "<html" in results[4]["page"].lower(), results[4]

@@ -100,9 +100,10 @@ def test_tools_and_view_over_stdio(setup, monkeypatch) -> None:
     spec = orjson.loads(prompts.text("tools.json"))
     assert [(t["name"], t["description"], t["inputSchema"]) for t in got["tools"]] == \
         [(t["name"], t["description"], t["parameters"]) for t in spec]
-    for (name, args), answer, want in zip(calls, got["answers"], expected):
+    refused = {3, 4, 6, 9}  # no line 5+4 or 999+1, no message 99, zoom without n: tool errors, in words
+    for k, ((name, args), answer, want) in enumerate(zip(calls, got["answers"], expected)):
         assert answer["content"] == [{"type": "text", "text": want}], (name, args)
-        assert not answer.get("isError"), (name, args)
+        assert answer.get("isError", False) is (k in refused), (name, args)
     # The answers are real ones, not refusals.
     assert got["answers"][0]["content"][0]["text"].startswith("2+0|you: Where does the database listen, question 1?")
     assert "[page 2 of" in got["answers"][1]["content"][0]["text"]
@@ -119,6 +120,33 @@ def test_tools_and_view_over_stdio(setup, monkeypatch) -> None:
     assert "kestrels" in got["late_view"]
     assert got["late_date"]["content"][0]["text"].startswith(f"Message {memory.total - 1} was written")
     assert "kestrels" in got["late_search"]["content"][0]["text"]
+
+
+def test_every_tool_error_is_marked_as_one(setup) -> None:
+    """A bad argument, a line that does not exist, a tool switched off: ``isError`` true, the words kept."""
+    memory, workspace, env = setup
+    command = endless_command()
+    params = StdioServerParameters(command=command[0], args=[*command[1:], "mcp", "--workspace", str(workspace)],
+                                   env={**env, "ENDLESS_RECALL_SEARCH": "false"})
+    calls = [("zoom", {"id": "abc"}), ("zoom", {"id": "abc", "n": 1}), ("zoom", {"id": 3, "n": 2}),
+             ("zoom", {"id": 2, "n": 1, "page": 0}), ("date", {}), ("date", {"id": -1}),
+             ("recall_search", {"query": "port"}), ("zoom", {"id": 2, "n": 1})]
+
+    async def session_run() -> list[dict]:
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return [dumped(await session.call_tool(name, args)) for name, args in calls]
+
+    got = [(a["content"][0]["text"], a.get("isError", False)) for a in anyio.run(session_run)]
+    assert got[:-1] == [("zoom needs id and n, the two numbers of a line's name id+n.", True),
+                        ("No line abc+1.", True),
+                        ("No line 3+2.", True),
+                        ("No page 0: pages are numbered from 1.", True),
+                        ("date needs id, a message number.", True),
+                        ("No message -1.", True),
+                        ("recall_search is turned off for this chat.", True)]
+    assert got[-1][0].startswith("2+0|") and got[-1][1] is False
 
 
 def test_nothing_but_the_protocol_on_stdout(setup) -> None:

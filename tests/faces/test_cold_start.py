@@ -48,7 +48,9 @@ def loaded(place, *argv: str) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize("argv", [("search", "zebracrossing"), ("search", "/zebra.*/", "--json"), ("view",),
-                                  ("zoom", "0", "2"), ("date", "3"), ("history", "--limit", "3"), ("memories",)])
+                                  ("zoom", "0", "2"), ("date", "3"), ("history", "--limit", "3"), ("memories",),
+                                  ("zoom", "0+2"), ("completion", "bash"), ("completion", "zsh"),
+                                  ("completion", "words", "--", "vi"), ("completion", "words", "--", "zoom", "--p")])
 def test_a_read_command_loads_no_heavy_module(place, argv):
     code, modules = loaded(place, *argv)
     assert code == 0, argv

@@ -112,7 +112,7 @@ def test_a_torn_line_is_a_warning_and_repair_moves_it_aside(env, memory) -> None
     assert "32 bytes" in torn[0]["message"]
     code, report = doctor(env, "--repair")
     assert code == 0 and not findings(report, "memory.torn")
-    assert "1 torn lines were moved aside" in findings(report, "memory.quarantine")[0]["message"]
+    assert "1 torn line was moved aside" in findings(report, "memory.quarantine")[0]["message"]
     assert memory.quarantine.read_bytes().count(b"\n") == 1
 
 
@@ -134,7 +134,7 @@ sys.stdin.readline()
         code, report = doctor(env)
         journal = findings(report, "memory.journal")
         assert code == 0 and journal[0]["status"] == "warning"
-        assert f"pid {proc.pid}" in journal[0]["message"] and "'sess-A' (1 messages)" in journal[0]["message"]
+        assert f"pid {proc.pid}" in journal[0]["message"] and "'sess-A' (1 message)" in journal[0]["message"]
         code, report = doctor(env, "--repair")
         assert not findings(report, "memory.journal")
         with Memory.open(memory_id=memory.memory_id, settings=memory.settings, readonly=True) as ro:

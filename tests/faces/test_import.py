@@ -257,7 +257,7 @@ def test_hermes_state_db(place, tmp_path) -> None:
     assert turns[1][3][0][1] == "Move them to 04:00."
     assert "Scratch that" not in orjson.dumps(turns).decode()
     everything = run_import(place, str(db), "--all-sessions")
-    assert "imported 1 turns" in everything.stdout and "2 turns were there already" in everything.stdout
+    assert "imported 1 turn (1 message)" in everything.stdout and "2 turns were there already" in everything.stdout
 
 
 def test_a_malformed_hermes_row(place, tmp_path) -> None:
@@ -284,7 +284,7 @@ def test_overlap_with_turns_captured_live(place, tmp_path) -> None:
             Message("user", "Move them to 04:00.", 1777626200.0),
             Message("reply", "Done: backups now run at 04:00.", 1777626210.0)])
     proc = run_import(place, str(db))
-    assert "imported 1 turns (3 messages)" in proc.stdout and "1 turns were there already" in proc.stdout
+    assert "imported 1 turn (3 messages)" in proc.stdout and "1 turn was there already" in proc.stdout
     with open_memory(place) as memory:
         turns = turns_of(memory)
     assert [(t[0], t[3][0][1]) for t in turns] == [("live-other", "an earlier chat"),

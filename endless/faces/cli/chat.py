@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import logging
 import secrets
 import signal
 import sys
@@ -35,12 +36,36 @@ from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceErr
 from endless.faces.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.messages import Message
+from endless.core.words import agree, count
 from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import Turn
 
 
 def log(message: str) -> None:
     durable.log("chat", message)
+
+
+class HeldDiagnostics(logging.Handler):
+    """Diagnostics kept while the person may be typing, written out just before the next prompt.
+
+    On a terminal the prompt and what the person types share a line; a log record written then
+    (the writer pool speaks from the background at any time) would land in the middle of it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter(durable.DIAGNOSTIC_FORMAT))
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))  # logging holds self.lock around emit
+
+    def write_out(self) -> None:
+        with self.lock:
+            lines, self.lines = self.lines, []
+        for line in lines:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def turn_state(now: float) -> str:
@@ -100,7 +125,9 @@ async def _say_progress(turn: Turn, memory: Memory) -> None:
             seconds = asyncio.get_running_loop().time() - started
             if turn.waiting:
                 _, stop = memory.views.written_prefix()
-                what = f"waiting for the memory to catch up ({memory.total - stop:,} messages without lines)"
+                behind = memory.total - stop
+                what = (f"waiting for the memory to catch up ({count(behind, 'message', grouped=True)} "
+                        f"without {agree(behind, 'a line', 'lines')})")
             else:
                 what = "waiting for the model"
             sys.stderr.write(f"\r\033[K… {what}, {seconds:.0f} s")
@@ -113,7 +140,8 @@ async def _say_progress(turn: Turn, memory: Memory) -> None:
 
 
 async def chat(memory: Memory, provider: Any, route: Any, session: str, title: str, system: str,
-               providers_factory: Any, interactive: bool) -> int:
+               providers_factory: Any, interactive: bool, held: HeldDiagnostics | None = None) -> int:
+    """The chat loop; ``held`` keeps diagnostics off the prompt's line (written before each prompt)."""
     from endless.writer.pool import WriterPool
     from endless.llm.errors import ProviderError
 
@@ -148,6 +176,8 @@ async def chat(memory: Memory, provider: Any, route: Any, session: str, title: s
     try:
         while True:
             if interactive:
+                if held is not None:
+                    held.write_out()
                 print("you> ", end="", file=sys.stderr, flush=True)
             getter = asyncio.ensure_future(lines.queue.get())
             quitter = asyncio.ensure_future(quit_.wait())
@@ -194,6 +224,10 @@ async def chat(memory: Memory, provider: Any, route: Any, session: str, title: s
         stop_pool.set()
         await asyncio.gather(pool, return_exceptions=True)
         await provider.aclose()
+        if held is not None:
+            if interactive:
+                sys.stderr.write("\n")  # off the last prompt's line
+            held.write_out()
     if ended["by"] == "terminate":
         return EXIT_TERMINATED
     if ended["by"] == "interrupt":
@@ -234,22 +268,31 @@ def _chat(args: argparse.Namespace) -> int:
         except MemoryUseError as exc:
             print(f"[endless.chat] {exc}", file=sys.stderr)
             return EXIT_USAGE
-        log(f"memory {memory.memory_id} ({memory.total} messages), session {session!r}, "
+        log(f"memory {memory.memory_id} ({count(memory.total, 'message')}), session {session!r}, "
             f"model {route.describe()}; Ctrl-C stops a reply, Ctrl-C again or Ctrl-D ends the chat")
 
         def providers(writer_route: Route):
             return make_provider(writer_route)
 
+        interactive = sys.stdin.isatty()
+        held = HeldDiagnostics() if interactive else None
         try:
-            return asyncio.run(chat(memory, provider, route, session, title, system, providers,
-                                    sys.stdin.isatty()))
+            if held is None:
+                return asyncio.run(chat(memory, provider, route, session, title, system, providers, False))
+            with durable.diagnostics_to(held):
+                return asyncio.run(chat(memory, provider, route, session, title, system, providers, True, held))
         except (MemoryUseError, OSError) as exc:
             log(f"stopped: {exc}")
             return EXIT_FAILED
+        finally:
+            if held is not None:
+                held.write_out()
 
 
 def add_chat_parser(sub: Any) -> None:
     parser = sub.add_parser("chat", help="a minimal terminal chat with Endless memory on any OpenAI or Anthropic endpoint",
+                            epilog="example:\n  endless chat --base-url http://127.0.0.1:8080/v1 --model qwen3",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("Chat in the terminal with Endless memory for this workspace. Lines are read "
                                          "from stdin; replies go to stdout. Ctrl-C during a reply stops the turn (kept "
                                          "as stopped); Ctrl-C at the prompt or Ctrl-D ends the chat."))

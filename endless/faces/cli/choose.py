@@ -8,6 +8,7 @@ same thing when there is none.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from endless.core.keys import InvalidKey, Key, check_memory_id, workspace_key
@@ -23,9 +24,22 @@ class ChoiceError(RuntimeError):
     """No memory matches what the command was given; the message says what to do."""
 
 
+_HEX_ID = re.compile(r"[0-9a-fA-F]{16}")
+
+
+def memory_id_word(text: str) -> str:
+    """``--memory``'s value as a memory id: 16 hex digits in any case (folders are named in lowercase)."""
+    word = text.strip()
+    if not _HEX_ID.fullmatch(word):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a memory id: give the 16 hex digits "
+                                         "`endless memories` prints")
+    return word.lower()
+
+
 def add_memory_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--memory", metavar="ID", help="a memory id (16 hex digits; `endless memories` lists them)")
+    group.add_argument("--memory", metavar="ID", type=memory_id_word,
+                       help="a memory id (16 hex digits; `endless memories` lists them)")
     group.add_argument("--workspace", metavar="DIR",
                        help="the workspace folder whose memory to use (default: the current folder)")
 

@@ -29,7 +29,8 @@ from typing import Any, Iterable
 import orjson
 
 from endless.core import journal
-from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK
+from endless.core.words import agree, count
+from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, memory_id_word
 from endless.core.keys import MEMORY_ID
 from endless.core.locks import Lease, holder_pid, is_held
 from endless.core.keyfile import FORMAT
@@ -170,12 +171,13 @@ def check_memory(report: Report, folder: Path, settings: Settings, now: float) -
 def _memory_findings(report: Report, memory: Memory, settings: Settings, now: float) -> None:
     mid, folder = memory.memory_id, memory.folder
     report.add("memory", "ok", f"memory {mid}: {memory.key.agent} · {memory.key.project} · format {FORMAT}, "
-                               f"granularity {memory.granularity}, {_n(memory.turns, 'turn')}, {_n(memory.total, 'message')}",
+                               f"granularity {memory.granularity}, {count(memory.turns, 'turn')}, {count(memory.total, 'message')}",
                memory=mid)
     loose = _loose_files(folder)
     if loose:
         report.add("memory.permissions", "warning",
-                   f"memory {mid}: {len(loose)} files or folders are open to other users (e.g. {loose[0]})",
+                   f"memory {mid}: {count(len(loose), 'file or folder', 'files or folders')} "
+                   f"{agree(len(loose), 'is', 'are')} open to other users (e.g. {loose[0]})",
                    f"chmod -R go-rwx {folder}", mid)
     if not os.access(folder, os.W_OK):
         report.add("memory.permissions", "error", f"memory {mid}: this user cannot write {folder}",
@@ -185,7 +187,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     for label, tail in (("turn log", memory.log.tail_state()), ("tree", _tree_tail(memory))):
         if tail is not None and tail.partial:
             report.add("memory.torn", "warning",
-                       f"memory {mid}: the {label} ends in a torn line of {len(tail.partial)} bytes "
+                       f"memory {mid}: the {label} ends in a torn line of {count(len(tail.partial), 'byte')} "
                        "(a write cut short, or one in progress)",
                        "the next process that opens the memory for writing moves it to damaged.jsonl "
                        "(`endless doctor --repair` does it now)", mid)
@@ -193,13 +195,14 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     if damage:
         first = damage[0]
         report.add("memory.damage", "error",
-                   f"memory {mid}: {len(damage)} damaged lines inside its files (first: {first.file} at byte "
+                   f"memory {mid}: {count(len(damage), 'damaged line')} inside its files (first: {first.file} at byte "
                    f"{first.offset}, {first.reason}); they are kept in place and skipped",
                    "restore the memory from a backup to recover those messages", mid)
     if memory.quarantine.exists():
-        count = sum(1 for line in memory.quarantine.read_bytes().splitlines() if line.strip())
+        torn = sum(1 for line in memory.quarantine.read_bytes().splitlines() if line.strip())
         report.add("memory.quarantine", "ok",
-                   f"memory {mid}: {count} torn lines were moved aside earlier to {memory.quarantine.name}",
+                   f"memory {mid}: {count(torn, 'torn line')} {agree(torn, 'was', 'were')} moved aside earlier "
+                   f"to {memory.quarantine.name}",
                    memory=mid)
 
     # Locks, lease, journal.
@@ -236,7 +239,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
         if pending is None:
             continue
         pid = _journal_pid(path)
-        what = f"session {pending.session!r} ({len(pending.messages)} messages)"
+        what = f"session {pending.session!r} ({count(len(pending.messages), 'message')})"
         if is_held(path.with_suffix(".alive")):
             report.add("memory.journal", "ok", f"memory {mid}: a turn of {what} is in flight in pid {pid}",
                        memory=mid)
@@ -275,7 +278,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     paused = is_paused(memory, spent, cap, now)
     cap_text = "no spend cap" if cap is None else f"cap {cap:.4f} USD a day"
     report.add("memory.spend", "warning" if paused else "ok",
-               f"memory {mid}: {totals['calls']} writer calls, {totals['cost']:.4f} USD in all, "
+               f"memory {mid}: {count(totals['calls'], 'writer call')}, {totals['cost']:.4f} USD in all, "
                f"{spent:.4f} USD today, {cap_text}" + (" — the writer is paused" if paused else ""),
                "`endless writer resume` lifts the pause for today" if paused else None, mid)
     routes = _recorded_routes(memory)
@@ -295,9 +298,6 @@ def _recent_overflow(memory: Memory, limit: int) -> int:
             return size - limit
     return size - limit
 
-
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _tree_tail(memory: Memory):
@@ -440,7 +440,8 @@ def render(report: Report) -> str:
         if f.fix and f.status != "ok":
             lines.append(f"         → {f.fix}")
     counts = {s: sum(1 for f in report.findings if f.status == s) for s in STATUSES}
-    lines.append(f"{report.status}: {counts['ok']} ok, {counts['warning']} warnings, {counts['error']} errors")
+    lines.append(f"{report.status}: {counts['ok']} ok, {count(counts['warning'], 'warning')}, "
+                 f"{count(counts['error'], 'error')}")
     return "\n".join(lines) + "\n"
 
 
@@ -466,9 +467,11 @@ def _doctor_command(args: argparse.Namespace) -> int:
 
 def add_doctor_parser(sub: Any) -> None:
     parser = sub.add_parser("doctor", help="check paths, memories, locks, journals, the writer and Hermes",
+                            epilog="example:\n  endless doctor --repair",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("Checks the installation and every memory; each finding is ok, "
                                          "warning or error. Exits 1 if any is an error, else 0."))
-    parser.add_argument("--memory", metavar="ID", help="check only this memory (16 hex digits)")
+    parser.add_argument("--memory", metavar="ID", type=memory_id_word, help="check only this memory (16 hex digits)")
     parser.add_argument("--json", action="store_true", help="print {status, findings: [...]} as JSON")
     parser.add_argument("--repair", action="store_true",
                         help="first open each memory for writing once (moves torn lines aside, closes the "

@@ -16,37 +16,71 @@ from typing import Any
 import orjson
 
 from endless.faces import answers
-from endless.faces.answers import AnswerError
+from endless.faces.answers import AnswerError, ArgumentError
+from endless.faces.cli.choose import memory_id_word
 from endless.core.render import fold
 from endless.core import moments
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+LIST_COMMAND = "`endless memories`"
+# The RPC's argument names as a person types them on this command line.
+CLI_NAMES = {"memoryId": "--memory", "id": "ID", "n": "N", "page": "--page", "before": "--before",
+             "limit": "--limit", "query": "the words to find", "agent": "--agent", "offset": "--offset"}
+
+
+def line_word(text: str) -> tuple[int, int | None]:
+    """``ID`` or ``ID+N``, the form ``endless view`` prints at the start of each line."""
+    first, plus, rest = text.strip().partition("+")
+    try:
+        ident = int(first)
+        n = int(rest) if plus else None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a line: give ID+N as `endless view` prints it "
+                                         "(such as 0+16), or ID and N apart") from None
+    return ident, n
+
+
+def message_word(text: str) -> int:
+    """A message number, also in the forms a line of one message is named (``11+0``, ``11+1``)."""
+    ident, n = line_word(text)
+    if n is not None and n not in (0, 1):
+        raise argparse.ArgumentTypeError(f"{text!r} is a line of {n} messages, not one message: "
+                                         f"give one of its message numbers, such as {ident}")
+    return ident
 
 
 def add_read_parsers(sub: Any) -> None:
     """Registers the read commands on the ``endless`` command's subparsers."""
-    memories = sub.add_parser("memories", help="list the memories, the most recently used first")
+    memories = sub.add_parser("memories", help="list the memories, the most recently used first",
+                              epilog="example:\n  endless memories --agent endless",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     memories.add_argument("--agent", help="only the memories of this agent")
     memories.add_argument("--json", action="store_true", help="print the endless.memories value as JSON")
     memories.set_defaults(run=_run, method="memories")
 
-    def reader(name: str, help_text: str) -> argparse.ArgumentParser:
-        parser = sub.add_parser(name, help=help_text)
-        parser.add_argument("--memory", help="a memory id (16 hex digits)")
+    def reader(name: str, help_text: str, example: str) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help_text, epilog=f"example:\n  {example}",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+        parser.add_argument("--memory", metavar="ID", type=memory_id_word,
+                            help="a memory id (16 hex digits; `endless memories` lists them)")
         parser.add_argument("--workspace", help="the workspace whose memory to read (default: this folder)")
         parser.add_argument("--json", action="store_true", help=f"print the endless.{name} value as JSON")
         parser.set_defaults(run=_run, method=name)
         return parser
 
-    reader("view", "print the memory's view: the lines the chat model sees instead of the history")
-    zoom = reader("zoom", "open line ID+N into its two halves, or message ID whole when N is 1")
-    zoom.add_argument("id", type=int, help="the line's first message")
-    zoom.add_argument("n", type=int, help="how many messages the line covers (1: the message itself)")
+    reader("view", "print the memory's view: the lines the chat model sees instead of the history",
+           "endless view --memory 0123456789abcdef")
+    zoom = reader("zoom", "open line ID+N into its two halves, or message ID whole when N is 1", "endless zoom 0+16")
+    zoom.add_argument("line", metavar="ID+N", type=line_word,
+                      help="the line as `endless view` prints it (0+16), or its first message ID then N")
+    zoom.add_argument("n", metavar="N", type=int, nargs="?",
+                      help="how many messages the line covers (1: the message itself), when not given as ID+N")
     zoom.add_argument("--page", type=int, default=1, help="page of a long message (default 1)")
-    date = reader("date", "print when message ID was written")
-    date.add_argument("id", type=int, help="a message number")
+    date = reader("date", "print when message ID was written", "endless date 11")
+    date.add_argument("id", metavar="ID", type=message_word, help="a message number")
     search = reader("search", "search the whole history: words ranked by relevance, a \"quoted phrase\" "
-                              "exactly, or a /pattern/, newest first")
+                              "exactly, or a /pattern/, newest first",
+                    "endless search which database did we pick for billing")
     search.add_argument("words", nargs="+", help="words to rank (any order, any case), a \"quoted phrase\" "
                                                  "(quote it for the shell too: '\"a b\"'), or one /regular expression/")
     search.add_argument("--limit", type=int, help="at most this many hits (1-50, default 50)")
@@ -57,7 +91,8 @@ def add_read_parsers(sub: Any) -> None:
     search.add_argument("--before", help="only messages before this date or time")
     search.add_argument("--scope", choices=("messages", "lines", "both"),
                         help="search the messages (default), the summary lines, or both")
-    history = reader("history", "print whole turns, newest page last; page back with --before")
+    history = reader("history", "print whole turns, newest page last; page back with --before",
+                     "endless history --before 40 --limit 10")
     history.add_argument("--before", type=int, help="show turns before this turn number (default: the newest)")
     history.add_argument("--limit", type=int, help="turns on the page (default 50, at most 200)")
 
@@ -66,11 +101,11 @@ def _open(args: argparse.Namespace, settings: Any):
     from endless.core.keys import workspace_key
 
     if args.memory:
-        return answers.open_memory(settings, args.memory)
+        return answers.open_memory(settings, args.memory, listed_by=LIST_COMMAND)
     workspace = Path(args.workspace or ".")
     mid = workspace_key(None, workspace).memory_id
     try:
-        return answers.open_memory(settings, mid)
+        return answers.open_memory(settings, mid, listed_by=LIST_COMMAND)
     except AnswerError as exc:
         if exc.code == answers.UNKNOWN_MEMORY:
             raise AnswerError(exc.code, f"the workspace {workspace.resolve()} has no memory yet "
@@ -83,7 +118,14 @@ def _args(args: argparse.Namespace) -> dict:
     if method == "memories":
         return {"agent": args.agent}
     if method == "zoom":
-        return {"id": args.id, "n": args.n, "page": args.page}
+        ident, n = args.line
+        if n is not None and args.n is not None:
+            raise AnswerError(answers.BAD_REQUEST, f"give the line as ID+N or as ID N, not both: "
+                                                   f"`endless zoom {ident}+{n}`")
+        if n is None and args.n is None:
+            raise AnswerError(answers.BAD_REQUEST, f"say how many messages the line covers: "
+                                                   f"`endless zoom {ident}+N` (N = 1 opens message {ident})")
+        return {"id": ident, "n": n if n is not None else args.n, "page": args.page}
     if method == "date":
         return {"id": args.id}
     if method == "search":
@@ -99,21 +141,48 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     method = args.method
+    note = None
     try:
         if method == "memories":
             value = answers.memories(settings, _args(args))
         else:
             with _open(args, settings) as memory:
                 value = answers.answer(memory, method, _args(args), settings)
+                note = _empty_note(args, value, memory.memory_id, memory.turns, memory.total)
     except AnswerError as exc:
-        print(f"[endless] {exc.message}", file=sys.stderr)
+        print(f"[endless] {said(exc)}", file=sys.stderr)
         return EXIT_USAGE if exc.code == answers.BAD_REQUEST else EXIT_NOT_FOUND
+    if note is not None:  # like a search without hits: said on stderr, and still an answer (exit 0)
+        print(f"[endless] {note}", file=sys.stderr)
     out = sys.stdout
     if args.json:
         out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
         return EXIT_OK
     TEXT[method](value, out)
     return EXIT_OK
+
+
+def said(error: AnswerError) -> str:
+    """The error as this command line says it: arguments named as the person typed them."""
+    if isinstance(error, ArgumentError):
+        return f"{CLI_NAMES.get(error.arg, error.arg)} {error.problem}"
+    return error.message
+
+
+def _empty_note(args: argparse.Namespace, value: dict, memory_id: str, turns: int, total: int) -> str | None:
+    """One line saying why a view or history page is empty, or that --before was past the newest turn."""
+    if args.method == "view" and not value["lines"]:
+        return f"the view is empty: memory {memory_id} holds no messages yet"
+    if args.method != "history":
+        return None
+    if turns == 0:
+        return f"memory {memory_id} holds no turns yet"
+    if not value["turns"]:
+        return f"no turns before turn {args.before}: turn 0 is the first"
+    if args.before is not None and args.before > turns:
+        return (f"--before {args.before} is past the newest turn ({turns - 1}) of memory {memory_id}: "
+                "this is the newest page")
+    return None
 
 
 # -- plain text ----------------------------------------------------------------------------------

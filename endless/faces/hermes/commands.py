@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from endless.core.words import count
 from endless.faces.hermes.runtime import log, runtime
 
 USAGE = ("/endless history (the History page's address) | view | search <words> | status | "
@@ -71,8 +72,8 @@ def status_text(memory, off: bool = False) -> str:
 
     catching = progress(memory, time.time())
     return (f"Endless memory {memory.memory_id} ({memory.key.agent} · {memory.key.project}): "
-            f"{memory.turns} turns, {memory.total} messages; view {len(memory.views.view_lines())} lines, "
-            f"{len(lines)} written; recent block {recent_bytes(memory)} of "
+            f"{count(memory.turns, 'turn')}, {count(memory.total, 'message')}; "
+            f"view {count(len(memory.views.view_lines()), 'line')}, {len(lines)} written; recent block {recent_bytes(memory)} of "
             f"{memory.settings.recent_block_bytes} bytes; writer: {catching.sentence()}"
             + ("; OFF for this chat" if off else ""))
 

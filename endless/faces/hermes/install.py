@@ -31,6 +31,9 @@ PLUGIN_NAME = "endless"
 ENGINE_NAME = "endless"
 STATE_FILE = "endless-install.json"
 ABSENT = {"absent": True}
+# What a Hermes home holds once Hermes has run there (``hermes_cli.config.ensure_hermes_home`` makes the
+# folders and SOUL.md; the session store and the settings follow), or once Endless was installed in it.
+HOME_MARKS = ("config.yaml", "state.db", "SOUL.md", "sessions", STATE_FILE)
 
 # (key path, value) pairs install sets; plugins.enabled is handled as a list.
 SETTINGS: list[tuple[tuple[str, ...], Any]] = [
@@ -53,6 +56,11 @@ def hermes_home(given: str | None = None, environ: dict | None = None) -> Path:
     if environ.get("HERMES_HOME"):
         return Path(environ["HERMES_HOME"]).expanduser()
     return Path.home() / ".hermes"
+
+
+def is_hermes_home(home: Path) -> bool:
+    """Whether ``home`` is a folder Hermes has used (or Endless was installed in), not just any folder."""
+    return home.is_dir() and any((home / mark).exists() for mark in HOME_MARKS)
 
 
 def _yaml():
@@ -232,17 +240,32 @@ def _read_state(path: Path) -> dict | None:
 
 def add_hermes_parser(sub: argparse._SubParsersAction) -> None:
     """Adds ``hermes install|uninstall`` to the ``endless`` command's subparsers."""
-    parser = sub.add_parser("hermes", help="switch Endless on or off in a Hermes Agent home")
+    parser = sub.add_parser("hermes", help="switch Endless on or off in a Hermes Agent home",
+                            epilog="example:\n  endless hermes install --home ~/.hermes/profiles/work",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="hermes_command", required=True)
-    for name, helptext in (("install", "enable the Endless plugin in a Hermes home"),
-                           ("uninstall", "undo exactly what `endless hermes install` changed")):
-        command = commands.add_parser(name, help=helptext)
-        command.add_argument("--home", help="the Hermes home (default: $HERMES_HOME, else ~/.hermes)")
+    for name, helptext, example in (
+            ("install", "enable the Endless plugin in a Hermes home", "endless hermes install --home ~/.hermes"),
+            ("uninstall", "undo exactly what `endless hermes install` changed", "endless hermes uninstall")):
+        command = commands.add_parser(name, help=helptext, epilog=f"example:\n  {example}",
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.add_argument("--home", metavar="DIR", help="the Hermes home (default: $HERMES_HOME, else ~/.hermes)")
+        if name == "install":
+            command.add_argument("--create", action="store_true",
+                                 help="install into DIR even if Hermes has not used it yet (making it if missing)")
         command.set_defaults(run=_run, action=name)
 
 
 def _run(args: argparse.Namespace) -> int:
     home = hermes_home(args.home)
+    if args.action == "install" and home.exists() and not home.is_dir():
+        print(f"[endless.hermes] {home} is not a folder; check --home (or $HERMES_HOME)", file=sys.stderr)
+        return 2
+    if args.action == "install" and not args.create and not is_hermes_home(home):
+        what = "does not exist" if not home.exists() else "is not a Hermes home (no config.yaml, state.db or sessions/)"
+        print(f"[endless.hermes] {home} {what}; check --home (or $HERMES_HOME), run Hermes there once, "
+              "or add --create to install into it anyway", file=sys.stderr)
+        return 2
     try:
         said = install(home) if args.action == "install" else uninstall(home)
     except InstallError as exc:

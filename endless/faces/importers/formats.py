@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import orjson
 
 from endless.core import moments
+from endless.core.words import count
 
 FORMATS = ("auto", "generic", "claude", "hermes")
 GENERIC_ROLES = ("user", "assistant", "tool", "note")
@@ -328,7 +329,7 @@ def read_hermes(path: Path, sessions: list[str] | None) -> Iterator[Entry]:
     chosen = list(known) if sessions is None else sessions
     for sid in chosen:
         if sid not in known:
-            raise FormatError(f"{path}: no session {sid!r} (it has {len(known)} sessions)")
+            raise FormatError(f"{path}: no session {sid!r} (it has {count(len(known), 'session')})")
     with _connect(path) as db:
         columns = {r[1] for r in db.execute("PRAGMA table_info(messages)")}
         needed = {"id", "session_id", "role", "content", "tool_calls", "timestamp"}

@@ -45,6 +45,7 @@ from endless.core.memory import Memory, MemoryUseError
 from endless.core.turns import TurnRecord
 from endless.core.messages import Message, TraceBuilder, prepare
 from endless.core.settings import Settings, load_settings
+from endless.core.words import agree, count
 
 BATCH_TURNS = 2000  # turns per durable commit (one fsync each)
 BATCH_BYTES = 8 << 20
@@ -334,9 +335,18 @@ def _hermes_workspace_sessions(path: Path, project: str | None) -> list[str]:
     wanted = str(Path(project).resolve())
     chosen = [s.id for s in everything if s.cwd and str(Path(s.cwd).resolve()) == wanted]
     if not chosen:
-        raise FormatError(f"{path}: none of its {len(everything)} sessions ran in {wanted}; pick sessions "
+        raise FormatError(f"{path}: {_none_of(len(everything))} ran in {wanted}; pick sessions "
                           "with --session ID, or take them all with --all-sessions")
     return chosen
+
+
+def _none_of(sessions: int) -> str:
+    """``none of its 3 sessions``, ``its one session``, ``it has no session``: a subject that reads."""
+    if sessions == 0:
+        return "no session"
+    if sessions == 1:
+        return "its one session never"
+    return f"none of its {count(sessions, 'session')}"
 
 
 WRITERS = ("offline", "model")
@@ -364,11 +374,11 @@ class CatchUp:
     def sentence(self) -> str:
         from endless.writer.pace import say_duration
 
-        lines = (f"{self.lines} lines to write ({self.message_lines} messages too long to be their own line, "
-                 f"up to {self.merges} merges)")
+        lines = (f"{count(self.lines, 'line')} to write ({count(self.message_lines, 'message')} too long to be "
+                 f"{agree(self.message_lines, 'its', 'their')} own line, up to {count(self.merges, 'merge')})")
         if self.writer == "offline":
             return f"{lines} by the offline writer: no model calls, no cost, {say_duration(self.seconds)}"
-        return (f"{lines} by the model on {self.route}: about {self.calls} calls, about {self.cost:.4f} USD, "
+        return (f"{lines} by the model on {self.route}: about {count(self.calls, 'call')}, about {self.cost:.4f} USD, "
                 f"{say_duration(self.seconds)} ({self.rate}); in the background, under the spend cap")
 
 
@@ -560,8 +570,9 @@ def _import_command(args: argparse.Namespace) -> int:
         if args.json:
             sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            sys.stdout.write(f"imported {landed} turns ({plan.messages} messages) into memory {memory.memory_id}; "
-                             f"{plan.skipped} turns were there already\n")
+            sys.stdout.write(f"imported {count(landed, 'turn')} ({count(plan.messages, 'message')}) into memory "
+                             f"{memory.memory_id}; {count(plan.skipped, 'turn')} "
+                             f"{agree(plan.skipped, 'was', 'were')} there already\n")
             if guess is not None:
                 sys.stdout.write(f"catching up: {guess.sentence()}; `endless doctor` shows the progress\n")
         return EXIT_OK
@@ -590,8 +601,8 @@ def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: C
         return
     for turn in plan.in_order():
         sys.stdout.write(_preview(turn) + "\n")
-    sys.stdout.write(f"would add {plan.turns} turns ({plan.messages} messages) to memory {target}; "
-                     f"{plan.skipped} turns are there already\n")
+    sys.stdout.write(f"would add {count(plan.turns, 'turn')} ({count(plan.messages, 'message')}) to memory "
+                     f"{target}; {count(plan.skipped, 'turn')} {agree(plan.skipped, 'is', 'are')} there already\n")
     sys.stdout.write(f"writer: {guess.sentence()}\n")
     other = "model" if guess.writer == "offline" else "offline"
     sys.stdout.write(f"(choose with --writer {other}" + (
@@ -601,6 +612,8 @@ def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: C
 
 def add_import_parser(sub: Any) -> None:
     parser = sub.add_parser("import", help="import earlier conversations (JSONL, Claude Code, Hermes state.db)",
+                            epilog="example:\n  endless import ~/.hermes/state.db --dry-run",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("Import conversations into a memory: a generic JSONL "
                                          "({role, content, at?, session?, title?} per line), Claude Code "
                                          "session transcripts (.jsonl files or their folder) or Hermes sessions "

@@ -62,6 +62,7 @@ from endless.faces.answers import AnswerError
 from endless.faces.rpc import readers
 from endless.faces.rpc.readers import Readers
 from endless.core.settings import Settings, search_workers
+from endless.core.words import agree, count
 
 TIMEOUT = "endless/timeout"
 BUSY = "endless/busy"
@@ -237,8 +238,8 @@ class EndlessApp:
             return await loop.run_in_executor(self.quick, self.call, method, args)
         with self._slow_lock:
             if self._slow_waiting >= self.settings.rpc_search_queue:
-                raise AnswerError(BUSY, f"{self._slow_waiting} searches and history pages are "
-                                        "waiting already; try again in a moment")
+                raise AnswerError(BUSY, f"{count(self._slow_waiting, 'search or history page', 'searches and history pages')} "
+                                        f"{agree(self._slow_waiting, 'is', 'are')} waiting already; try again in a moment")
             self._slow_waiting += 1
         from endless.faces.rpc import workers
         try:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from endless.core import durable
 from endless.core.settings import Settings
+from endless.faces.cli.choose import memory_id_word
 
 HOST = "127.0.0.1"
 START_SECONDS = 10.0
@@ -114,9 +115,12 @@ def start_in_thread(settings: Settings, port: int | None = None, *, root: Path |
 
 
 def add_serve_parser(sub: Any) -> None:
-    serve = sub.add_parser("serve", help="serve the host RPC and the History page on 127.0.0.1")
+    serve = sub.add_parser("serve", help="serve the host RPC and the History page on 127.0.0.1",
+                           epilog="example:\n  endless serve --port 8765",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--port", type=int, help="TCP port (default: the rpc_port setting; 0: any free port)")
-    serve.add_argument("--memory", help="the memory the page opens first (default: this folder's, if any)")
+    serve.add_argument("--memory", type=memory_id_word,
+                       help="the memory the page opens first (default: this folder's, if any)")
     serve.set_defaults(run=_serve_command)
 
 

@@ -11,7 +11,9 @@ search catches up.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -60,14 +62,13 @@ def _find_newline(fd: int, pos: int, stop: int) -> int:
 
 
 def _turn_record(line: bytes) -> dict | None:
+    """The record, if it is one; its messages are checked as they are indexed."""
     try:
         record = orjson.loads(line)
-        if isinstance(record, dict) and isinstance(record.get("id"), int) and isinstance(record.get("m"), list) \
-                and all(isinstance(m, dict) and isinstance(m.get("x"), str) and isinstance(m.get("k"), str)
-                        for m in record["m"]):
-            return record
     except orjson.JSONDecodeError:
-        pass
+        return None
+    if isinstance(record, dict) and isinstance(record.get("id"), int) and isinstance(record.get("m"), list):
+        return record
     return None
 
 
@@ -138,7 +139,7 @@ class Sources:
     log_end: int
     tree_path: Path
     tree_end: int
-    text_of: Callable[[int, int], str | None]  # a stored line's text (for telling free lines apart)
+    size_of: Callable[[int, int], int | None]  # a stored line's size in bytes (for telling free lines apart)
 
 
 def catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
@@ -196,9 +197,18 @@ def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
                                      str(first_tid)))
 
 
+_NODE_HEAD = re.compile(rb'\{"l":(\d+),"i":(\d+),')
+_NODE_TAIL = re.compile(rb',"size":(\d+)(?:,"src":(\d+))?\}\s*$')
+
+
 def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
-    """Index the written lines among the tree's next nodes (free lines repeat messages: left out)."""
-    seen: dict[tuple[int, int], str] = {}
+    """Index the written lines among the tree's next nodes (free lines repeat messages: left out).
+
+    Most nodes are free, and are told apart by their sizes alone, read from
+    the record's ends without parsing its text (see :func:`is_free`); only
+    written lines are parsed.
+    """
+    sizes: list[array] = []  # per level, the size of each node this pass read (0: not read)
     written: list[tuple[int, int, str]] = []
     pos = mark.tree_end
     with open(sources.tree_path, "rb") as handle:
@@ -208,32 +218,55 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
             if not line.endswith(b"\n"):
                 break
             pos += len(line)
+            head, tail = _NODE_HEAD.match(line), _NODE_TAIL.search(line, max(0, len(line) - 64))
+            if head is None or tail is None:
+                continue  # not a node record as the tree writes them (a damaged line: the tree skips it too)
+            level, ix, size = int(head[1]), int(head[2]), int(tail[1])
+            src = None if tail[2] is None else int(tail[2])
+            _remember(sizes, level, ix, size)
+            if is_free(level, ix, size, src, lambda part: _size_of(sizes, part, sources)):
+                continue
             try:
-                node = orjson.loads(line)
-                level, ix, text = int(node["l"]), int(node["i"]), node["text"]
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                text = orjson.loads(line)["text"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
                 continue
-            if not isinstance(text, str):
-                continue
-            seen[(level, ix)] = text
-            if not is_free(level, ix, node, text, lambda p: seen.get(p) or sources.text_of(*p)):
+            if isinstance(text, str):
                 written.append((level, ix, text))
     index.add_lines(written, pos)
 
 
-def is_free(level: int, ix: int, node: dict, text: str,
-            text_of: Callable[[tuple[int, int]], str | None]) -> bool:
+def _remember(sizes: list[array], level: int, ix: int, size: int) -> None:
+    while len(sizes) <= level:
+        sizes.append(array("I"))
+    row = sizes[level]
+    if len(row) <= ix:
+        row.extend([0] * (ix + 1 - len(row)))
+    row[ix] = size + 1
+
+
+def _size_of(sizes: list[array], part: tuple[int, int], sources: Sources) -> int | None:
+    level, ix = part
+    if level < len(sizes) and ix < len(sizes[level]) and sizes[level][ix]:
+        return sizes[level][ix] - 1
+    return sources.size_of(level, ix)
+
+
+def is_free(level: int, ix: int, size: int, src: int | None,
+            size_of: Callable[[tuple[int, int]], int | None]) -> bool:
     """A free line is a message as it is (level 0) or its two halves joined (DESIGN §2.3).
 
     A written leaf exists only for a message too long to be its own line, so
-    its source size is larger than its text; a free leaf's are equal.  A
-    written parent exists only where the halves joined do not fit, so it is
-    never their join.
+    its source is larger than its text; a free leaf's source is its text.  A
+    free parent is its halves and a newline, so exactly that long; a written
+    parent exists only where that join is longer than a line may be, and the
+    writer's line is shorter (a writer's line of exactly the join's length,
+    possible only past the line budget, would be taken for free and missed
+    by the summary-line scope; its messages are still found).
     """
     if level == 0:
-        return node.get("src") == node.get("size")
-    left, right = text_of((level - 1, ix * 2)), text_of((level - 1, ix * 2 + 1))
-    return left is not None and right is not None and text == f"{left}\n{right}"
+        return src is not None and src == size
+    left, right = size_of((level - 1, ix * 2)), size_of((level - 1, ix * 2 + 1))
+    return left is not None and right is not None and size == left + 1 + right
 
 
 # -- kept current by the process that writes (in hand, under the memory's lock) ------------------

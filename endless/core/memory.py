@@ -252,7 +252,12 @@ class Memory:
     def index_sources(self) -> index_upkeep.Sources:
         """What a search catches the full-text index up from (this process's view of the files)."""
         return index_upkeep.Sources(self.log.path, self.log.end, self.tree.path, self.tree.end,
-                                    self.tree.cached_text)
+                                    self._node_size)
+
+    def _node_size(self, level: int, index: int) -> int | None:
+        record = self.tree.record(level, index)
+        size = None if record is None else record.get("size")
+        return size if isinstance(size, int) else None
 
     def plan_views(self, sync: bool = True) -> None:
         """Run both views' sawtooths over everything committed (after ``commit_turns(plan=False)``)."""

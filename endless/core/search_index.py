@@ -181,15 +181,22 @@ class SearchIndex:
     def add_turns(self, records: Iterable[tuple[int, int, dict]], mark: Watermark) -> None:
         """Index ``(turn, byte end, record)`` turns and move the log watermark (inside ``write``)."""
         db = self.db()
-        rows, infos = [], []
+        rows: list[tuple[int, str]] = []
+        infos: list[tuple[int, float | None, int, int]] = []
+        codes = _KIND_CODE
         for _, _, record in records:
             chat = self._chat(str(record.get("s", "")), str(record.get("t", "")))
-            for k, message in enumerate(record["m"]):
-                mid = record["id"] + k
-                rows.append((mid, message["x"]))
-                at = message.get("at")
-                at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
-                infos.append((mid, at, _KIND_CODE.get(message["k"], -1), chat))
+            mid = record["id"]
+            for message in record["m"]:
+                try:
+                    text, at = message["x"], message.get("at")
+                    kind = codes.get(message["k"], -1)
+                except (KeyError, TypeError, AttributeError):
+                    text = None  # not a message record (a damaged line the log also skips)
+                if isinstance(text, str):
+                    rows.append((mid, text))
+                    infos.append((mid, at if type(at) in (int, float) else None, kind, chat))
+                mid += 1
         db.executemany("INSERT INTO words(rowid, text) VALUES (?, ?)", rows)
         db.executemany("INSERT INTO msg(id, at, kind, chat) VALUES (?, ?, ?, ?)", infos)
         self._set_mark(turns=mark.turns, log_end=mark.log_end, messages=mark.messages,

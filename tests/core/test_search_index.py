@@ -148,6 +148,15 @@ def test_summary_lines_are_their_own_scope(tmp_path):
     short = _add(memory, "a short aviary note")
     assert [h.kind for h in search.search(search.corpus_of(memory), "short aviary", 0, 10, 5.0,
                                           scope="lines").hits if h.id == short] == []
+    # Rebuilt from the files (not from what the commits had in hand): the same lines, no free ones.
+    before = [(h.id, h.count) for h in search.search(search.corpus_of(memory), "aviary short", 0, 10, 5.0,
+                                                     scope="lines").hits]
+    memory.search_index.close()
+    memory.search_index.path.unlink()
+    rebuilt = [(h.id, h.count) for h in search.search(search.corpus_of(memory), "aviary short", 0, 10, 5.0,
+                                                      scope="lines").hits]
+    assert rebuilt == before and len(before) == 2
+    assert memory.search_index.db().execute("SELECT count(*) FROM line").fetchone()[0] == 3
     answer = lookback.recall_search(memory, "aviary roof", scope="lines")
     assert "0+2 · from " in answer and "summary line: " in answer and "**aviary**" in answer
     with pytest.raises(search.SearchError, match="kind and chat filter messages"):

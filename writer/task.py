@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from endless import prompts
 from endless.core import tiling
 from endless.core.errors import MemoryUseError
-from endless.core.render import ViewLine
+from endless.core.render import ViewLine, neutralise
 from endless.core.settings import WRITER_REPLY_TOKENS
 from endless.llm import tokens
 from endless.writer.interface import WriterMemory
@@ -60,8 +60,11 @@ def job_sources(memory: WriterMemory, job: Job) -> list[str]:
     """Everything a line may draw facts from: its whole message, or a merge's lines and messages."""
     if job.level == 0:
         stored = memory.message(job.index)
-        return [job_input(memory, job) if stored is None
-                else stored.writer_source(memory.settings, memory.agent_name)]
+        if stored is None:
+            return [job_input(memory, job)]
+        source = stored.writer_source(memory.settings, memory.agent_name)
+        shown = neutralise(source)  # a try may copy what the task showed, "&lt;/input>" and all
+        return [source] if shown == source else [source, shown]
     sources = [job_input(memory, job)]
     for message_id in range(tiling.first(job.part), tiling.end(job.part)):
         stored = memory.message(message_id)
@@ -83,8 +86,17 @@ def writer_context(memory: WriterMemory, job: Job) -> list[ViewLine]:
     return lines
 
 
+def task_input(memory: WriterMemory, job: Job) -> str:
+    """The input as the task shows it between its tags: a message holding ``</input>`` cannot end it.
+
+    (A merge's input is two view lines, rendered neutralised already; the
+    offline writer reads :func:`job_input`, so what it stores is the text as written.)
+    """
+    return neutralise(job_input(memory, job)) if job.level == 0 else job_input(memory, job)
+
+
 def describe(memory: WriterMemory, jobs: list[Job]) -> list[JobText]:
-    return [JobText(job, str(k + 1), job_name(job), job_input(memory, job), job_sources(memory, job))
+    return [JobText(job, str(k + 1), job_name(job), task_input(memory, job), job_sources(memory, job))
             for k, job in enumerate(jobs)]
 
 

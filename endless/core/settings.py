@@ -36,6 +36,13 @@ LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-
 # Seconds the offline writer takes for a line on this project's 2-core reference machine (measured:
 # 1.6 ms a message line, 2.1 ms a merge, plus the store), for the import's estimate.
 OFFLINE_LINE_SECONDS = 0.003
+# What Endless wraps around the memory's text (DESIGN §4): the names of its tags (the view's
+# <chat>, the writer task's <input>, <job> and <line>), the per-turn state's opening, and the
+# writer task's marker.  Memory text is neutralised against all of them where it is rendered
+# (endless.core.render.neutralise).
+FRAME_TAGS = ("chat", "input", "job", "line")
+STATE_MARKER = "[now:"
+TASK_MARKER = "Compaction:"
 
 
 class SettingsError(ValueError):

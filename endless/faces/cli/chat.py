@@ -35,6 +35,7 @@ from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceErr
 from endless.faces.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.messages import Message
+from endless.core.render import state_line
 from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import Turn
 
@@ -46,7 +47,7 @@ def log(message: str) -> None:
 def turn_state(now: float) -> str:
     """Per-turn state (DESIGN §4, item 6): the time, which changes every turn."""
     moment = dt.datetime.fromtimestamp(now).astimezone()
-    return f"Time: {moment.strftime('%A %Y-%m-%d %H:%M %Z').strip()}"
+    return state_line(moment.strftime('%A %Y-%m-%d %H:%M %Z').strip())
 
 
 class Lines:

@@ -41,6 +41,7 @@ from endless.faces.hermes import reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
 from endless.core.keys import Key, gateway_key, workspace_key
 from endless.core.memory import Memory
+from endless.core.render import state_line
 from endless.llm.request import Request
 from endless.core.sessions import key_for_session
 
@@ -544,6 +545,6 @@ def workspace(agent: Any) -> Path:
 def per_turn_state(state: TurnState) -> str:
     """Per-turn facts that change: the time (and the chat's title)."""
     now = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    return f"[now: {now}]"
+    return state_line(now)
 
 

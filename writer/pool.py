@@ -366,8 +366,7 @@ class WriterPool:
     def _feedback(self, verdict: checks.Verdict, key: str | None) -> str:
         budget = self.settings.line_budget
         target = int(budget * self.settings.line_retry_ratio)
-        return feedback(verdict.problem or "malformed", verdict.detail, budget=budget, target=target,
-                        cut=checks.cut_mark(verdict.text, target), size=verdict.size, key=key)
+        return feedback(verdict, budget=budget, target=target, cut=checks.cut_mark(verdict.text, target), key=key)
 
     def _store(self, item: JobText, text: str) -> None:
         if self.memory.store_line(item.job.level, item.job.index, text):

@@ -40,6 +40,15 @@ OFFLINE_LINE_SECONDS = 0.003
 # <chat>, the writer task's <input>, <job> and <line>), the per-turn state's opening, and the
 # writer task's marker.  Memory text is neutralised against all of them where it is rendered
 # (endless.core.render.neutralise).
+# A writer's try that repeats the task's own instructions or feedback is junk (a model that echoes
+# its prompt): rejected when at least PROMPT_ECHO_SHARE of its word 5-grams occur in the texts of
+# prompts/ and not in its sources.  Why 0.3: a faithful line copies its input, and a 5-word run of
+# the instructions turns up in one only by chance, one or two at a time (of the ~65 a 512-byte
+# line has); an echoed retry message scores about 0.6 to 1.0, and a try that is a third
+# instructions already stores them as memory.  A message that quotes the instructions is safe:
+# runs its sources hold are not counted.
+PROMPT_ECHO_WORDS = 5
+PROMPT_ECHO_SHARE = 0.3
 FRAME_TAGS = ("chat", "input", "job", "line")
 STATE_MARKER = "[now:"
 TASK_MARKER = "Compaction:"

@@ -8,21 +8,23 @@ still writing is simply not there yet.
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import orjson
 
+from endless.core import diagnostics
+
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
-def log(part: str, message: str) -> None:
-    """Diagnostics go to stderr with a prefix naming the part that speaks."""
-    print(f"[endless.{part}] {message}", file=sys.stderr, flush=True)
+def log(part: str, message: str, level: int = logging.INFO) -> None:
+    """A diagnostic through :mod:`endless.core.diagnostics` (stderr on its own, a host's log files inside one)."""
+    diagnostics.log(part, message, level)
 
 
 def make_dir(path: Path) -> Path:

@@ -82,6 +82,8 @@ class Settings:
     content_rounds: int = 3
     lines_per_call: int = 6
     retry_seconds: float = 10.0
+    # A writer failing this long (no call answered) is told to the person once, in the host's notice.
+    writer_failing_notice_seconds: float = 180.0
     call_timeout_seconds: float = 300.0
     writer_poll_seconds: float = 1.0
     cache_warm_seconds: float = 300.0

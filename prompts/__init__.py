@@ -17,3 +17,9 @@ def text(name: str) -> str:
 @lru_cache(maxsize=None)
 def data(name: str) -> object:
     return orjson.loads(text(name))
+
+
+def names(folder: str) -> list[str]:
+    """The text files of ``folder`` (``"writer"``), as names :func:`text` reads, sorted."""
+    found = resources.files(__name__).joinpath(folder).iterdir()
+    return sorted(f"{folder}/{entry.name}" for entry in found if entry.name.endswith(".txt"))

@@ -26,7 +26,13 @@ until nothing changes, so ``clean(clean(x)) == clean(x)``.
     (an agent's own "I can't do that" being summarised) is not a refusal.
 ``echo``
     the task's own tags (``<input>``, ``</input>``, ``Compaction:``, and the
-    view's ``<chat>``/``</chat>``) appear in the try but in no source.
+    view's ``<chat>``/``</chat>``) appear in the try but in no source; or the
+    try repeats the instructions: at least ``PROMPT_ECHO_SHARE`` (0.3) of its
+    word 5-grams occur in the texts of ``prompts/`` (the task, the writer's
+    and the turn's sections, every feedback message) or in the fixed words of
+    a feedback's detail, and in no source (a model that parrots its last
+    message would otherwise store "Write the line itself: …" as a memory
+    line).  The instruction texts are read once from the package.
 ``malformed``
     no letter or digit at all; a JSON object or array, tool-call syntax or a
     model's special tokens (``<tool_call>``, ``<|im_start|>`` …); an unclosed
@@ -90,19 +96,22 @@ keeps them passes.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from endless.core.settings import LINE_BUDGET
+from endless import prompts
+from endless.core.settings import LINE_BUDGET, PROMPT_ECHO_SHARE, PROMPT_ECHO_WORDS
 from endless.writer.facts import (SCRIPT_PATTERNS, Fact, Haystack, foreign_scripts, haystack_of,
                                   invented_facts, squeeze_ws, strip_heads)
 
 __all__ = [
     "PROBLEMS", "MARKER", "JOB_WORDS", "ELLIPSIS", "CUT_MARK", "Verdict",
     "clean", "judge", "trim", "cut_mark", "is_writer_task", "utf8_size", "utf8_prefix", "accept_limit",
+    "word_grams", "instruction_grams", "DETAIL_TEXTS",
 ]
 
 PROBLEMS = ("empty", "refusal", "echo", "malformed", "too_long", "wrong_script", "invented")
@@ -267,6 +276,57 @@ def _refusal(text: str, hay: Haystack) -> str | None:
     return None
 
 
+# How a feedback names an echoed tag: in words, so the feedback itself never holds the tag.
+_TAG_WORDS = {"<input>": "input tag", "</input>": "closing input tag", MARKER: "marker",
+              "<chat>": "view tag", "</chat>": "closing view tag"}
+
+# The fixed words of the details below, which a feedback quotes: part of what a try must not repeat.
+DETAIL_TEXTS = (
+    "it is empty", "it refuses the task instead of writing the line", "it repeats the task's own",
+    "it repeats the task's instructions instead of describing the input", "it has no letters or digits",
+    "it is JSON, not a line of prose", "it holds tool-call syntax", "it holds an unfinished thinking block",
+    "it holds broken characters (U+FFFD)",
+)
+
+_WORD = re.compile(r"\w+")
+_PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
+_PROMPT_FOLDERS = ("writer", "turn", "chat")
+
+
+def word_grams(text: str, n: int = PROMPT_ECHO_WORDS) -> list[tuple[str, ...]]:
+    """The runs of ``n`` consecutive words of ``text``, in any case, punctuation ignored."""
+    words = _WORD.findall(text.casefold())
+    return [tuple(words[k:k + n]) for k in range(len(words) - n + 1)]
+
+
+@functools.lru_cache(maxsize=1)
+def instruction_grams() -> frozenset[tuple[str, ...]]:
+    """Word runs of every text in ``prompts/`` a writer call can hold, and of the feedback details.
+
+    A template's placeholders break a run: what fills them (the input, a
+    size, the cut try) is not instruction text.
+    """
+    grams: set[tuple[str, ...]] = set()
+    texts = [prompts.text(name) for folder in _PROMPT_FOLDERS for name in prompts.names(folder)]
+    for text in [*texts, *DETAIL_TEXTS]:
+        for piece in _PLACEHOLDER.split(text):
+            grams.update(word_grams(piece))
+    return frozenset(grams)
+
+
+def _instructions_echoed(text: str, sources: Sequence[str]) -> bool:
+    """Whether the try is mostly the task's own words (see ``PROMPT_ECHO_SHARE`` in the settings)."""
+    grams = word_grams(text)
+    if not grams:
+        return False
+    known = instruction_grams()
+    echoed = [g for g in grams if g in known]
+    if len(echoed) < PROMPT_ECHO_SHARE * len(grams):
+        return False
+    quoted = {g for source in sources for g in word_grams(source)}
+    return sum(1 for g in echoed if g not in quoted) >= PROMPT_ECHO_SHARE * len(grams)
+
+
 def _echo(text: str, hay: Haystack) -> list[str]:
     found = []
     lowered = text.casefold()
@@ -291,7 +351,7 @@ def _malformed(text: str, hay: Haystack) -> str | None:
             return "it is JSON, not a line of prose"
     marker = _TOOL_MARKERS.search(text)
     if marker and marker.group(0).casefold() not in hay.lower_raw:
-        return f"it holds tool-call syntax ({marker.group(0)})"
+        return f"it holds tool-call syntax: “{marker.group(0)}”"
     lowered = text.casefold()
     for tag in ("<think>", "</think>"):
         if tag in lowered and tag not in hay.lower_raw:
@@ -330,19 +390,19 @@ def judge(reply: str | None, sources: Sequence[str], budget: int = LINE_BUDGET,
         return Verdict(False, text, problem, detail, size, tuple(items))
 
     if not text:
-        return fail("empty", "the reply is empty")
+        return fail("empty", "it is empty")
     hay = haystack_of(sources)
     refused = _refusal(text, hay)
     if refused:
-        return fail("refusal", f"the reply refuses the task instead of writing the line (“{refused}”)",
-                    [refused])
+        return fail("refusal", "it refuses the task instead of writing the line", [refused])
     echoed = _echo(text, hay)
     if echoed:
-        return fail("echo", f"the reply repeats the task's own {'tags' if len(echoed) > 1 else 'tag'} "
-                    f"{_list(echoed)}", echoed)
+        return fail("echo", f"it repeats the task's own {_list([_TAG_WORDS[tag] for tag in echoed])}", echoed)
+    if _instructions_echoed(text, sources):
+        return fail("echo", "it repeats the task's instructions instead of describing the input")
     broken = _malformed(text, hay)
     if broken:
-        return fail("malformed", f"the reply is not a summary line: {broken}")
+        return fail("malformed", broken)
     limit = accept_limit(budget, accept_ratio)
     if size > limit:
         return fail("too_long", f"the line is {size:,} bytes; the limit is {budget:,} bytes "

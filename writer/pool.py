@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
@@ -40,8 +41,8 @@ ProviderFactory = Callable[[Route], object]
 _EPSILON = 1e-3  # seconds: a retry due this close to now is due now (float clocks)
 
 
-def log(message: str) -> None:
-    durable.log("writer", message)
+def log(message: str, level: int = logging.INFO) -> None:
+    durable.log("writer", message, level)
 
 
 @dataclass
@@ -57,6 +58,9 @@ class PoolStats:
     rejected: Counter = field(default_factory=Counter)  # tries rejected, by problem
     failed_rounds: int = 0
     tries: int = 0
+    failing_since: float | None = None  # wall time of the first failed call since the last answered one
+    last_error: str = ""  # the kind of the last failed call (rate_limit, timeout, auth …)
+    paused: bool = False  # the spend cap pauses the pool
 
     @property
     def invented(self) -> int:
@@ -208,8 +212,9 @@ class WriterPool:
             return False
         spent = self.usage.spent_today(self.wall())
         if not is_paused(self.memory, spent, cap, self.wall()):
-            self._paused_noted = False
+            self._paused_noted = self.stats.paused = False
             return False
+        self.stats.paused = True
         if not self._paused_noted:
             log(f"paused: {spent:.4f} USD spent today reaches the cap of {cap:.4f}; "
                 "`endless writer resume` lifts the pause for today")
@@ -340,6 +345,7 @@ class WriterPool:
             self.usage.record(self.wall(), route, names, None, loop.time() - started, "timeout")
             raise
         self.usage.record(self.wall(), route, names, completion.usage, loop.time() - started, "ok")
+        self.stats.failing_since = None
         return completion
 
     def _provider(self, route: Route | None):
@@ -367,8 +373,7 @@ class WriterPool:
     def _feedback(self, verdict: checks.Verdict, key: str | None) -> str:
         budget = self.settings.line_budget
         target = int(budget * self.settings.line_retry_ratio)
-        return feedback(verdict.problem or "malformed", verdict.detail, budget=budget, target=target,
-                        cut=checks.cut_mark(verdict.text, target), size=verdict.size, key=key)
+        return feedback(verdict, budget=budget, target=target, cut=checks.cut_mark(verdict.text, target), key=key)
 
     def _store(self, item: JobText, text: str) -> None:
         if self.memory.store_line(item.job.level, item.job.index, text):
@@ -395,6 +400,9 @@ class WriterPool:
         state.first_in_line = True
 
     def _provider_failed(self, error: ProviderError, jobs: list[Job], now: float) -> None:
+        if self.stats.failing_since is None:
+            self.stats.failing_since = self.wall()
+        self.stats.last_error = error.kind
         wait = max(self.settings.retry_seconds, error.retry_after or 0.0)
         for job in jobs:
             state = self._state(job)
@@ -404,7 +412,8 @@ class WriterPool:
             self._backoff = min(self.settings.rate_limit_backoff_max,
                                 max(self.settings.retry_seconds, self._backoff * 2 or self.settings.retry_seconds))
             self._backoff_until = max(self._backoff_until, now + max(self._backoff, error.retry_after or 0.0))
-        log(f"writer call failed ({error.kind}: {error}); retrying {count(len(jobs), 'line')} in {wait:.0f} s")
+        log(f"writer call failed ({error.kind}: {error}); retrying {count(len(jobs), 'line')} in {wait:.0f} s",
+            logging.WARNING)
 
     def _write_offline(self, jobs: list[Job], *, default: bool) -> None:
         """Write lines offline, all in one store (one fsync: after an import they come by the thousand)."""

@@ -56,6 +56,11 @@ class RecordedRoutes:
         self._read()
         return self._records.get(session)
 
+    def routes(self) -> list[dict]:
+        """The routes chats of the memory last recorded, one per chat (for ``endless doctor``)."""
+        self._read()
+        return [record.route for record in self._records.values() if record.route]
+
     def any(self) -> bool:
         """Whether any chat of the memory recorded a route."""
         self._read()

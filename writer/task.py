@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from endless import prompts
 from endless.core import tiling
 from endless.core.errors import MemoryUseError
-from endless.core.render import ViewLine
+from endless.core.render import ViewLine, neutralise
 from endless.core.settings import WRITER_REPLY_TOKENS
 from endless.llm import tokens
+from endless.writer.checks import Verdict
 from endless.writer.interface import WriterMemory
 from endless.writer.queue import Job
 from endless.llm.request import Msg, Request, view_message_blocks
@@ -60,8 +61,11 @@ def job_sources(memory: WriterMemory, job: Job) -> list[str]:
     """Everything a line may draw facts from: its whole message, or a merge's lines and messages."""
     if job.level == 0:
         stored = memory.message(job.index)
-        return [job_input(memory, job) if stored is None
-                else stored.writer_source(memory.settings, memory.agent_name)]
+        if stored is None:
+            return [job_input(memory, job)]
+        source = stored.writer_source(memory.settings, memory.agent_name)
+        shown = neutralise(source)  # a try may copy what the task showed, "&lt;/input>" and all
+        return [source] if shown == source else [source, shown]
     sources = [job_input(memory, job)]
     for message_id in range(tiling.first(job.part), tiling.end(job.part)):
         stored = memory.message(message_id)
@@ -83,8 +87,17 @@ def writer_context(memory: WriterMemory, job: Job) -> list[ViewLine]:
     return lines
 
 
+def task_input(memory: WriterMemory, job: Job) -> str:
+    """The input as the task shows it between its tags: a message holding ``</input>`` cannot end it.
+
+    (A merge's input is two view lines, rendered neutralised already; the
+    offline writer reads :func:`job_input`, so what it stores is the text as written.)
+    """
+    return neutralise(job_input(memory, job)) if job.level == 0 else job_input(memory, job)
+
+
 def describe(memory: WriterMemory, jobs: list[Job]) -> list[JobText]:
-    return [JobText(job, str(k + 1), job_name(job), job_input(memory, job), job_sources(memory, job))
+    return [JobText(job, str(k + 1), job_name(job), task_input(memory, job), job_sources(memory, job))
             for k, job in enumerate(jobs)]
 
 
@@ -151,24 +164,35 @@ def build_request(memory: WriterMemory, items: list[JobText], *, system: str | N
     return make([], True)  # the task alone: a message's input is trimmed, so this is small
 
 
-def feedback(problem: str, detail: str, *, budget: int, target: int, cut: str, size: int,
-             key: str | None) -> str:
+def _in_words(text: str) -> str:
+    """``text`` with the task's own tags and marker named in words (a quoted fact may hold them)."""
+    words = {"<input>": "the input tag", "</input>": "the closing input tag", "Compaction:": "the task marker"}
+    return _TASK_WORDS.sub(lambda m: words[m.group(0)], text)
+
+
+def feedback(verdict: Verdict, *, budget: int, target: int, cut: str, key: str | None) -> str:
     """The follow-up message asking for a better try of one job.
 
-    The detail never quotes the task's own tags or marker: a reply that echoed
-    them is described in words, so the feedback cannot pass for a new task.
+    It never quotes the task's own tags or marker, so it cannot pass for a
+    new task; the checks phrase their details to read inside its sentence.
     """
-    detail = _TASK_WORDS.sub(lambda m: "the task marker" if m.group(0) == "Compaction:" else "an input tag",
-                             detail)
-    only = f'Job {key} only: answer in the form <line id="{key}">…</line>.\n' if key else ""
+    only = prompts.text("writer/only_job.txt").format(key=key) if key else ""
+    problem = verdict.problem or "malformed"
     if problem == "too_long":
-        return prompts.text("writer/too_long.txt").format(only=only, size=size, budget=budget, target=target,
-                                                          cut=cut)
+        return prompts.text("writer/too_long.txt").format(only=only, size=verdict.size, budget=budget,
+                                                          target=target, cut=cut)
     if problem == "wrong_script":
-        return prompts.text("writer/wrong_language.txt").format(only=only, script=detail)
+        return prompts.text("writer/wrong_language.txt").format(only=only, script=_list(verdict.items))
     if problem == "invented":
-        return prompts.text("writer/invented.txt").format(only=only, items=detail)
-    return prompts.text("writer/malformed.txt").format(only=only, problem=detail or problem)
+        return prompts.text("writer/invented.txt").format(only=only, items=_in_words(_list(verdict.items)))
+    return prompts.text("writer/malformed.txt").format(only=only, problem=_in_words(verdict.detail or problem))
+
+
+def _list(items: tuple[str, ...]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def split_reply(reply: str, keys: list[str]) -> dict[str, str]:

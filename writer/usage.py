@@ -37,6 +37,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
+import logging
 import re
 import threading
 import time
@@ -57,8 +58,8 @@ CHUNK = 1 << 20
 _SNAPSHOT_SUFFIX = re.compile(r"^(?:[-@](?:\d{4}[\d-]*|latest)|@.+)$")
 
 
-def _notice(message: str) -> None:
-    durable.log("writer", message)
+def _notice(message: str, level: int = logging.INFO) -> None:
+    durable.log("writer", message, level)
 
 
 # -- prices --------------------------------------------------------------------------------------
@@ -175,8 +176,9 @@ def price(route: Any, when: float | None = None, prompt_tokens: int | None = Non
         key = (list_name, name)
         if key not in _unknown_noticed:
             _unknown_noticed.add(key)
+            # Said in the log only (``endless doctor`` names it to the person): never into a chat.
             _notice(f"no price for {list_name} model {model!r} in writer/prices.json (prices of "
-                    f"{table['date']}): its calls are counted at cost 0")
+                    f"{table['date']}): its calls are counted at cost 0", logging.DEBUG)
         return Price(provider=list_name, model="", known=False, date=table["date"])
     entry, matched = found
     values: Mapping[str, Any] = entry

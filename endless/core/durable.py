@@ -8,73 +8,23 @@ still writing is simply not there yet.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import orjson
+
+from endless.core import diagnostics
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
-DIAGNOSTICS = "endless"  # the logger every part speaks under, as endless.<part>
-DIAGNOSTIC_FORMAT = "[%(name)s] %(message)s"
-
-
-class StderrHandler(logging.Handler):
-    """Writes each record on one line of whatever ``sys.stderr`` is when it comes (tests swap it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setFormatter(logging.Formatter(DIAGNOSTIC_FORMAT))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            sys.stderr.write(self.format(record) + "\n")
-            sys.stderr.flush()
-        except Exception:
-            self.handleError(record)
-
-
-def _diagnostics() -> logging.Logger:
-    """The ``endless`` logger, with a stderr handler unless someone gave it a handler already.
-
-    Endless runs inside hosts (Hermes) that may never configure logging; its diagnostics still
-    reach the person, on stderr, as they always did.
-    """
-    logger = logging.getLogger(DIAGNOSTICS)
-    if not logger.handlers:
-        logger.addHandler(StderrHandler())
-        if logger.level == logging.NOTSET:
-            logger.setLevel(logging.INFO)
-    return logger
-
-
-def log(part: str, message: str) -> None:
-    """Diagnostics go through ``logging`` as ``endless.<part>``: by default one line on stderr."""
-    _diagnostics()
-    logging.getLogger(f"{DIAGNOSTICS}.{part}").info(message)
-
-
-@contextlib.contextmanager
-def diagnostics_to(handler: logging.Handler) -> Iterator[logging.Handler]:
-    """Send every diagnostic to ``handler`` instead of the usual ones while the block runs."""
-    logger = _diagnostics()
-    saved = list(logger.handlers)
-    for old in saved:
-        logger.removeHandler(old)
-    logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        for old in saved:
-            logger.addHandler(old)
+def log(part: str, message: str, level: int = logging.INFO) -> None:
+    """A diagnostic through :mod:`endless.core.diagnostics` (stderr on its own, a host's log files inside one)."""
+    diagnostics.log(part, message, level)
 
 
 def make_dir(path: Path) -> Path:

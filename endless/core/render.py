@@ -7,16 +7,69 @@ same line, and a size counted for the sawtooth is the size that is sent.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from endless.core import tiling
+from endless.core.settings import FRAME_TAGS, STATE_MARKER, TASK_MARKER
 from endless.core.tiling import Part
 
 if TYPE_CHECKING:
     from endless.core.memory import Memory
 
 DAMAGED_NOTE = "note: (this message is damaged in the log)"
+
+# Blanks a model may read past inside a tag: whitespace, zero-width characters, the soft hyphen.
+_BLANKS = r"[\s\u00ad\u200b-\u200d\u2060\ufeff]*"
+# The opening bracket of anything that reads as one of our tags, in any case, with blanks, a slash,
+# attributes or no closing bracket at all (``</ CHAT >``, ``<job id=9``), also in full-width forms.
+_TAG_BRACKET = re.compile(rf"[<\uff1c\ufe64](?={_BLANKS}/?{_BLANKS}(?:{'|'.join(FRAME_TAGS)})(?![\w-]))", re.I)
+_LESS_THAN = "&lt;"
+_STATE_WORD = STATE_MARKER.strip("[:").strip()
+_TASK_WORD = TASK_MARKER.rstrip(":")
+# What only Endless puts at the start of a line of the view message: a line's ``id+n|`` head (the
+# recent block's messages and notes), the per-turn state and the writer task's marker.
+_LINE_START = re.compile(
+    rf"(?<=[\n\r])([ \t]*)(?:(\d+[ \t]*\+[ \t]*\d+[ \t]*)\||\[(?=[ \t]*{_STATE_WORD}[ \t]*:)"
+    rf"|({_TASK_WORD}[ \t]*):)", re.I)
+
+
+def _line_start(match: re.Match) -> str:
+    blanks, line_head, task = match.group(1), match.group(2), match.group(3)
+    if line_head is not None:
+        return f"{blanks}{line_head}&#124;"
+    if task is not None:
+        return f"{blanks}{task}&#58;"
+    return f"{blanks}&#91;"
+
+
+def neutralise(text: str) -> str:
+    """Memory text as it may stand inside the frames Endless builds (DESIGN §4).
+
+    A message, or a line a model wrote, may hold ``</chat>``, a fake
+    ``12+0|you:`` line or a fake ``[now: …]`` state: unescaped, it would end
+    the view early and pose as the person or as Endless (prompt injection).
+    So the bracket of anything reading as one of our tags becomes ``&lt;``,
+    and at the start of a line a head's ``|``, the state's ``[`` and the task
+    marker's ``:`` become character references.  Only these change, so
+    ordinary ``<div>`` or ``a < b`` stay as written; the same text always
+    gives the same bytes (the prompt cache depends on it) and neutralising
+    twice changes nothing.  The stored text is never changed: ``zoom(id, 1)``
+    answers it byte for byte.
+    """
+    if "<" in text or "\uff1c" in text or "\ufe64" in text:
+        text = _TAG_BRACKET.sub(_LESS_THAN, text)
+    if "\n" in text or "\r" in text:
+        text = _LINE_START.sub(_line_start, text)
+    return text
+
+
+def _neutralised_growth(text: str) -> int:
+    """Bytes :func:`neutralise` adds to a folded line (only tags count: it has no line starts)."""
+    if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:
+        return 0
+    return sum(len(_LESS_THAN) - len(m.group(0).encode("utf-8")) for m in _TAG_BRACKET.finditer(text))
 
 
 def fold(text: str) -> str:
@@ -34,8 +87,10 @@ def line_size(line_head: str, text: str) -> int:
 
     Counted without folding: only ``\r\n`` folds to fewer bytes (one space
     for two), so a long import sizes its lines without copying each text.
+    Folding keeps every tag :func:`neutralise` escapes (blanks stay blanks),
+    so its growth is counted on the text as stored.
     """
-    return len(line_head) + len(text.encode("utf-8")) - text.count("\r\n") + 1
+    return len(line_head) + len(text.encode("utf-8")) - text.count("\r\n") + _neutralised_growth(text) + 1
 
 
 @dataclass(frozen=True)
@@ -50,7 +105,7 @@ class ViewLine:
         return tiling.name(self.part)
 
     def render(self) -> str:
-        return f"{self.name}|{fold(self.text or '')}"
+        return f"{self.name}|{neutralise(fold(self.text or ''))}"
 
 
 def chat_block(lines: list[ViewLine]) -> str:
@@ -59,12 +114,17 @@ def chat_block(lines: list[ViewLine]) -> str:
     return f"<chat>\n{body}</chat>"
 
 
+def state_line(moment: str) -> str:
+    """The per-turn state after the recent block: ``[now: …]`` (its opening is neutralised in memory text)."""
+    return f"{STATE_MARKER} {moment}]"
+
+
 def recent_line(memory: "Memory", message_id: int) -> str:
     """Message ``message_id`` as the recent block shows it: ``id+0|tag: text``."""
     stored = memory.message(message_id)
     if stored is None:
         return f"{message_id}+0|{DAMAGED_NOTE}"
-    return f"{message_id}+0|{stored.source_text(memory.settings, memory.agent_name)}"
+    return f"{message_id}+0|{neutralise(stored.source_text(memory.settings, memory.agent_name))}"
 
 
 def recent_block(memory: "Memory", start: int) -> str:

@@ -61,6 +61,22 @@ again please thing things something anything did does whats
 # Seconds the offline writer takes for a line on this project's 2-core reference machine (measured:
 # 1.6 ms a message line, 2.1 ms a merge, plus the store), for the import's estimate.
 OFFLINE_LINE_SECONDS = 0.003
+# What Endless wraps around the memory's text (DESIGN §4): the names of its tags (the view's
+# <chat>, the writer task's <input>, <job> and <line>), the per-turn state's opening, and the
+# writer task's marker.  Memory text is neutralised against all of them where it is rendered
+# (endless.core.render.neutralise).
+# A writer's try that repeats the task's own instructions or feedback is junk (a model that echoes
+# its prompt): rejected when at least PROMPT_ECHO_SHARE of its word 5-grams occur in the texts of
+# prompts/ and not in its sources.  Why 0.3: a faithful line copies its input, and a 5-word run of
+# the instructions turns up in one only by chance, one or two at a time (of the ~65 a 512-byte
+# line has); an echoed retry message scores about 0.6 to 1.0, and a try that is a third
+# instructions already stores them as memory.  A message that quotes the instructions is safe:
+# runs its sources hold are not counted.
+PROMPT_ECHO_WORDS = 5
+PROMPT_ECHO_SHARE = 0.3
+FRAME_TAGS = ("chat", "input", "job", "line")
+STATE_MARKER = "[now:"
+TASK_MARKER = "Compaction:"
 
 
 class SettingsError(ValueError):
@@ -91,6 +107,8 @@ class Settings:
     content_rounds: int = 3
     lines_per_call: int = 6
     retry_seconds: float = 10.0
+    # A writer failing this long (no call answered) is told to the person once, in the host's notice.
+    writer_failing_notice_seconds: float = 180.0
     call_timeout_seconds: float = 300.0
     writer_poll_seconds: float = 1.0
     cache_warm_seconds: float = 300.0
@@ -196,6 +214,7 @@ MEANINGS: dict[str, str] = {
     "content_rounds": "rounds of checks before the offline writer writes a line",
     "lines_per_call": "most lines one writer call writes",
     "retry_seconds": "seconds before a failed writer call is tried again",
+    "writer_failing_notice_seconds": "seconds without an answered writer call before the chat shows one notice",
     "call_timeout_seconds": "seconds a writer call may take",
     "writer_poll_seconds": "seconds between the writer pool's looks for new work",
     "cache_warm_seconds": "seconds a provider's prompt cache is taken to stay warm",

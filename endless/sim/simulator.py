@@ -77,6 +77,22 @@ class EchoResponder:
         return SimReply(text=self.text, first_byte=self.first_byte, duration=self.duration)
 
 
+class ParrotResponder:
+    """A broken model that answers every request with its last user message, word for word.
+
+    Small local models behind a wrong chat template do this: asked for a
+    summary they return the task, and asked again they return the retry
+    message.  A writer must store neither.
+    """
+
+    def __init__(self) -> None:
+        self.replies: list[str] = []  # every reply, in order, for tests to read
+
+    def reply(self, request: SimRequest, now: float) -> SimReply:
+        self.replies.append(request.last_user_text())
+        return SimReply(text=self.replies[-1], first_byte=0.1, duration=0.2)
+
+
 @dataclass
 class SimResponse:
     """An answer ready to send: status, headers, then either a whole ``body`` or ``chunks`` to stream."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 from endless import prompts
 from endless.core import lookback, tiling
 from endless.core.memory import Memory
-from endless.core.render import recent_line
+from endless.core.render import neutralise, recent_line
 from endless.core.views import Prefix
 from endless.llm import tokens
 from endless.llm.request import Msg, Request, view_message_blocks
@@ -40,6 +40,7 @@ from endless.llm.request import Msg, Request, view_message_blocks
 _NOTE_ROOM = 256  # bytes for one left-out note line
 _MIN_SHORTENED = 1024  # a message shortened below this shows too little to be worth it
 _SMALLEST_RECENT = 2048  # the least recent block a head is cut down to before there is no head
+_TAIL_GROWTH = 5  # bytes neutralise adds at most at the start of a shortened line's tail ("|" → "&#124;")
 _LINES_STEP_MIN = 64  # while catching up, the view shows its written lines in steps of at least this
 
 
@@ -213,10 +214,12 @@ def shorten_line(line: str, message_id: int, size: int) -> str:
     if len(data) <= size:
         return line
     marker = prompts.text("turn/shortened.txt").strip()
-    longest = len(marker.format(cut=f"{len(line):,}", id=message_id).encode("utf-8")) + 2
+    # The tail starts a line of its own: neutralised again, it may grow by a head's "&#124;".
+    longest = len(marker.format(cut=f"{len(line):,}", id=message_id).encode("utf-8")) + 2 + _TAIL_GROWTH
     half = max(0, (size - longest) // 2)
     head = data[:half].decode("utf-8", "ignore")
     tail = data[len(data) - half:].decode("utf-8", "ignore") if half else ""
+    tail = neutralise("\n" + tail)[1:]
     cut = len(line) - len(head) - len(tail)
     return f"{head}\n{marker.format(cut=f'{cut:,}', id=message_id)}\n{tail}"
 

@@ -69,3 +69,21 @@ def test_the_writer_benchmark_prints_its_table():
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| calls per model-written line |" in done.stdout, done.stdout
     assert "| cached share of writer input |" in done.stdout
+
+
+def test_the_recall_benchmark_prints_quality_speed_and_whole_process():
+    """Every table of scripts/bench_recall.py on 2,000 messages; the quality rows are real measurements."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_recall.py"), "--sizes", "2000",
+                           "--runs", "1"], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = done.stdout
+    rows = [line for line in table.splitlines() if "| new (ranked words) |" in line]
+    assert len(rows) == 2, table
+    share = float(rows[0].split("|")[3].strip().rstrip("%"))
+    assert 0 < share <= 100
+    assert "| old (literal scan of the question) | 0.0% |" in table  # a question is never a phrase
+    assert "| 2,000 |" in table and "msg/s" in table
+    for command in ("`python -c pass`", "`endless --version`", "`endless search WORD`"):
+        assert command in table, command
+    assert "exited" not in done.stderr  # every timed command succeeded
+    assert "[endless." not in table

@@ -205,3 +205,16 @@ def test_pending_writer_work(env, memory) -> None:
     memory.store_line(0, 11, "you: pasted a page of y")
     code, report = doctor(env)
     assert findings(report, "memory.writer")[0]["message"].endswith("every line is written")
+
+
+def test_a_writer_model_without_a_price_is_named_once(env, memory) -> None:
+    from endless.writer.recorded import recorded_routes
+
+    route = {"provider": "openai", "model": "unlisted-writer-model-x", "base_url": "https://api.example.com/v1"}
+    recorded_routes(memory).record("s1", route, "SYSTEM")
+    recorded_routes(memory).record("s2", route, "OTHER SYSTEM")
+    code, report = doctor(env)
+    priced = findings(report, "writer.price")
+    assert code == 0 and len(priced) == 1 and priced[0]["status"] == "warning"
+    assert "no price for" in priced[0]["message"] and "'unlisted-writer-model-x'" in priced[0]["message"]
+    assert "counted at cost 0" in priced[0]["message"]

@@ -129,7 +129,8 @@ def test_a_refusal_the_messages_contain_is_a_summary():
 ])
 def test_echoed_task_tags(reply, tag):
     v = assert_problem(reply, "echo")
-    assert tag in v.items and tag in v.detail
+    assert tag in v.items and tag not in v.detail, "the detail names the tag in words"
+    assert v.detail.startswith("it repeats the task's own ")
 
 
 def test_a_tag_the_messages_use_is_not_an_echo():
@@ -528,3 +529,52 @@ def test_writer_tasks(text):
 ])
 def test_not_writer_tasks(text):
     assert not is_writer_task(text)
+
+
+# ---------------------------------------------------------------------------
+# Tries that repeat the task's own instructions (issue 15 item 5)
+
+from endless import prompts  # noqa: E402
+from endless.writer.checks import instruction_grams, word_grams  # noqa: E402
+
+LINE = "you: move the database to port 5433 on db-prod-7, not the old one; config in /etc/pg/config.yaml."
+
+
+@pytest.mark.parametrize("name", prompts.names("writer"))
+def test_each_instruction_text_repeated_is_an_echo(name):
+    text = prompts.text(name).format(only="", budget=512, words=70, ruler="-" * 40, input=LINE, job="compress "
+                                     "message 4", first=0, last=1, size=700, target=384, cut=LINE[:40],
+                                     script="Han", items="5432", problem="it is empty", count=2, form="",
+                                     jobs="", key="1")
+    if len(word_grams(text.replace(LINE, ""))) < 4:
+        pytest.skip("too few words to measure")
+    assert verdict(text, [LINE]).problem == "echo"
+
+
+def test_the_echoed_retry_message_is_rejected():
+    junk = ("That reply is not a usable memory line (it repeats the task's own input tag). Write the line "
+            "itself: one paragraph describing the input, with no tags, no task words and no comment.")
+    v = assert_problem(junk, "echo")
+    assert v.detail == "it repeats the task's instructions instead of describing the input"
+    half = "you: move the database to port 5433 on db-prod-7. Write the line itself: one paragraph describing " \
+           "the input, with no tags, no task words and no comment."
+    assert_problem(half, "echo")
+
+
+def test_a_faithful_line_with_a_phrase_of_the_instructions_passes():
+    # "ran the tests in src" and "the person's own words" are runs of the writer's section
+    assert_ok("you: move the database to port 5433 on db-prod-7, not the old one; Ada ran the tests in src "
+              "and kept the person's own words about the config in /etc/pg/config.yaml untouched today.")
+
+
+def test_a_message_that_quotes_the_instructions_may_be_summarised_with_them():
+    quoted = ("you: our writer prompt says 'Write the line itself: one paragraph describing the input, with no "
+              "tags, no task words and no comment.' Is that clear enough?")
+    assert_ok("you: asked if the writer prompt 'Write the line itself: one paragraph describing the input, "
+              "with no tags, no task words and no comment.' is clear enough", [quoted])
+
+
+def test_instruction_runs_stop_at_placeholders():
+    grams = instruction_grams()
+    assert ("write", "the", "line", "itself", "one") in grams
+    assert not any("budget" in g for g in grams), "a placeholder's name is not instruction text"

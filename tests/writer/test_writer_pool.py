@@ -365,3 +365,33 @@ def test_every_task_the_pool_sends_is_a_writer_task(tmp_path):
         assert "-" * 512 in text and "<input>" in text
     assert not is_writer_task("compress message 3 please")
     assert not is_writer_task("Compaction: hello")
+
+
+def test_a_model_that_parrots_its_prompt_stores_no_junk(tmp_path):
+    """Issue 15 item 5: the echoed retry message ("… with no tags, no task words and no comment.") was
+    accepted as a message's line and a merge's.  Now every parroted try is rejected, and after the
+    content rounds the offline writer writes the line."""
+    from endless.sim.simulator import ParrotResponder, Route as SimRoute, Simulator
+    from endless.sim.cache import make_cache
+    from endless.writer.offline import offline_leaf, offline_merge
+    from endless.writer.task import job_input
+
+    clock = SimClock()
+    parrot = ParrotResponder()
+    sim = Simulator(SimRoute(parrot, make_cache("deepseek"), context_length=1_000_000, flavour="deepseek"))
+    memory = open_memory(tmp_path, clock.wall, lines_per_call=1)
+    fill(memory, 1)
+    stats = run(_pool(memory, sim).run(until_idle=True), clock)
+    retries = [text for text in parrot.replies if not text.startswith("Compaction:")]
+    assert retries and all(text.startswith("That reply is not a usable memory line (") for text in retries)
+    assert not any("<input>" in text or "Compaction:" in text for text in retries), \
+        "the junk holds no task tag: only the instructions check catches it"
+    assert stats.model_lines == 0 and stats.rejected["echo"] == 27  # 3 lines × 3 rounds × 3 tries
+    assert stats.offline_fallbacks == 3 and _all_written(memory)
+    budget = memory.settings.line_budget
+    for i in range(memory.total):
+        assert memory.node_text(0, i) == offline_leaf(job_input(memory, memory_job(i)), budget)
+    assert memory.node_text(1, 0) == offline_merge(memory.node_text(0, 0), memory.node_text(0, 1), budget)
+    for level, index in ((0, 0), (0, 1), (1, 0)):
+        assert "no task words" not in memory.node_text(level, index)
+

@@ -182,12 +182,17 @@ def test_price_lookup():
     assert price(local_route).known and cost(local_route, Usage(uncached=10**6, output=10**6)) == 0.0
 
 
-def test_unknown_model_costs_nothing_and_says_so_once(capsys):
+def test_unknown_model_costs_nothing_and_is_logged_once_never_shown(capsys, caplog):
+    """Issue 15 item 4: not on the chat's screen; the log has it once; ``endless doctor`` names it."""
+    import logging
+
     route = Route("openai", "gpt-4o-mini-unlisted-test-model")
-    assert cost(route, Usage(uncached=10**6, output=10**6)) == 0.0
-    assert price(route).known is False
-    err = capsys.readouterr().err
-    assert err.count("[endless.writer]") == 1 and "gpt-4o-mini-unlisted-test-model" in err
+    with caplog.at_level(logging.DEBUG, logger="endless"):
+        assert cost(route, Usage(uncached=10**6, output=10**6)) == 0.0
+        assert price(route).known is False
+    assert capsys.readouterr().err == ""
+    said = [r for r in caplog.records if "gpt-4o-mini-unlisted-test-model" in r.getMessage()]
+    assert len(said) == 1 and said[0].name == "endless.writer" and said[0].levelno == logging.DEBUG
 
 
 def test_deepseek_peak_hours_utc():

@@ -30,13 +30,14 @@ import threading
 from typing import Any
 
 from endless import prompts
-from endless.core import durable
+from endless.core import diagnostics, durable
 from endless.turn.run import run_turn
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
 from endless.faces.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.messages import Message
 from endless.core.words import agree, count
+from endless.core.render import state_line
 from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import Turn
 
@@ -54,7 +55,7 @@ class HeldDiagnostics(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__()
-        self.setFormatter(logging.Formatter(durable.DIAGNOSTIC_FORMAT))
+        self.setFormatter(logging.Formatter(diagnostics.FORMAT))
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -71,7 +72,7 @@ class HeldDiagnostics(logging.Handler):
 def turn_state(now: float) -> str:
     """Per-turn state (DESIGN §4, item 6): the time, which changes every turn."""
     moment = dt.datetime.fromtimestamp(now).astimezone()
-    return f"Time: {moment.strftime('%A %Y-%m-%d %H:%M %Z').strip()}"
+    return state_line(moment.strftime('%A %Y-%m-%d %H:%M %Z').strip())
 
 
 class Lines:
@@ -279,7 +280,7 @@ def _chat(args: argparse.Namespace) -> int:
         try:
             if held is None:
                 return asyncio.run(chat(memory, provider, route, session, title, system, providers, False))
-            with durable.diagnostics_to(held):
+            with diagnostics.diverted_to(held):
                 return asyncio.run(chat(memory, provider, route, session, title, system, providers, True, held))
         except (MemoryUseError, OSError) as exc:
             log(f"stopped: {exc}")

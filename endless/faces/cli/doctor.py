@@ -166,6 +166,34 @@ def check_memory(report: Report, folder: Path, settings: Settings, now: float) -
         return
     with memory:
         _memory_findings(report, memory, settings, now)
+        _price_findings(report, memory)
+
+
+def _price_findings(report: Report, memory: Memory) -> None:
+    """A writer model missing from the price table, named once (never in a chat: issue 15 item 4)."""
+    from endless.writer.recorded import recorded_routes
+
+    for route in recorded_routes(memory).routes():
+        _name_unpriced(report, route)
+
+
+def _name_unpriced(report: Report, route: Any) -> None:
+    from endless.writer.usage import price
+
+    try:
+        found = price(route)
+    except (KeyError, TypeError, ValueError):
+        return  # an unusable route is named by its own check
+    if found.known:
+        return
+    model = route.get("model") if isinstance(route, dict) else getattr(route, "model", "")
+    message = (f"no price for {found.provider} model {model!r} in writer/prices.json (prices of {found.date}): "
+               "its writer calls are counted at cost 0")
+    if any(f.check == "writer.price" and f.message == message for f in report.findings):
+        return
+    report.add("writer.price", "warning", message,
+               "the spend cap and the usage totals leave these calls out; set spend_cap_per_day with that "
+               "in mind, or use a priced model for the writer (the writer_route setting)")
 
 
 def _memory_findings(report: Report, memory: Memory, settings: Settings, now: float) -> None:
@@ -353,6 +381,7 @@ def check_writer_route(report: Report, settings: Settings, environ: dict) -> Non
                    f"export {variable} in the environment the writer runs in")
         return
     report.add("writer.route", "ok", f"writer route {route.describe()}")
+    _name_unpriced(report, route)
 
 
 def hermes_home(environ: dict) -> Path:

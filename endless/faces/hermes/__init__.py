@@ -13,7 +13,9 @@ from typing import Any
 
 def register(ctx: Any) -> None:
     """Register the context engine, the middleware, the hooks, the tools and the commands."""
-    from endless.core import lookback
+    from endless.core import diagnostics, lookback
+
+    diagnostics.into_host_logs()  # Hermes's logs/agent.log, never its screen (SEAMS.md, seam 22)
     from endless.faces.hermes import commands
     from endless.faces.hermes.engine import EndlessEngine
     from endless.faces.hermes.plugin import PLUGIN

@@ -37,10 +37,11 @@ from typing import Any
 from endless.core import lookback
 from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import REFUSAL, Turn, wait_for_room
-from endless.faces.hermes import reconcile, wire
+from endless.faces.hermes import notices, reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
 from endless.core.keys import Key, gateway_key, workspace_key
 from endless.core.memory import Memory
+from endless.core.render import state_line
 from endless.llm.request import Request
 from endless.core.sessions import key_for_session
 
@@ -110,10 +111,18 @@ class Plugin:
     off_sessions: set[str] = field(default_factory=set)
     off_texts: dict[str, set[str]] = field(default_factory=dict)  # messages sent while off: never reconciled
     noted: set[tuple[str, str]] = field(default_factory=set)
+    shown_notices: notices.Notices = field(default_factory=notices.Notices)
     last_session: str | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     # -- helpers -------------------------------------------------------------------
+
+    def _notify(self, agent: Any, rt: Any, memory: Memory) -> None:
+        """At most one line on the person's screen, through Hermes's notices, when the writer needs them."""
+        text = notices.writer_notice(rt.writer_stats(memory.memory_id), memory.clock(),
+                                     rt.settings.writer_failing_notice_seconds)
+        if self.shown_notices.update(agent, memory.memory_id, text):
+            log(f"told the person: {text}")
 
     def note_once(self, session: str, what: str, message: str) -> None:
         if (session, what) not in self.noted:
@@ -167,6 +176,7 @@ class Plugin:
             rt = runtime()
             key = chat_key(agent, platform, session_id)
             state.memory = rt.memory(key, state.window)
+            self._notify(agent, rt, state.memory)
             state.title = _title(agent, session_id)
             state.route = _route(agent, rt)
             if conversation_history:
@@ -544,6 +554,6 @@ def workspace(agent: Any) -> Path:
 def per_turn_state(state: TurnState) -> str:
     """Per-turn facts that change: the time (and the chat's title)."""
     now = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    return f"[now: {now}]"
+    return state_line(now)
 
 

@@ -61,6 +61,7 @@ class Open:
     memory: Memory
     stop: asyncio.Event
     pool: asyncio.Task | None = None
+    writer: Any = None  # the WriterPool, whose stats say when the person should hear of it
 
 
 @dataclass
@@ -89,10 +90,16 @@ class Runtime:
         from endless.writer.pool import WriterPool
 
         pool = WriterPool(entry.memory, self._provider)  # the writer_route setting, else each chat's own
+        entry.writer = pool
         task = asyncio.ensure_future(pool.run(entry.stop))
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log(
             f"the writer pool of {entry.memory.memory_id} stopped: {t.exception()!r}"))
         return task
+
+    def writer_stats(self, memory_id: str) -> Any:
+        """The ``PoolStats`` of this process's writer pool for a memory, or None."""
+        entry = self.memories.get(memory_id)
+        return None if entry is None or entry.writer is None else entry.writer.stats
 
     def _provider(self, route):
         from endless.llm.connect import make_provider

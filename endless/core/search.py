@@ -22,7 +22,7 @@ from endless.core import recall
 from endless.core import search_index as si
 from endless.core import tiling
 from endless.core.recall import Hit, Result, SearchError
-from endless.core.settings import SEARCH_COMMON_ROWS, SEARCH_COMMON_SHARE, SEARCH_TERMS_MAX
+from endless.core.settings import SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX
 
 if TYPE_CHECKING:
     from endless.core.memory import Memory
@@ -93,17 +93,21 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
 def match_expression(index: si.SearchIndex, q: ql.Query) -> str | None:
     """The FTS5 expression for ranked words: the rarest words OR'ed, each phrase required.
 
-    A word in more than ``SEARCH_COMMON_SHARE`` of the messages (and more than
-    ``SEARCH_COMMON_ROWS``) is dropped when a rarer one remains: BM25 gives it
-    little weight, and it would cost a scan of every row it is in.  A word
-    found nowhere is dropped too.
+    Ranking costs a look at every row that holds a word, so the words are
+    taken rarest first while the rows they are in stay under
+    ``SEARCH_POSTINGS_MAX`` (the rarest is always kept): the words dropped
+    are the commonest, which BM25 weighs least (about log(N / rows)).  A word
+    found nowhere is dropped too.  Below that many rows nothing is dropped.
     """
     docs = index.term_docs("words", list(q.words)) if q.words else {}
-    total = max(1, index.count())
-    present = [w for w in q.words if docs.get(w, 0) > 0]
-    common = max(SEARCH_COMMON_ROWS, SEARCH_COMMON_SHARE * total)
-    rare = [w for w in present if docs[w] <= common]
-    kept = sorted(rare or present, key=lambda w: docs[w])[:SEARCH_TERMS_MAX]
+    present = sorted((w for w in q.words if docs.get(w, 0) > 0), key=lambda w: docs[w])
+    kept: list[str] = []
+    rows = 0
+    for word in present[:SEARCH_TERMS_MAX]:
+        if kept and rows + docs[word] > SEARCH_POSTINGS_MAX:
+            break
+        kept.append(word)
+        rows += docs[word]
     words = " OR ".join(ql.fts_string(w) for w in kept)
     phrases = " AND ".join(ql.fts_string(p) for p in q.phrases)
     if phrases and words:

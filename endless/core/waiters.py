@@ -7,8 +7,10 @@ files.  Waiters may sit on any event loop: they are woken thread-safely.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # asyncio is imported where a wait runs: a read command never loads it
+    import asyncio
 
 
 class Waiters:
@@ -26,6 +28,8 @@ class Waiters:
 
     async def wait(self, holds: Callable[[], bool], timeout: float, poll: float) -> bool:
         """Until ``holds()`` is true (checked after each wake and at least every ``poll`` s); False on timeout."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:

@@ -18,7 +18,7 @@ import rpc_fixtures as F
 
 HEAVY = ("endless.sim", "endless.demo", "endless.llm", "endless.writer.pool", "endless.faces.rpc",
          "endless.faces.hermes", "openai", "anthropic", "httpx", "httpx2", "starlette", "uvicorn", "mcp",
-         "tiktoken", "rich", "yaml")
+         "tiktoken", "rich", "yaml", "asyncio")
 PROBE = ("import sys, json\n"
          "from endless.cli import main\n"
          "try:\n"

@@ -235,6 +235,12 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
     index.add_lines(written, pos)
 
 
+def node_part(line: bytes) -> tuple[int, int] | None:
+    """``(level, index)`` of a tree record as the tree writes them, read from its first bytes."""
+    head = _NODE_HEAD.match(line)
+    return None if head is None else (int(head[1]), int(head[2]))
+
+
 def _remember(sizes: list[array], level: int, ix: int, size: int) -> None:
     while len(sizes) <= level:
         sizes.append(array("I"))

@@ -131,7 +131,7 @@ class _Deadline:
         self.oldest = message_id
 
 
-def _chunks_backward(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
+def chunks_backward(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
     """(offset, bytes) of whole lines, from the end of the file back to its start.
 
     ``end`` is a line end, so a window's last byte is a newline: the line
@@ -190,7 +190,7 @@ def _scan_unicode(fd: int, end: int, needle_text: str, match: Callable[[str], in
                   found: list[Hit], deadline: _Deadline, keep: Keep | None) -> bool:
     """Lowering outside ASCII may change lengths: test line by line, after a cheap chunk check."""
     needle_str = orjson.dumps(needle_text).decode()[1:-1]
-    for _, data in _chunks_backward(fd, end):
+    for _, data in chunks_backward(fd, end):
         if deadline.passed():
             return False
         if needle_str not in data.decode("utf-8", "replace").lower():
@@ -442,7 +442,7 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
 
     match = Match()
     try:
-        for _, data in _chunks_backward(fd, log.end):
+        for _, data in chunks_backward(fd, log.end):
             lines = data.split(b"\n")
             for k in range(len(lines) - 1, -1, -1):
                 if not lines[k]:

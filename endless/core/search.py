@@ -11,10 +11,13 @@ the message as stored, never the index's idea of it.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
+
+import orjson
 
 from endless.core import index_upkeep
 from endless.core import query as ql
@@ -264,14 +267,73 @@ def _keep(filters: si.Filters) -> recall.Keep | None:
 
 def _pattern(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: int, limit: int,
              seconds: float, clock: Callable[[], float], pinned: int) -> Result:
-    if where != "messages":
-        raise SearchError("a /pattern/ searches messages only; search summary lines with words "
-                          'or a "quoted phrase"')
-    result = recall.scan_pattern(corpus.log, q.text, skip, limit, seconds, clock, _keep(filters))  # type: ignore[arg-type]
-    result.below = pinned
-    result.hits = [replace(h, line=corpus.covering(h.id)) for h in result.hits]
+    """A regular expression over the messages (the log) and/or the written summary lines (the tree)."""
+    started = clock()
+    want = skip + limit + 1
+    result = Result(pattern=True, mode=ql.PATTERN, below=pinned)
+    found: list[tuple[int, Hit]] = []
+    if where in ("messages", "both"):
+        scanned = recall.scan_pattern(corpus.log, q.text, 0, want, seconds, clock, _keep(filters))  # type: ignore[arg-type]
+        found += [(h.id, replace(h, line=corpus.covering(h.id))) for h in scanned.hits]
+        result.stopped_at = scanned.stopped_at
+    if where in ("lines", "both") and result.stopped_at is None:
+        left = max(0.0, seconds - (clock() - started))
+        lines, stopped = _pattern_lines(corpus, q, filters, want, clock() + left, clock)
+        found += lines
+        if stopped:
+            result.stopped_at = corpus.log.total  # type: ignore[attr-defined]
+    found.sort(key=lambda item: -item[0])
+    result.more = len(found) > skip + limit
+    result.hits = [hit for _, hit in found[skip:skip + limit]]
     return result
 
+
+def _pattern_lines(corpus: Corpus, q: ql.Query, filters: si.Filters, want: int, deadline: float,
+                   clock: Callable[[], float]) -> tuple[list[tuple[int, Hit]], bool]:
+    """Written summary lines the pattern matches, the latest stored first; True if time ran out.
+
+    The index knows which stored lines were written (free ones repeat
+    messages, searched already); the texts are read from the tree file itself.
+    """
+    pattern = recall.compile_pattern(q.text)
+    corpus.index.clock = clock
+    try:
+        index_upkeep.catch_up(corpus.index, corpus.sources, deadline)
+    except si.IndexBusy:
+        pass
+    written = corpus.index.line_keys()
+    found: list[tuple[int, Hit]] = []
+    if not written:
+        return found, False
+    try:
+        fd = os.open(corpus.sources.tree_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return found, False
+    try:
+        for _, data in recall.chunks_backward(fd, corpus.sources.tree_end):
+            for line in reversed(data.split(b"\n")):
+                if clock() >= deadline:
+                    return found, True
+                part = index_upkeep.node_part(line) if line else None
+                if part is None or si.line_key(*part) not in written:
+                    continue
+                try:
+                    text = orjson.loads(line)["text"]
+                    match = pattern.search(text, timeout=max(0.0, deadline - clock()))
+                except TimeoutError:
+                    return found, True
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    continue
+                if match is None or not corpus.index.line_in_time(part, filters):
+                    continue
+                hit = _line_hit(corpus, si.line_key(*part), [], [match.span()])
+                if hit is not None:
+                    found.append((tiling.end(part) - 1, hit))
+                    if len(found) >= want:
+                        return found, False
+    finally:
+        os.close(fd)
+    return found, False
 
 def corpus_of(memory: "Memory") -> Corpus:
     """A search over an open memory as this process last read it."""

@@ -362,6 +362,27 @@ class SearchIndex:
                 params.append(filters.below)
         return "".join(f" AND {p}" for p in parts), params
 
+    def line_keys(self) -> set[int]:
+        """The keys of every written summary line the index holds."""
+        with self.lock:
+            return {key for (key,) in self.db().execute("SELECT key FROM line")}
+
+    def line_in_time(self, part: tuple[int, int], filters: Filters) -> bool:
+        """Whether a message the line covers is inside the filters' time range (no range: True)."""
+        if filters.since is None and filters.before is None:
+            return True
+        first, count = part[1] << part[0], 1 << part[0]
+        sql = "SELECT 1 FROM msg WHERE id >= ? AND id < ?"
+        params: list = [first, first + count]
+        if filters.since is not None:
+            sql += " AND at >= ?"
+            params.append(filters.since)
+        if filters.before is not None:
+            sql += " AND at < ?"
+            params.append(filters.before)
+        with self.lock:
+            return self.db().execute(sql + " LIMIT 1", params).fetchone() is not None
+
     def _rows(self, sql: str, params: list, deadline: float) -> list[Row]:
         with self.lock:
             return self._rows_locked(sql, params, deadline)

@@ -18,7 +18,7 @@ import rpc_fixtures as F
 
 HEAVY = ("endless.sim", "endless.demo", "endless.llm", "endless.writer.pool", "endless.faces.rpc",
          "endless.faces.hermes", "openai", "anthropic", "httpx", "httpx2", "starlette", "uvicorn", "mcp",
-         "tiktoken", "rich", "yaml", "asyncio")
+         "tiktoken", "rich", "yaml", "asyncio", "filelock")
 PROBE = ("import sys, json\n"
          "from endless.cli import main\n"
          "try:\n"

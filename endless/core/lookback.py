@@ -125,11 +125,17 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
         return Refusal(f"recall_search has no parameter {unknown[0]!r}; its filters are {', '.join(FILTERS)}.")
     per_page = memory.settings.search_hits_tool
     seconds = memory.settings.regex_seconds
+    pin = (memory.memory_id, query, tuple(sorted((k, str(v)) for k, v in filters.items())))
+    below = _PINS.get(pin) if p > 1 else None
     try:
         result = search.search(search.corpus_of(memory), query, (p - 1) * per_page, per_page, seconds,
-                               clock=clock, **filters)
+                               clock=clock, below=below, **filters)
     except recall.SearchError as exc:
         return Refusal(f"Cannot search: {exc}.")
+    if p == 1 and result.below is not None:
+        _PINS[pin] = result.below
+        while len(_PINS) > _PINS_KEPT:
+            _PINS.pop(next(iter(_PINS)))
     lines = _search_notes(result, memory.total, seconds)
     order = "best first" if result.mode == "words" else "newest first"
     if not result.hits:
@@ -150,6 +156,10 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
 
 
 FILTERS = ("chat", "kind", "since", "before", "scope")
+# The messages a search's first page saw, by (memory, query, filters): its later pages search the
+# same ones, so turns arriving between two pages neither repeat a hit nor push one past a page.
+_PINS: dict[tuple, int] = {}
+_PINS_KEPT = 256
 
 
 def bold(snippet: str, marks: tuple[tuple[int, int], ...]) -> str:

@@ -375,3 +375,16 @@ def test_a_busy_index_never_blocks_a_commit(tmp_path):
     other.close()
     assert _ids(memory, "egret") == [1, 0]  # the search caught up what the commit left
     memory.close()
+
+
+def test_the_tools_pages_stay_stable_while_turns_arrive(tmp_path):
+    memory = _open(tmp_path)
+    for k in range(30):
+        _add(memory, f"walnut harvest note {k}")
+    first = lookback.recall_search(memory, '"walnut harvest"')
+    for k in range(5):  # newer matches arrive between the two pages (another chat of the memory)
+        _add(memory, f"walnut harvest late note {k}")
+    second = lookback.recall_search(memory, '"walnut harvest"', page=2)
+    ids = [int(line.split("+")[0]) for line in (first + "\n" + second).splitlines() if "+0 · " in line]
+    assert ids == list(range(29, -1, -1))  # newest first, as the first page saw them: none twice, none lost
+    memory.close()

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 import orjson
 
-from endless.core import index_upkeep
+from endless.core import durable, index_upkeep
 from endless.core import query as ql
 from endless.core import recall
 from endless.core import search_index as si
@@ -76,18 +77,29 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
     corpus.index.clock = clock
     result = Result(mode=q.mode, below=pinned)
     try:
-        caught_up = index_upkeep.catch_up(corpus.index, corpus.sources, deadline)
-    except si.IndexBusy:
-        caught_up = False
-    if not caught_up:
-        result.indexed = corpus.index.count()
-    try:
+        try:
+            caught_up = index_upkeep.catch_up(corpus.index, corpus.sources, deadline)
+        except si.IndexBusy:
+            caught_up = False
+        if not caught_up:
+            result.indexed = corpus.index.count()
         if q.mode == ql.PHRASE:
             _phrase(corpus, q, filters, where, skip, limit, deadline, result)
         else:
             _ranked(corpus, q, filters, where, skip, limit, deadline, result)
     except si.Stopped:
         result.stopped_at = pinned
+    except (sqlite3.Error, OSError) as exc:
+        # The index cannot be used (a read-only or full disk, a file another program holds): a
+        # phrase is still found by reading the log itself; ranked words need the index.
+        durable.log("search", f"the search index {corpus.index.path} cannot be used: {exc}")
+        if q.mode == ql.PHRASE and where == "messages":
+            scanned = recall.scan_literal(corpus.log, q.phrases[0], skip, limit,  # type: ignore[arg-type]
+                                          max(0.0, deadline - clock()), clock, _keep(filters))
+            scanned.below = pinned
+            return scanned
+        raise SearchError(f"the search index {corpus.index.path} cannot be used ({exc}); "
+                          'search for a "quoted phrase" or a /pattern/ until it can') from None
     return result
 
 

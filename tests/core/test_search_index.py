@@ -388,3 +388,25 @@ def test_the_tools_pages_stay_stable_while_turns_arrive(tmp_path):
     ids = [int(line.split("+")[0]) for line in (first + "\n" + second).splitlines() if "+0 · " in line]
     assert ids == list(range(29, -1, -1))  # newest first, as the first page saw them: none twice, none lost
     memory.close()
+
+
+def test_an_index_that_cannot_be_used_says_so_and_phrases_still_work(tmp_path):
+    memory = _open(tmp_path)
+    _add(memory, "the otter swims at dawn")
+    memory.search_index.close()
+    path = memory.search_index.path
+    for old in path.parent.glob("search.*"):
+        old.unlink()
+    # A folder where the index file should be, and one where it would be set aside: SQLite cannot
+    # open it and it cannot be moved away (what a read-only or foreign-owned folder does to us).
+    path.mkdir()
+    (path.parent / (path.name + ".damaged")).mkdir()
+    (path.parent / (path.name + ".damaged") / "keep").write_text("x")
+    _add(memory, "the otter sleeps at noon")  # the commit goes on without the index
+    assert memory.total == 2
+    assert [h.id for h in search.search(search.corpus_of(memory), '"otter sleeps"', 0, 10, 5.0).hits] == [1]
+    with pytest.raises(search.SearchError, match='cannot be used .*search for a "quoted phrase" or a /pattern/'):
+        search.search(search.corpus_of(memory), "otter", 0, 10, 5.0)
+    answer = lookback.recall_search(memory, "otter")
+    assert answer.startswith("Cannot search: the search index ") and "/pattern/" in answer
+    memory.close()

@@ -12,6 +12,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import orjson
 
@@ -50,8 +51,10 @@ def paths(folder: Path, session: str) -> tuple[Path, Path]:
 class Journal:
     """One session's turn in flight; created with its first message."""
 
-    def __init__(self, folder: Path, session: str, title: str) -> None:
+    def __init__(self, folder: Path, session: str, title: str,
+                 keep: Callable[[Message], Message] | None = None) -> None:
         self.path, self.beacon_path = paths(folder, session)
+        self.keep = keep  # what of a message is kept (secrets redacted), applied before it is written
         self.session, self.title = session, title
         self.tid = secrets.token_hex(8)
         self.messages: list[Message] = []
@@ -60,6 +63,8 @@ class Journal:
     def add(self, messages: list[Message], sync: bool = True) -> None:
         if not messages:
             return
+        if self.keep is not None:
+            messages = [self.keep(m) for m in messages]
         lines = []
         if self._beacon is None:
             durable.make_dir(self.path.parent)

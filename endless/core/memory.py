@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from endless.core import durable, index_upkeep, journal, keyfile, search_index, sessions, tiling
+from endless.core import durable, index_upkeep, journal, keyfile, redact, search_index, sessions, tiling
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.free_nodes import free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # only the lease keeper waits: a read command never loads asy
     import asyncio
 
 BuiltListener = Callable[[Part], None]
+REDACTIONS = "redactions.json"  # secrets redacted, by kind (derived counts, for doctor)
 
 
 def memories_dir(root: Path) -> Path:
@@ -59,6 +61,7 @@ class Memory:
         self.reports: list[str] = []
         self.views = ViewKeeper(folder, settings, self.log, self.tree, self.agent_name, self.report)
         self.search_index = search_index.SearchIndex(folder)
+        self._redactions: Counter = Counter()  # counted since the last commit
         self._built_listeners: list[BuiltListener] = []
         self._noted_sessions: set[str] = set()
         self._waiters = Waiters()
@@ -183,7 +186,7 @@ class Memory:
     def journal(self, session: str, title: str = "") -> TurnInProgress:
         """Start logging a turn; its messages are fsynced to the journal as they are added."""
         self._writable()
-        return TurnInProgress(self, journal.Journal(self.folder, session, title))
+        return TurnInProgress(self, journal.Journal(self.folder, session, title, self.kept))
 
     def commit_turn(self, session: str, title: str, messages: Iterable[Message],
                     status: str = COMPLETED, status_text: str | None = None,
@@ -214,7 +217,7 @@ class Memory:
                 if record.status not in STATUSES:
                     raise MemoryUseError(f"turn status must be one of {', '.join(STATUSES)}, "
                                          f"not {record.status!r}")
-                messages = list(record.messages)
+                messages = [self.kept(m) for m in record.messages]
                 for m in messages:
                     check_kind(m.kind, self.granularity)
                 note = record.closing_note()
@@ -236,6 +239,7 @@ class Memory:
                 return []
             for info in infos:  # before the turns exist: a crash must not leave them unrecorded
                 self.note_session(info.session)
+            self._save_redactions()
             before = (self.log.end, self.tree.end)
             self.log.add(lines, infos, sync)
             self._store_free_leaves(in_hand, sync)
@@ -260,6 +264,39 @@ class Memory:
         record = self.tree.record(level, index)
         size = None if record is None else record.get("size")
         return size if isinstance(size, int) else None
+
+    def kept(self, message: Message) -> Message:
+        """The message as the memory keeps it: secrets redacted (``redact_secrets``), counted."""
+        if not self.settings.redact_secrets:
+            return message
+        text = redact.redact(message.text)
+        writer = None if message.writer_text is None else redact.redact(message.writer_text)
+        if not text.kinds and (writer is None or not writer.kinds):
+            return message
+        self._redactions.update(text.kinds | (writer.kinds if writer is not None else Counter()))
+        return Message(message.kind, text.text, message.at, None if writer is None else writer.text)
+
+    def _save_redactions(self) -> None:
+        """Add the redactions counted since the last commit to ``redactions.json`` (under the lock)."""
+        if not self._redactions:
+            return
+        path = self.folder / REDACTIONS
+        try:
+            stored = durable.read_json(path)
+        except (FileNotFoundError, ValueError):
+            stored = {}
+        counts = Counter({k: v for k, v in stored.items() if isinstance(v, int)} if isinstance(stored, dict) else {})
+        counts.update(self._redactions)
+        durable.write_json(path, dict(sorted(counts.items())))
+        self._redactions = Counter()
+
+    def redactions(self) -> dict[str, int]:
+        """How many secrets of each kind this memory has redacted (``endless doctor`` shows it)."""
+        try:
+            stored = durable.read_json(self.folder / REDACTIONS)
+        except (FileNotFoundError, ValueError):
+            return {}
+        return {k: v for k, v in stored.items() if isinstance(v, int)} if isinstance(stored, dict) else {}
 
     def plan_views(self, sync: bool = True) -> None:
         """Run both views' sawtooths over everything committed (after ``commit_turns(plan=False)``)."""

@@ -141,6 +141,9 @@ class Settings:
     search_hits_tool: int = 20
     search_hits_rpc: int = 50
     recall_search: bool = True
+    # Secrets (API keys, tokens, private keys, passwords in URLs) replaced by [redacted: kind] before
+    # a message is kept (endless.core.redact); the turn that carried them reaches the model as sent.
+    redact_secrets: bool = True
     # Processes (DESIGN §2.5).
     lease_renew_seconds: float = 5.0
     lease_expiry_seconds: float = 30.0
@@ -239,6 +242,7 @@ MEANINGS: dict[str, str] = {
     "search_hits_tool": "hits on one page of the recall_search tool",
     "search_hits_rpc": "most hits of one RPC or CLI search",
     "recall_search": "whether the chat model is offered the recall_search tool",
+    "redact_secrets": "replace API keys, tokens, private keys and passwords by [redacted: kind] before a message is kept",
     "lease_renew_seconds": "seconds between renewals of the writer lease",
     "lease_expiry_seconds": "a writer lease not renewed for this long is taken over",
     "settle_poll_seconds": "seconds between looks while waiting for the memory to settle",

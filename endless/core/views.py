@@ -294,7 +294,13 @@ class ViewKeeper:
         if last is not None and state.shrinking:
             built_since = self.tree.merged - last.merged
             if built_since < max(1, int(len(last.needed) * self.settings.shrink_replan_share)):
-                return BatchOutcome(False, [], last.needed, replanned=False)
+                if self.size(state) > saw.floor:
+                    return BatchOutcome(False, [], last.needed, replanned=False)
+                # Written leaves brought the view under its floor with no merge: the shrink is
+                # over, as a full pass would find (and as a reopened memory does find).
+                state.shrinking = False
+                self._last_shrink.pop(which, None)
+                return BatchOutcome(False, [], [])
         outcome = saw.batch(state, self.size(state), self.lines)
         if state.shrinking:
             self._last_shrink[which] = _ShrinkPass(self.tree.merged, outcome.needed)

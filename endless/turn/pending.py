@@ -9,6 +9,7 @@ import orjson
 from endless.core import durable
 from endless.core.keys import session_file_name
 from endless.core.memory import Memory
+from endless.core.messages import Message
 
 
 def _pending_path(memory: Memory, session: str) -> Path:
@@ -18,6 +19,7 @@ def _pending_path(memory: Memory, session: str) -> Path:
 def keep_pending(memory: Memory, session: str, text: str, at: float) -> None:
     path = _pending_path(memory, session)
     durable.make_dir(path.parent)
+    text = memory.kept(Message("user", text, at)).text  # kept as the log would keep it: secrets redacted
     durable.append_lines(path, [durable.dumps_line({"s": session, "x": text, "at": at})])
 
 

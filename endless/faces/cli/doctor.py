@@ -309,6 +309,14 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                f"memory {mid}: {count(totals['calls'], 'writer call')}, {totals['cost']:.4f} USD in all, "
                f"{spent:.4f} USD today, {cap_text}" + (" — the writer is paused" if paused else ""),
                "`endless writer resume` lifts the pause for today" if paused else None, mid)
+    redacted = memory.redactions()
+    if redacted:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(redacted.items()))
+        report.add("memory.redacted", "ok", f"memory {mid}: {count(sum(redacted.values()), 'secret')} "
+                                            f"redacted before they were kept ({kinds})", memory=mid)
+    elif not settings.redact_secrets:
+        report.add("memory.redacted", "ok", f"memory {mid}: secrets are kept as written "
+                                            "(redact_secrets is off)", memory=mid)
     routes = _recorded_routes(memory)
     if routes:
         report.add("memory.routes", "ok", f"memory {mid}: chats write their lines with "

@@ -377,12 +377,18 @@ def test_jump_to_a_day(long_page):
     assert box(heading)["y"] >= toolbar_bottom(page) - 1
     assert box(page.locator(f"#turn-{first}"))["y"] >= box(heading)["y"] + box(heading)["height"] - 1
     assert page.locator("#status").is_hidden()
+    shot(page, "day")
     # A quiet day: the next day with turns, and a note saying so.
     quiet = dt.datetime.fromtimestamp(long_at(QUIET_FROM - 1) + 2 * F.DAY).strftime("%Y-%m-%d")
     page.fill("#day", quiet)
     expect(page.locator(f"#turn-{QUIET_FROM}")).to_be_in_viewport()
     expect(page.locator("#status")).to_contain_text("Nothing was said on")
     expect(page.locator("#status")).to_contain_text("next day with turns")
+    # The note made the toolbar taller: the turn still lands below it and below its heading.
+    heading = page.locator(f"#turn-{QUIET_FROM}").locator("xpath=..").locator("h2")
+    assert box(heading)["y"] >= toolbar_bottom(page) - 1
+    assert box(page.locator(f"#turn-{QUIET_FROM}"))["y"] >= box(heading)["y"] + box(heading)["height"] - 1
+    shot(page, "quiet-day")
 
 
 def test_a_long_message_is_collapsed_and_opens_in_place(long_page):
@@ -410,6 +416,19 @@ def test_a_long_message_is_collapsed_and_opens_in_place(long_page):
     expect(entry.locator(".entry-kind")).to_be_in_viewport()  # back at its start
 
 
+def test_a_hit_in_the_closed_part_of_a_long_message_opens_it(page):
+    entry = page.locator("#turn-12 .entry.kind-user")
+    toggle = entry.locator("button.more")
+    expect(toggle).to_have_attribute("aria-expanded", "false")  # the 700-word paste of the fixture
+    page.fill("#query", "line650")
+    page.keyboard.press("Enter")
+    expect(toggle).to_have_text(re.compile(r"\(1 more highlighted\)$"))  # said while it is closed
+    page.locator("#hits li .hit").first.click()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    expect(entry.locator("mark")).to_have_text("line650")
+    expect(entry.locator("mark")).to_be_in_viewport()
+
+
 def test_a_long_view_is_drawn_a_batch_at_a_time(long_page):
     page = long_page
     page.click("#tab-remembers")
@@ -428,6 +447,7 @@ def test_remembers_opens_at_its_top_and_conversation_keeps_its_place(page):
     page.click("#tab-remembers")
     expect(page.locator("#remembers-hint")).to_be_in_viewport()
     assert page.evaluate("window.scrollY") == 0
+    shot(page, "remembers-top")
     page.click("#tab-conversation")
     assert abs(page.evaluate("window.scrollY") - left_at) <= 1
 

@@ -57,6 +57,7 @@
       if (part) status.appendChild(k % 2 ? el("code", null, part) : document.createTextNode(part));
     });
     status.classList.toggle("note", Boolean(note));
+    barHeight();  // now, not at the next frame: a jump may follow at once
   }
 
   function needMemory() {
@@ -594,11 +595,13 @@
   }
 
   // Day headings stick under the toolbar and jumps land below it, whatever its height.
+  function barHeight() {
+    document.documentElement.style.setProperty("--bar", $("top").offsetHeight + "px");
+  }
+
   function trackToolbarHeight() {
-    const top = $("top");
-    const set = () => document.documentElement.style.setProperty("--bar", top.offsetHeight + "px");
-    set();
-    if (window.ResizeObserver) new ResizeObserver(set).observe(top);
+    barHeight();
+    if (window.ResizeObserver) new ResizeObserver(barHeight).observe($("top"));
   }
 
   function guarded(fn) {

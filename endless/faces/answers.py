@@ -26,6 +26,7 @@ from typing import Any, ContextManager, Iterator
 import orjson
 
 from endless.core import moments, recall
+from endless.core import query as query_language
 from endless.core import search as search_mod
 from endless.core import sessions
 from endless.core import tiling
@@ -307,43 +308,96 @@ def snapshot(memory: Memory) -> LogSnapshot:
 
 def history(memory: Memory, args: dict, settings: Settings,
             guard: ContextManager | None = None) -> dict:
-    """``endless.history``: turns ``[before − limit, before)``, oldest first, and ``next`` if older exist.
+    """``endless.history``: a page of turns, oldest first inside it.
 
-    The page is cut before ``settings.history_page_bytes`` of JSON (a turn
-    that alone is larger has its longest texts cut, each marked
+    ``before`` (default: past the newest) pages back: turns ``[before − limit,
+    before)``.  ``from`` (a turn number) or ``since`` (a date or time, as the
+    search's filter takes it) pages forward: turns from that one (or from the
+    first turn at or after ``since``) on, so a page can open at the oldest turn
+    or at a day and read on.  The value carries ``next`` (ask ``before`` it for
+    older turns) and, on a page with turns, ``later`` (ask ``from`` it for newer
+    ones) when there are.
+
+    The page is cut before ``settings.history_page_bytes`` of JSON at its far
+    end (a turn that alone is larger has its longest texts cut, each marked
     ``truncated``; zoom opens the whole message).  ``guard`` is held while the
     turn offsets are read, not while the turns are.
     """
     guard = guard if guard is not None else contextlib.nullcontext()
     limit = args.get("limit")
     limit = settings.history_limit if limit is None else int_arg("limit", limit, 1, settings.history_limit_max)
-    before = args.get("before")
+    given = [name for name in ("before", "from", "since") if args.get(name) is not None]
+    if len(given) > 1:
+        raise AnswerError(BAD_REQUEST, f"give one of before, from and since, not {' and '.join(given)}: "
+                                       "before pages back, from and since page forward")
+    since = _since_arg(args.get("since"))
     with guard:
         snap = snapshot(memory)
-        before = snap.turns if before is None else min(int_arg("before", before, 0), snap.turns)
-        start = max(0, before - limit)
-        offsets = list(memory.log.offsets[start:before])
-        lengths = list(memory.log.lengths[start:before])
+        offsets = memory.log.offsets[:snap.turns]
+        lengths = memory.log.lengths[:snap.turns]
     budget = settings.history_page_bytes - _ENVELOPE_SLACK
+    with _reader(snap.path) as fd:
+        if since is not None or args.get("from") is not None:
+            if since is not None:
+                first = _first_turn_since(fd, offsets, lengths, since)
+            else:
+                first = min(int_arg("from", args.get("from"), 0), snap.turns)
+            numbers = range(first, min(snap.turns, first + limit))
+        else:
+            before = args.get("before")
+            before = snap.turns if before is None else min(int_arg("before", before, 0), snap.turns)
+            first = before
+            numbers = range(before - 1, max(0, before - limit) - 1, -1)
+        turns = _page(fd, numbers, offsets, lengths, budget)
+    turns.sort(key=lambda t: t["turn"])
+    low = turns[0]["turn"] if turns else first
+    high = turns[-1]["turn"] + 1 if turns else first
+    value: dict = {"turns": turns}
+    if low > 0:
+        value["next"] = low
+    if turns and high < snap.turns:
+        value["later"] = high
+    return value
+
+
+def _since_arg(value: Any) -> float | None:
+    try:
+        return query_language.moment(value, "since")
+    except query_language.QueryError as exc:
+        raise AnswerError(BAD_REQUEST, str(exc)) from None
+
+
+def _page(fd: int | None, numbers: range, offsets: Any, lengths: Any, budget: int) -> list[dict]:
+    """The turns ``numbers`` in the order given, until the next would pass ``budget`` bytes of JSON."""
     turns: list[dict] = []
     used = 0
-    first_turn = before
-    with _reader(snap.path) as fd:
-        for k in range(before - 1, start - 1, -1):
-            turn = _turn_value(fd, k, offsets[k - start], lengths[k - start])
-            size = len(orjson.dumps(turn)) + 1
-            if used + size > budget:
-                if turns:
-                    break
-                turn, size = _cut_to_fit(turn, budget)
-            turns.append(turn)
-            used += size
-            first_turn = k
-    turns.reverse()
-    value: dict = {"turns": turns}
-    if first_turn > 0:
-        value["next"] = first_turn
-    return value
+    for k in numbers:
+        turn = _turn_value(fd, k, offsets[k], lengths[k])
+        size = len(orjson.dumps(turn)) + 1
+        if used + size > budget:
+            if turns:
+                break
+            turn, size = _cut_to_fit(turn, budget)
+        turns.append(turn)
+        used += size
+    return turns
+
+
+def _first_turn_since(fd: int | None, offsets: Any, lengths: Any, since: float) -> int:
+    """The first turn at or after ``since`` (turns are committed in time order; an import sorts its own).
+
+    A binary search reading one record a step; a damaged record or one
+    without a time counts as earlier.  Past the newest turn: the turn count.
+    """
+    low, high = 0, len(offsets)
+    while low < high:
+        middle = (low + high) // 2
+        at = _turn_value(fd, middle, offsets[middle], lengths[middle])["at"]
+        if at is not None and at >= since:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 @contextlib.contextmanager

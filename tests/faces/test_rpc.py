@@ -192,6 +192,39 @@ def test_history_pages_backwards_oldest_first_inside(fixture_root):
     assert ids == list(range(ids[0], ids[0] + len(ids)))
 
 
+def test_history_pages_forward_from_a_turn_and_from_a_day(fixture_root):
+    root, mid = fixture_root
+    with client(root) as c:
+        oldest = call(c, "history", memoryId=mid, **{"from": 0}, limit=7)
+        assert [t["turn"] for t in oldest["turns"]] == list(range(7))
+        assert "next" not in oldest and oldest["later"] == 7
+        seen, start = [], 0
+        while start is not None:
+            value = call(c, "history", memoryId=mid, **{"from": start}, limit=25)
+            seen += [t["turn"] for t in value["turns"]]
+            start = value.get("later")
+        assert seen == list(range(60))
+        # A backward page names the newer turns beyond it too; the newest page has none.
+        assert call(c, "history", memoryId=mid, before=30, limit=5)["later"] == 30
+        assert "later" not in call(c, "history", memoryId=mid, limit=5)
+        # since: the first turn at or after a moment (turn t is at START + t * 72 minutes).
+        step = 3 * F.DAY / 60
+        value = call(c, "history", memoryId=mid, since=F.START + 20 * step - 1, limit=3)
+        assert [t["turn"] for t in value["turns"]] == [20, 21, 22]
+        assert value["next"] == 20 and value["later"] == 23
+        assert all(t["at"] >= F.START + 20 * step - 1 for t in value["turns"])
+        day = answers.moments.local(F.START + 2 * F.DAY, "%Y-%m-%d")
+        first = call(c, "history", memoryId=mid, since=day, limit=1)["turns"][0]
+        assert answers.moments.local(first["at"], "%Y-%m-%d") == day
+        before_it = call(c, "history", memoryId=mid, before=first["turn"], limit=1)["turns"][0]
+        assert answers.moments.local(before_it["at"], "%Y-%m-%d") < day
+        past = call(c, "history", memoryId=mid, since=F.START + 10 * F.DAY)
+        assert past["turns"] == [] and past["next"] == 60 and "later" not in past
+        code, message = error_of(c, "history", memoryId=mid, before=5, since=day)[1:]
+        assert code == answers.BAD_REQUEST and "before and since" in message
+        assert "not a date" in error_of(c, "history", memoryId=mid, since="soon")[2]
+
+
 def test_history_default_and_largest_limit(fixture_root, tmp_path):
     root, mid = fixture_root
     with client(root, F.small_settings(history_limit=5, history_limit_max=20)) as c:
@@ -537,6 +570,22 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(served):
         assert browser.get("/static/index.html").status_code == 404
     js = resources.files("endless.faces.rpc").joinpath("static", "app.js").read_text()
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "outerHTML" not in js
+
+
+def test_a_browser_turned_away_is_told_how_to_open_the_page(served):
+    s, _ = served
+    token = s.url.split("token=")[1]
+    with httpx.Client(base_url=s.base, timeout=10) as browser:
+        answers_seen = {"no cookie": browser.get("/"), "unknown path": browser.get("/history"),
+                        "bad token": browser.get("/?token=guessed")}
+        for why, answer in answers_seen.items():
+            assert answer.status_code in (403, 404), why
+            assert answer.headers["content-type"].startswith("text/html"), why
+            assert "default-src 'none'" in answer.headers["content-security-policy"], why
+            assert "<code>endless serve</code>" in answer.text and "<code>/endless history</code>" in answer.text, why
+            assert token not in answer.text and "<script" not in answer.text, why
+        assert answers_seen["unknown path"].status_code == 404
+        assert "used already" in answers_seen["bad token"].text
 
 
 # -- reading while another process writes ----------------------------------------------------------

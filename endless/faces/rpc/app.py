@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import html
 import multiprocessing
 import re
 import secrets
@@ -104,7 +105,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     _method("view", readers.view, {"memoryId"}, {"memoryId"}, page=True, runs=Runs.LOOP),
     _method("zoom", readers.zoom, {"memoryId", "id", "n", "page"}, {"memoryId", "id", "n"},
             page=True, runs=Runs.LOOP),
-    _method("history", readers.history, {"memoryId", "before", "limit"}, {"memoryId"},
+    _method("history", readers.history, {"memoryId", "before", "from", "since", "limit"}, {"memoryId"},
             page=True, runs=Runs.PROCESSES),
     _method("search", readers.search, {"memoryId", "query", "limit", "offset", "below", "chat", "kind",
                                        "since", "before", "scope"}, {"memoryId", "query"},
@@ -374,15 +375,17 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
         if token:
             value = core.keys.redeem(token)
             if value is None:
-                return _text("This address was used already or is not valid. Ask `endless serve` "
-                             "(or your host) for a new one.", 403)
+                return _help_page("This address was used already",
+                                  "Each address of the History page works once, in one browser; this one "
+                                  "was opened before, or belongs to a server that has stopped since.", 403)
             target = "/" + (f"?memory={core.current}" if core.current else "")
             response = RedirectResponse(target, status_code=303, headers=_SECURITY_HEADERS)
             response.set_cookie(cookie_name, value, httponly=True, samesite="strict", path="/")
             return response
         if not core.keys.valid(request.cookies.get(cookie_name)):
-            return _text("Open the address with a token that `endless serve` printed; it works once "
-                         "and then this page remembers you.", 403)
+            return _help_page("Open the History page with its address",
+                              "The page opens only from the one-time address the server prints (it ends "
+                              "in ?token=…); this browser has not opened one since this server started.", 403)
         return _static("index.html")
 
     async def asset(request: Request) -> Response:
@@ -392,8 +395,15 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
             return _text(refused.message, refused.status)
         name = request.path_params["name"]
         if name not in STATIC or name == "index.html":
-            return _text("not found", 404)
+            return _not_found()
         return _static(name)
+
+    async def not_found(request: Request, _exc: Exception) -> Response:
+        try:
+            check_caller(request.scope, request.headers.get("host", ""))
+        except Refused as refused:
+            return _text(refused.message, refused.status)
+        return _not_found()
 
     routes = [Route("/", page, methods=["GET"]),
               Route("/static/{name}", asset, methods=["GET"])]
@@ -403,7 +413,8 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
         yield
         core.close()  # the worker processes and open memories end with the server
 
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ApiRoutes, core=core)])
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ApiRoutes, core=core)],
+                    exception_handlers={404: not_found})
     app.state.endless = core
     return app
 
@@ -490,6 +501,33 @@ async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, lis
 def _text(message: str, status: int) -> Response:
     return Response(message + "\n", status_code=status, media_type="text/plain; charset=utf-8",
                     headers=_SECURITY_HEADERS)
+
+
+# How a person gets an address of the page, on every page that turns a browser away.
+_HOW_TO_OPEN = ("To get an address, run <code>endless serve</code> in a terminal and open the address it "
+                "prints, or type <code>/endless history</code> in a Hermes chat. An address works once; "
+                "then this browser keeps the page open until the server stops.")
+
+
+def _help_page(title: str, why: str, status: int) -> Response:
+    """A small HTML page saying why the History page is not shown and how to open it.
+
+    It carries no token, memory or path, keeps the page's security headers,
+    and uses only the page's own stylesheet (the policy allows nothing else).
+    """
+    body = (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<meta name="referrer" content="no-referrer"><link rel="icon" href="data:,">'
+            f'<title>Endless · {html.escape(title)}</title><link rel="stylesheet" href="/static/app.css">'
+            f'</head><body><main class="help"><h1>{html.escape(title)}</h1>'
+            f'<p>{html.escape(why)}</p><p>{_HOW_TO_OPEN}</p></main></body></html>\n')
+    return Response(body, status_code=status, media_type="text/html; charset=utf-8", headers=_SECURITY_HEADERS)
+
+
+def _not_found() -> Response:
+    return _help_page("There is no page at this address",
+                      "This server shows the History page at its one-time address; other addresses "
+                      "lead nowhere.", 404)
 
 
 _static_cache: dict[str, bytes] = {}

@@ -1,5 +1,5 @@
 """End to end through the real Hermes Agent 0.19.0: ``/endless …`` before a chat's first message,
-``hermes endless …`` exit codes, the History page on a taken port.
+``hermes endless …`` exit codes, the History page on a taken port, and a turn at Hermes's iteration limit.
 
 The slash commands are typed into a real ``HermesCLI`` (``hermes_driver.py``,
 ``"cli": true``), so the plugin finds the chat the way it does in a terminal.
@@ -23,6 +23,7 @@ from hermes_env import Env, HERMES_PYTHON, hermes_ready, segments
 pytestmark = pytest.mark.skipif(not hermes_ready(), reason=f"no Hermes venv with Endless: {HERMES_PYTHON}")
 
 SECTION_START = turn_head.system_prompt("").split("\n", 1)[0]
+SUMMARY_ASK = "You've reached the maximum number of tool-calling iterations allowed."
 
 
 @pytest.fixture
@@ -90,3 +91,35 @@ def test_hermes_endless_exits_with_the_codes_of_endless(env: Env) -> None:
                                                                         endless.stderr[-1500:])
     found = env.hermes_cli(["endless", "search", "dunlin"])
     assert re.match(r"^\d+\+0 · ", found.stdout), found.stdout  # a hit named as the recall_search tool names it
+
+
+@pytest.mark.parametrize("mode", ["chat_completions", "anthropic_messages"])
+def test_a_turn_at_the_iteration_limit_asks_for_its_summary_through_the_head(mode: str, tmp_path: Path) -> None:
+    """Hermes's summary call at max_turns builds its own request past the middleware: it still carries
+    the view and the turn's steps, never the raw transcript, and the turn is remembered."""
+    env = Env(tmp_path, mode=mode, config={"agent": {"max_turns": 2}})
+    try:
+        earlier = "An earlier fact, avocet-241. [[tools:0]] [[reply:100]]"
+        first = env.chat(earlier, toolsets="endless")
+        run = env.chat("Look around a lot, sanderling-251. [[tools:6]] [[reply:120]]", resume=first.session,
+                       toolsets="endless")
+        asked = [r["prompt"] for r in env.requests() if SUMMARY_ASK in r["prompt"]]
+        assert len(asked) == 1, run.diagnostics()
+        summary = asked[0]
+        roles = [role for role, _ in segments(summary)]
+        assert roles[0] == "system" and "tools" not in roles, roles  # no tools: Hermes asks for words only
+        system = segments(summary)[0][1]
+        assert SECTION_START in system
+        head = users(summary)[0]
+        assert head.lstrip().startswith("<chat>") and "sanderling-251" in head
+        assert earlier not in [text.strip() for text in users(summary)], "the earlier message sent raw"
+        # the turn's two steps (on the Anthropic wire a tool result is a user message, the question joins the last)
+        steps = roles.count("tool") if mode == "chat_completions" else len(users(summary)) - 1
+        assert roles.count("assistant") == 2 and steps == 2, roles
+        assert SUMMARY_ASK in users(summary)[-1]
+        with env.memory() as memory:
+            assert memory.turns == 2 and memory.turn(1).status == "completed"
+            kinds = [m.kind for m in memory.turn_messages(1)]
+        assert kinds[0] == "user" and kinds[-1] == "reply", kinds
+    finally:
+        env.close()

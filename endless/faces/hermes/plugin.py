@@ -179,6 +179,7 @@ class Plugin:
             self.last_session = session_id
         state.chat = chat_of(agent, platform, session_id)
         try:
+            take_over_max_iterations(agent)
             reason = self._bypass_reason(agent, session_id, platform, state.chat)
             if reason:
                 state.phase, state.reason = Phase.BYPASSED, reason
@@ -316,6 +317,27 @@ class Plugin:
                 state.folded = len(own)
         assert state.frozen is not None
         return wire.assemble(request, mode, state.frozen, own[state.folded:], state.style)
+
+    def summary_request(self, agent: Any, kwargs: dict) -> dict:
+        """Hermes's iteration-limit summary request, as Endless sends it: the turn's head, never the transcript.
+
+        ``handle_max_iterations`` builds this request itself and calls the
+        client directly, past the ``llm_request`` middleware (SEAMS.md, seam
+        24); it goes through the same head here.  It stays without tools, as
+        Hermes asks for a reply with no more tool calls.
+        """
+        session = str(getattr(agent, "session_id", "") or "")
+        state = self.current.get(session)
+        mode = getattr(agent, "api_mode", "") or ""
+        if state is None or state.phase is Phase.BYPASSED or mode not in wire.MODES:
+            return kwargs
+        answer = self.llm_request(request=kwargs, session_id=session, turn_id=state.turn_id, api_mode=mode)
+        if not answer:
+            return kwargs
+        out = dict(answer["request"])
+        out.pop("tools", None)
+        out.pop("tool_choice", None)
+        return out
 
     # -- the end of a turn ---------------------------------------------------------
 
@@ -541,6 +563,70 @@ def _chat_in(names: dict) -> Chat | None:
         agent = session.get("agent")
         return Chat(str(getattr(agent, "session_id", None) or session["session_key"]), "tui", None, agent)
     return None
+
+
+def take_over_max_iterations(agent: Any) -> None:
+    """Route the agent's iteration-limit summary call through Endless (once per agent).
+
+    Hermes 0.19.0's ``AIAgent._handle_max_iterations`` (``run_agent.py:6316``,
+    called from ``agent/turn_finalizer.py:141``) sends the whole transcript
+    with the client itself (``agent/chat_completion_helpers.py:2086,2090``
+    and the retries ``:2116,2133``).  The agent's own attribute shadows the
+    method: while it runs, the two client calls it makes go through
+    :meth:`Plugin.summary_request`.
+    """
+    if agent is None or "_handle_max_iterations" in getattr(agent, "__dict__", {}):
+        return
+    method = getattr(type(agent), "_handle_max_iterations", None)
+    if method is None:  # another Hermes: nothing to take over
+        return
+
+    def handle_max_iterations(messages: list, api_call_count: int) -> str:
+        with _summary_through_endless(agent):
+            return method(agent, messages, api_call_count)
+    agent._handle_max_iterations = handle_max_iterations
+
+
+class _SummaryClient:
+    """The OpenAI client ``handle_max_iterations`` asks for, whose ``chat.completions.create`` goes through Endless."""
+
+    def __init__(self, agent: Any, client: Any) -> None:
+        self._agent, self._client = agent, client
+
+    @property
+    def chat(self) -> "_SummaryClient":
+        return self
+
+    @property
+    def completions(self) -> "_SummaryClient":
+        return self
+
+    def create(self, **kwargs: Any) -> Any:
+        return self._client.chat.completions.create(**PLUGIN.summary_request(self._agent, kwargs))
+
+
+class _summary_through_endless:
+    """While Hermes builds its summary request, its two ways to send it pass the request to Endless first."""
+
+    NAMES = ("_ensure_primary_openai_client", "_anthropic_messages_create")
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.before: dict[str, Any] = {}
+
+    def __enter__(self) -> None:
+        agent = self.agent
+        self.before = {name: agent.__dict__[name] for name in self.NAMES if name in agent.__dict__}
+        openai_client = agent._ensure_primary_openai_client
+        anthropic_create = agent._anthropic_messages_create
+        agent._ensure_primary_openai_client = lambda *a, **k: _SummaryClient(agent, openai_client(*a, **k))
+        agent._anthropic_messages_create = lambda kwargs, *a, **k: anthropic_create(
+            PLUGIN.summary_request(agent, kwargs), *a, **k)
+
+    def __exit__(self, *exc: Any) -> None:
+        for name in self.NAMES:
+            self.agent.__dict__.pop(name, None)
+        self.agent.__dict__.update(self.before)
 
 
 def _moa_turn() -> bool:

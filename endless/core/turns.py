@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from endless.core.memory import Memory
 
 COMPLETED, STOPPED, INTERRUPTED, CONTINUED = "completed", "stopped", "interrupted", "continued"
-STATUSES = (COMPLETED, STOPPED, INTERRUPTED, CONTINUED)  # continued: a long turn's earlier part
+KEPT = "kept"  # a refused turn's message, kept for the next turn of any chat (endless.turn.pending)
+STATUSES = (COMPLETED, STOPPED, INTERRUPTED, CONTINUED, KEPT)  # continued: a long turn's earlier part
 INTERRUPTED_NOTE = "This turn was interrupted before it finished (the process ended); what is above is all that happened."
 STOPPED_NOTE = "The person stopped this turn before it finished; what is above is all that happened."
 

@@ -1,41 +1,113 @@
-"""The pending store: messages of refused turns, kept and delivered once, with the next one."""
+"""Kept messages: those of refused turns, in the memory at once, shown once to the next turn of any chat.
+
+A kept message belongs to the memory, not to the session it was sent in: a
+Hermes launch is a new session, so a store per session delivered nothing once
+that chat ended.  It is committed at once as a turn with status ``kept`` (an
+id, a place in history and search from that moment); ``pending/kept.jsonl``
+only says which kept messages no turn has shown the model yet.  The file is
+append-only (a kept message, or the ids a turn delivered), so two processes
+on one memory never lose each other's lines.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import orjson
 
-from endless.core import durable
-from endless.core.keys import session_file_name
+from endless import prompts
+from endless.core import durable, moments
 from endless.core.memory import Memory
 from endless.core.messages import Message
+from endless.core.turns import KEPT
+
+STORE = "kept.jsonl"
 
 
-def _pending_path(memory: Memory, session: str) -> Path:
-    return memory.folder / "pending" / f"{session_file_name(session)}.jsonl"
+@dataclass(frozen=True)
+class Kept:
+    """A refused turn's message, as the log holds it (``ident``: its message id)."""
+
+    ident: int
+    session: str
+    title: str
+    text: str
+    at: float
 
 
-def keep_pending(memory: Memory, session: str, text: str, at: float) -> None:
-    path = _pending_path(memory, session)
+def _store(memory: Memory) -> Path:
+    return memory.folder / "pending" / STORE
+
+
+def _append(memory: Memory, records: list[dict]) -> None:
+    path = _store(memory)
     durable.make_dir(path.parent)
-    text = memory.kept(Message("user", text, at)).text  # kept as the log would keep it: secrets redacted
-    durable.append_lines(path, [durable.dumps_line({"s": session, "x": text, "at": at})])
+    durable.append_lines(path, [durable.dumps_line(r) for r in records])
 
 
-def pending(memory: Memory, session: str) -> list[str]:
-    data, _ = durable.read_complete(_pending_path(memory, session), 0)
-    out = []
+def keep(memory: Memory, session: str, title: str, text: str) -> Kept:
+    """Commit a refused turn's message as a ``kept`` turn of its chat, and note it as not delivered yet."""
+    at = memory.clock()
+    text = memory.kept(Message("user", text, at)).text  # as the log keeps it: secrets redacted
+    info = memory.commit_turn(session, title, [Message("user", text, at)], KEPT,
+                              prompts.text("turn/kept_status.txt").strip())
+    kept = Kept(info.first, session, title, text, at)
+    _append(memory, [{"id": kept.ident, "s": session, "t": title, "x": text, "at": at}])
+    return kept
+
+
+def waiting(memory: Memory) -> list[Kept]:
+    """Kept messages no turn has delivered yet, oldest first (from every chat of the memory)."""
+    data, _ = durable.read_complete(_store(memory), 0)
+    kept: dict[int, Kept] = {}
+    done: set[int] = set()
     for _, line in durable.iter_lines(data, 0):
         try:
-            out.append(orjson.loads(line)["x"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            durable.log("turn", f"skipped a damaged line of {_pending_path(memory, session).name}")
-    return out
+            record = orjson.loads(line)
+            if "done" in record:
+                done.update(int(i) for i in record["done"])
+            else:
+                kept[int(record["id"])] = Kept(int(record["id"]), str(record["s"]), str(record.get("t") or ""),
+                                               str(record["x"]), float(record["at"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            durable.log("turn", f"skipped a damaged line of {_store(memory)}")
+    return [kept[i] for i in sorted(kept) if i not in done]
 
 
-def drop_pending(memory: Memory, session: str) -> None:
-    try:
-        _pending_path(memory, session).unlink()
-    except FileNotFoundError:
-        pass
+def delivered(memory: Memory, kept: Sequence[Kept]) -> None:
+    """The turn that showed these kept messages is committed: no later turn shows them again."""
+    if kept:
+        _append(memory, [{"done": [k.ident for k in kept]}])
+
+
+def with_kept(kept: Sequence[Kept], message: str) -> str:
+    """The new message as the model reads it: the kept ones first, each saying where it came from."""
+    if not kept:
+        return message
+    form = prompts.text("turn/kept.txt").strip()
+    notes = [form.format(id=k.ident, title=k.title or "untitled chat", when=moments.local(k.at), text=k.text)
+             for k in kept]
+    return "\n\n".join([*notes, message])
+
+
+def adopt_per_session(memory: Memory) -> int:
+    """Messages an older Endless kept per session (``pending/<session>.jsonl``) become kept turns, once."""
+    folder = memory.folder / "pending"
+    if not folder.is_dir():
+        return 0
+    adopted = 0
+    for path in sorted(folder.glob("*.jsonl")):
+        if path.name == STORE:
+            continue
+        data, _ = durable.read_complete(path, 0)
+        for _, line in durable.iter_lines(data, 0):
+            try:
+                record = orjson.loads(line)
+                keep(memory, str(record["s"]), "", str(record["x"]))
+                adopted += 1
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                durable.log("turn", f"skipped a damaged line of {path}")
+        path.unlink(missing_ok=True)
+    return adopted

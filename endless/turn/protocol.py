@@ -9,8 +9,9 @@ first keep that head and append the turn's own calls and results.  A turn
 waits only while the recent block would pass its limit and the writer is
 storing lines, for at most ``turn_wait_seconds`` (:func:`wait_for_room`);
 then it goes on with a bounded head.  It is refused, with one sentence, only
-when no bounded head fits the window at all; the refused message is kept and
-delivered once, with the next one (:mod:`endless.turn.pending`).
+when no bounded head fits the window at all; the refused message is then in
+the memory at once (a ``kept`` turn) and shown once to the next turn of any
+chat of that memory (:mod:`endless.turn.pending`).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from endless.core.turns import TurnInProgress
 from endless.core.messages import TraceBuilder
 from endless.llm.request import Msg, Request, ToolCallOut
 from endless.turn.head import HeadTooLarge, build_request, fits, rebuild_bytes
-from endless.turn.pending import drop_pending, keep_pending, pending
+from endless.turn.pending import Kept, adopt_per_session, delivered, keep, waiting, with_kept
 from endless.writer.recorded import recorded_routes
 
 CONTINUED = "continued"  # the status of a long turn's parts before its last
 REFUSAL = ("I can't answer yet: my memory is still catching up on the last messages. "
-           "Please send your message again in a minute; I have kept it and will read it then.")
+           "I have kept your message and will answer it with your next one, in this chat or another "
+           "of this memory; no need to send it again.")
 
 
 async def wait_for_room(memory: Memory, limit: float | None = None) -> bool:
@@ -73,7 +75,7 @@ class Turn:
     context: list[str] = field(default_factory=list)
     head: Request | None = None
     refused: bool = False
-    delivered_pending: list[str] = field(default_factory=list)
+    delivered_pending: list[Kept] = field(default_factory=list)  # kept messages this turn shows, until committed
     state: str = ""
     rebuilds: int = 0  # how often a long turn rebuilt its head
     reply_tokens: int | None = None  # the reply's room the harness asked for, kept for rebuilt heads
@@ -99,19 +101,21 @@ class Turn:
             self.waiting = False
         if route is not None:
             recorded_routes(memory).record(self.session, route, self.system, self.tools)
-        delivered = pending(memory, self.session)
-        new = "\n\n".join([*delivered, message])
+        if adopt_per_session(memory):
+            durable.log("turn", "messages an earlier Endless kept per chat are now kept turns of the memory")
+        kept = waiting(memory)
         try:
-            head = build_request(memory, self.system, self.tools, self.context, state, new,
+            head = build_request(memory, self.system, self.tools, self.context, state, with_kept(kept, message),
                                  reply_tokens=reply_tokens)
         except HeadTooLarge as exc:
-            keep_pending(memory, self.session, message, memory.clock())
+            held = keep(memory, self.session, self.title, message)
             self.refused = True
-            durable.log("turn", f"refused a turn of {self.session!r}: {exc}")
+            durable.log("turn", f"refused a turn of {self.session!r}: {exc}; its message is kept as "
+                                f"message {held.ident}")
             return None
-        self.delivered_pending = delivered
+        self.delivered_pending = kept
         self._journal = memory.journal(self.session, self.title)
-        self._journal.add("user", new)
+        self._journal.add("user", message)  # the kept ones are in the log already, under their own chats
         self._trace = TraceBuilder(memory.settings)
         self.state = state
         self.reply_tokens = reply_tokens
@@ -166,7 +170,7 @@ class Turn:
         info = self._journal.commit(CONTINUED)
         if info is not None and self._person_id is None:
             self._person_id = info.first  # begin() journals the person's message first
-        drop_pending(memory, self.session)
+        self._delivered()
         self.rebuilds += 1
         self._journal = memory.journal(self.session, self.title)
         self._trace = TraceBuilder(memory.settings)
@@ -183,12 +187,16 @@ class Turn:
         return self.head
 
     def finish(self, reply: str, status: str = "completed", status_text: str | None = None):
-        """Journal the trace and the reply, commit the turn, and drop delivered pending messages."""
+        """Journal the trace and the reply, commit the turn; the kept messages it showed are delivered."""
         assert self._journal is not None and self._trace is not None
         if not self._trace.empty:
             self._journal.add("trace", self._trace.text(), writer_text=self._trace.writer_text())
         if reply:
             self._journal.add("reply", reply)
         info = self._journal.commit(status, status_text)
-        drop_pending(self.memory, self.session)
+        self._delivered()
         return info
+
+    def _delivered(self) -> None:
+        delivered(self.memory, self.delivered_pending)
+        self.delivered_pending = []

@@ -11,7 +11,10 @@ Each agent is an ``AIAgent`` built from the home's ``config.yaml`` model
 settings, keeping its own history across its turns the way the CLI does.
 A turn ``{"command": "endless", "args": "status", "fetch": false}`` runs a
 plugin slash command the way Hermes looks it up (``fetch``: GET the address
-it answers with).  ``interrupt_after`` calls ``agent.interrupt()`` from a timer, as the CLI does
+it answers with).  An agent with ``"cli": true`` belongs to a real
+``HermesCLI`` (its session id is the CLI's, as ``hermes chat`` builds its
+agent), and a command with ``"in": NAME`` is typed into that CLI: it goes
+through ``HermesCLI.process_command``, before or between the agent's turns.  ``interrupt_after`` calls ``agent.interrupt()`` from a timer, as the CLI does
 when the person types during a turn.  Prints one JSON line: per turn,
 ``{agent, session_id, final_response, completed, interrupted, failed}``.
 """
@@ -38,10 +41,15 @@ def main() -> int:
     model = config["model"]
     db = SessionDB()
     agents: dict[str, AIAgent] = {}
+    clis: dict[str, object] = {}
     histories: dict[str, list] = {}
     for name, spec in script["agents"].items():
         # "session_of": share another agent's session id, as Hermes's background review fork does.
         session_id = agents[spec["session_of"]].session_id if spec.get("session_of") else None
+        if spec.get("cli"):  # the classic CLI: its agent gets the CLI's session id (cli_agent_setup_mixin.py:381)
+            from cli import HermesCLI
+            clis[name] = HermesCLI()
+            session_id = clis[name].session_id
         agents[name] = AIAgent(
             base_url=model["base_url"], api_key=model["api_key"], provider="custom",
             api_mode=model.get("api_mode"), model=model["default"], quiet_mode=True,
@@ -57,7 +65,10 @@ def main() -> int:
     for turn in script["turns"]:
         if "command" in turn:  # a slash command, through Hermes's own lookup of plugin commands
             from hermes_cli.plugins import get_plugin_command_handler
-            answer = get_plugin_command_handler(turn["command"])(turn.get("args", ""))
+            if turn.get("in"):
+                answer = typed(clis[turn["in"]], f"/{turn['command']} {turn.get('args', '')}".strip())
+            else:
+                answer = get_plugin_command_handler(turn["command"])(turn.get("args", ""))
             item = {"command": turn["command"], "args": turn.get("args", ""), "answer": answer}
             if turn.get("fetch"):
                 import http.cookiejar
@@ -95,6 +106,20 @@ def main() -> int:
         print(f"on_session_finalize failed: {exc!r}", file=sys.stderr)
     print(json.dumps(out))
     return 0
+
+
+def typed(cli, line: str) -> str:
+    """What the CLI prints for a slash command typed into it (its own ``process_command``)."""
+    import contextlib
+    import io
+
+    from prompt_toolkit.application.current import create_app_session
+    from prompt_toolkit.output.plain_text import PlainTextOutput
+
+    out = io.StringIO()  # the CLI prints through prompt_toolkit's session output, plain text when not a terminal
+    with contextlib.redirect_stdout(out), create_app_session(output=PlainTextOutput(out)):
+        cli.process_command(line)
+    return out.getvalue()
 
 
 if __name__ == "__main__":

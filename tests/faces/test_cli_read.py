@@ -94,7 +94,8 @@ def test_plain_output(env, capsys):
     code, out, _ = run(capsys, "date", "11")
     assert code == 0 and "2026" in out
     code, out, err = run(capsys, "search", "zebracrossing")
-    assert code == 0 and [line.split(" ")[0] for line in out.splitlines()] == ["93", "15"]
+    # hits named as the recall_search tool names them (ID+0), not by a bare number
+    assert code == 0 and [line.split(" ")[0] for line in out.splitlines()] == ["93+0", "15+0"]
     code, out, err = run(capsys, "history", "--limit", "2")
     assert code == 0 and "— turn 58" in out and "— turn 59" in out and "— turn 57" not in out
     assert "--before 58" in err and "--before" not in out

@@ -9,7 +9,7 @@ from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import load_settings
-from endless.turn.pending import keep_pending
+from endless.turn.pending import keep
 
 
 def history(*texts: str) -> list[dict]:
@@ -35,12 +35,14 @@ def test_reconcile_commits_each_missed_message_once(tmp_path: Path) -> None:
     with Memory.open(workspace_key(None, tmp_path), settings=settings, create=True) as memory:
         memory.commit_turn("s1", "", [Message("user", "two", 1.0), Message("reply", "ok", 2.0)])
         memory.commit_turn("s2", "", [Message("user", "other chat", 3.0)])
-        keep_pending(memory, "s1", "refused one", 4.0)
-        hist = history("one", "two", "lost", "refused one") + [{"role": "user", "content": "now"}]
-        assert reconcile(memory, "s1", "t", hist, "now", skip=[]) == 1
+        # the turn "refused one" starts: "lost" never reached the memory, and is reconciled first
+        hist = history("one", "two", "lost") + [{"role": "user", "content": "refused one"}]
+        assert reconcile(memory, "s1", "t", hist, "refused one", skip=[]) == 1
         assert memory.turns == 3
         last = memory.turn(2)
         assert last.status == "interrupted" and last.session == "s1"
         texts = [(m.kind, m.text) for m in memory.turn_messages(2)]
         assert texts == [("user", "lost"), ("status", NOTE)]
+        keep(memory, "s1", "t", "refused one")  # then no head fits: it is kept, in the memory at once
+        hist = history("one", "two", "lost", "refused one") + [{"role": "user", "content": "now"}]
         assert reconcile(memory, "s1", "t", hist, "now", skip=[]) == 0  # once

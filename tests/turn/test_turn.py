@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from endless.core import lookback
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.llm.anthropic_api import anthropic_mark_positions, to_anthropic
 from endless.llm.request import ToolCallOut
 from endless.core.settings import Settings
+from endless.faces import answers
 from endless.sim.clock import SimClock, run
 from endless.turn.head import build_request, recent_bytes, system_prompt, turn_tools
-from endless.turn.pending import pending
+from endless.turn.pending import waiting
 from endless.turn.protocol import Turn
 from endless.writer.queue import ready_work
 
@@ -114,22 +116,46 @@ def test_a_long_tail_with_a_stalled_writer_waits_briefly_then_goes_on_bounded(tm
 
 
 def test_a_head_that_cannot_fit_is_refused_and_the_message_kept(tmp_path):
-    """The harness's own prompt alone fills the window: no bounded head, the one refusal left."""
+    """The harness's own prompt alone fills the window: no bounded head, the one refusal left.  The message
+    is in the memory at once (history, search), and the next turn of another chat shows it once."""
     clock = SimClock()
     memory = _memory(tmp_path, clock.wall)
     memory.set_window(32_768)
     memory.commit_turn("s1", "Chat", [Message("user", "the port is 5433", 1.0)], sync=False)
     huge = Turn(memory, "s1", "Chat", system_prompt("HARNESS " + "rules " * 40_000), turn_tools(HARNESS_TOOLS))
-    assert run(huge.begin("please answer"), clock) is None and huge.refused
-    assert pending(memory, "s1") == ["please answer"]
-    assert memory.total == 1, "a refused turn logs nothing"
-    again = _turn(memory)
-    request = run(again.begin("and this too"), clock)
-    assert request is not None and request.messages[1].blocks[-1] == "please answer\n\nand this too"
-    again.finish("done")
-    assert pending(memory, "s1") == []
-    last = memory.message(memory.total - 2)
-    assert last.kind == "user" and last.text == "please answer\n\nand this too"
+    assert run(huge.begin("please answer about the kittiwake"), clock) is None and huge.refused
+    kept = waiting(memory)
+    assert [(k.ident, k.session, k.title, k.text) for k in kept] == [(1, "s1", "Chat", "please answer about the kittiwake")]
+    assert memory.turn(1).status == "kept" and memory.message(1).text == "please answer about the kittiwake"
+    assert memory.message(2).kind == "status" and "kept" in memory.message(2).text
+    found = lookback.recall_search(memory, "kittiwake")
+    assert "1+0 · " in found and "«Chat»" in found, found  # searchable as soon as it is kept
+    page = answers.answer(memory, "history", {}, memory.settings)
+    assert [t["status"] for t in page["turns"]] == ["completed", "kept"]
+
+    other = _turn(memory, "s2")  # another chat of the memory (a new Hermes launch is a new session)
+    request = run(other.begin("and this too"), clock)
+    said = request.messages[1].blocks[-1]
+    assert said.endswith("\n\nand this too") and said.count("please answer about the kittiwake") == 1, said
+    assert "Kept message 1, sent in «Chat»" in said
+    other.finish("done")
+    assert waiting(memory) == []
+    assert memory.message(memory.total - 2).text == "and this too"  # the kept one is logged once, as kept
+    again = _turn(memory, "s1")
+    request = run(again.begin("and again"), clock)
+    assert request.messages[1].blocks[-1] == "and again", "delivered once, not with every later turn"
+
+
+def test_messages_an_older_endless_kept_per_session_are_adopted_once(tmp_path):
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    folder = memory.folder / "pending"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "old-session.jsonl").write_bytes(b'{"s": "old-session", "x": "an old kept question", "at": 1.0}\n')
+    request = run(_turn(memory, "s2").begin("hello"), clock)
+    assert "an old kept question" in request.messages[-1].blocks[-1]
+    assert memory.turn(0).status == "kept" and memory.turn(0).session == "old-session"
+    assert not (folder / "old-session.jsonl").exists()
 
 
 def test_steps_keep_the_head_and_the_writer_reads_lookbacks_in_words(tmp_path):

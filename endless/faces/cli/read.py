@@ -239,7 +239,8 @@ def _search(value: dict, out) -> None:
             out.write(f"{hit['id']}+{hit['n']} · {_when(hit['at'])} · summary line: {text}\n")
             continue
         inside = f" · in line {hit['line']}" if hit.get("line") and hit["line"] != f"{hit['id']}+1" else ""
-        out.write(f"{hit['id']} · {_when(hit['at'])} · «{hit['sessionTitle']}» · {hit['kind']}: "
+        # a message as the tool and `endless zoom` name it (ID+0), so a hit reads the same everywhere
+        out.write(f"{hit['id']}+0 · {_when(hit['at'])} · «{hit['sessionTitle']}» · {hit['kind']}: "
                   f"{text}{inside}\n")
     if "next" in value:
         print(f"[endless] more hits: --offset {value['next']}", file=sys.stderr)

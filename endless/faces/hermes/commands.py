@@ -1,8 +1,9 @@
 """``/endless …`` inside a Hermes chat and ``hermes endless …`` in the terminal.
 
 Hermes owns ``/history``, so everything lives under ``/endless``.  Slash
-handlers get only the text after the command (no session), so they act on
-the chat that ran the latest turn in this process.
+handlers get only the text after the command (no session): the chat is found
+in the front end that dispatched it (``plugin.find_chat``), so the commands
+work before a chat's first message, on the memory that message will go to.
 """
 
 from __future__ import annotations
@@ -20,40 +21,46 @@ USAGE = ("/endless history (the History page's address) | view | search <words> 
 
 
 def slash(raw_args: str = "") -> str:
+    from endless.core.errors import NoMemory
     from endless.faces.hermes.plugin import PLUGIN
 
     words = (raw_args or "").strip().split(None, 1)
     command = words[0].lower() if words else "status"
     rest = words[1] if len(words) > 1 else ""
-    session = PLUGIN.last_session
+    chat = PLUGIN.command_chat()
+    if chat is None:  # not typed in a Hermes chat this build knows (SEAMS.md, seam 18)
+        return ("Endless cannot tell which chat this command was typed in; "
+                "send a message first, then run /endless again.")
     try:
         if command in ("off", "on"):
-            if not session:
-                return "No chat has run a turn yet; send a message first."
+            PLUGIN.switch(chat, on=command == "on")
             if command == "off":
-                PLUGIN.off_sessions.add(session)
                 return ("Endless is off for this chat: from the next message Hermes sends its own history. "
                         "Turns meanwhile are not remembered. /endless on switches it back.")
-            PLUGIN.off_sessions.discard(session)
             return "Endless is on for this chat again: the next message starts from its memory's view."
-        memory = PLUGIN.memory_for(session)
+        if command not in ("history", "view", "search", "status"):
+            return f"Unknown /endless command {command!r}. {USAGE}"
+        if command == "search" and not rest.strip():
+            return "Usage: /endless search <words>"
+        try:
+            memory = PLUGIN.command_memory(chat)
+        except NoMemory:
+            if command == "history":
+                return history_address(None)
+            where = "this folder" if chat.conversation is None else "this conversation"
+            off = " Endless is off for this chat." if PLUGIN.is_off(chat) else ""
+            return f"Endless has no memory for {where} yet: the first message starts it.{off}"
         if command == "history":
             return history_address(memory)
-        if memory is None:
-            return "Endless has no memory open for this chat yet; send a message first."
         if command == "view":
             return runtime().loop.call(render_view, memory)
         if command == "search":
-            if not rest.strip():
-                return "Usage: /endless search <words>"
             from endless.core import lookback
             return runtime().loop.call(lookback.call, memory, "recall_search", {"query": rest})
-        if command == "status":
-            return runtime().loop.call(status_text, memory, session in PLUGIN.off_sessions)
+        return runtime().loop.call(status_text, memory, PLUGIN.is_off(chat))
     except Exception as exc:
         log(f"/endless {command} failed: {exc!r}")
         return f"/endless {command} failed: {exc}"
-    return f"Unknown /endless command {command!r}. {USAGE}"
 
 
 def render_view(memory) -> str:
@@ -90,19 +97,28 @@ def history_address(memory) -> str:
                 "(it needs the endless.faces.rpc module).")
     rt = runtime()
     served = _SERVED.get("page")
+    moved = ""
     if served is None:
+        current = memory.memory_id if memory is not None else None
         try:
-            served = start_in_thread(rt.settings, rt.settings.rpc_port,
-                                     current=memory.memory_id if memory is not None else None)
+            served = start_in_thread(rt.settings, rt.settings.rpc_port, current=current)
         except OSError as exc:
-            return (f"The History page could not listen on 127.0.0.1:{rt.settings.rpc_port} ({exc}); "
-                    "set another port with ENDLESS_RPC_PORT or rpc_port in the settings file.")
+            if rt.settings.rpc_port == 0:
+                return f"The History page could not listen on 127.0.0.1 ({exc})."
+            # the configured port is taken (another Hermes, an `endless serve`): any free one will do,
+            # since the address is handed out here and the slash command has no --port
+            log(f"the History page's port {rt.settings.rpc_port} is taken ({exc}); serving on a free one")
+            try:
+                served = start_in_thread(rt.settings, 0, current=current)
+            except OSError as again:
+                return f"The History page could not listen on 127.0.0.1 ({again})."
+            moved = f" (port {rt.settings.rpc_port} is in use, so it is on {served.port})"
         _SERVED["page"] = served
         url = served.url
     else:
         url = served.new_url()  # each address works once
     where = f" (memory {memory.memory_id})" if memory is not None else ""
-    return f"Endless History page{where}: {url}"
+    return f"Endless History page{where}: {url}{moved}"
 
 
 # -- hermes endless … ------------------------------------------------------------------------
@@ -121,7 +137,16 @@ def setup_cli(parser: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """Runs the chosen command on this Hermes profile's memory of the workspace."""
+    """Runs the chosen command on this Hermes profile's memory of the workspace, and exits with its code.
+
+    Hermes 0.19.0 calls the handler and drops what it returns
+    (``hermes_cli/main.py:15314-15315``, then ``main()`` returns None: exit 0),
+    so the code ``endless …`` exits with is given to ``sys.exit`` here.
+    """
+    sys.exit(_run_cli(args))
+
+
+def _run_cli(args: argparse.Namespace) -> int:
     from endless.faces.hermes.plugin import profile_name
     from endless.core.keys import workspace_key
 

@@ -65,9 +65,9 @@ class EndlessEngine(ContextEngine):
             if not isinstance(messages, list) or len(messages) <= self.transcript_limit:
                 return False
             agent = frame.f_locals.get("agent")
-            from endless.faces.hermes.plugin import PLUGIN
+            from endless.faces.hermes.plugin import PLUGIN, chat_of
             # a chat switched off with /endless off runs on this transcript: never cut it
-            return getattr(agent, "session_id", None) not in PLUGIN.off_sessions
+            return not PLUGIN.is_off(chat_of(agent, "", str(getattr(agent, "session_id", "") or "")))
         finally:
             del frame
 

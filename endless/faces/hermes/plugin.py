@@ -82,6 +82,26 @@ class Phase(enum.Enum):
     FINISHED = "finished"
 
 
+@dataclass(frozen=True)
+class Chat:
+    """One Hermes chat as Endless tells chats apart: its session and, on the gateway, its conversation.
+
+    Slash commands are handed no session, so a command finds its chat in
+    Hermes's frames (:func:`find_chat`); a turn knows it from its hook's
+    arguments.  Both give the same memory key (:func:`key_of`).
+    """
+
+    session: str
+    platform: str = "cli"
+    conversation: str | None = None  # the gateway's session key: its chats' memory follows it
+    agent: Any = None
+
+    @property
+    def ident(self) -> str:
+        """What ``/endless off`` switches off: the gateway's conversation (it outlives /new), else the session."""
+        return self.conversation or self.session
+
+
 @dataclass
 class TurnState:
     session: str
@@ -100,6 +120,7 @@ class TurnState:
     folded: int = 0
     route: dict | None = None
     window: int | None = None
+    chat: Chat | None = None
 
 
 @dataclass
@@ -108,7 +129,7 @@ class Plugin:
 
     turns: dict[tuple[str, str], TurnState] = field(default_factory=dict)
     current: dict[str, TurnState] = field(default_factory=dict)  # session -> its latest turn
-    off_sessions: set[str] = field(default_factory=set)
+    off_chats: set[str] = field(default_factory=set)  # Chat.ident of chats switched off with /endless off
     off_texts: dict[str, set[str]] = field(default_factory=dict)  # messages sent while off: never reconciled
     noted: set[tuple[str, str]] = field(default_factory=set)
     shown_notices: notices.Notices = field(default_factory=notices.Notices)
@@ -156,8 +177,10 @@ class Plugin:
             self.turns[(session_id, state.turn_id)] = state
             self.current[session_id] = state
             self.last_session = session_id
+        state.chat = chat_of(agent, platform, session_id)
         try:
-            reason = self._bypass_reason(agent, session_id, platform)
+            take_over_max_iterations(agent)
+            reason = self._bypass_reason(agent, session_id, platform, state.chat)
             if reason:
                 state.phase, state.reason = Phase.BYPASSED, reason
                 if reason == "off":
@@ -174,8 +197,7 @@ class Plugin:
                                "without Endless")
                 return None
             rt = runtime()
-            key = chat_key(agent, platform, session_id)
-            state.memory = rt.memory(key, state.window)
+            state.memory = rt.memory(key_of(state.chat), state.window)
             self._notify(agent, rt, state.memory)
             state.title = _title(agent, session_id)
             state.route = _route(agent, rt)
@@ -195,10 +217,10 @@ class Plugin:
                 "with the system prompt and this message only")
         return None
 
-    def _bypass_reason(self, agent: Any, session: str, platform: str) -> str:
+    def _bypass_reason(self, agent: Any, session: str, platform: str, chat: Chat) -> str:
         if _is_side_agent(agent, platform):
             return "side-agent"
-        if session in self.off_sessions:
+        if chat.ident in self.off_chats:
             return "off"
         mode = getattr(agent, "api_mode", None) if agent is not None else None
         if mode is not None and mode not in wire.MODES:
@@ -296,6 +318,27 @@ class Plugin:
         assert state.frozen is not None
         return wire.assemble(request, mode, state.frozen, own[state.folded:], state.style)
 
+    def summary_request(self, agent: Any, kwargs: dict) -> dict:
+        """Hermes's iteration-limit summary request, as Endless sends it: the turn's head, never the transcript.
+
+        ``handle_max_iterations`` builds this request itself and calls the
+        client directly, past the ``llm_request`` middleware (SEAMS.md, seam
+        24); it goes through the same head here.  It stays without tools, as
+        Hermes asks for a reply with no more tool calls.
+        """
+        session = str(getattr(agent, "session_id", "") or "")
+        state = self.current.get(session)
+        mode = getattr(agent, "api_mode", "") or ""
+        if state is None or state.phase is Phase.BYPASSED or mode not in wire.MODES:
+            return kwargs
+        answer = self.llm_request(request=kwargs, session_id=session, turn_id=state.turn_id, api_mode=mode)
+        if not answer:
+            return kwargs
+        out = dict(answer["request"])
+        out.pop("tools", None)
+        out.pop("tool_choice", None)
+        return out
+
     # -- the end of a turn ---------------------------------------------------------
 
     def transform_llm_output(self, response_text: str = "", session_id: str = "", **_: Any) -> str | None:
@@ -373,6 +416,38 @@ class Plugin:
         state = self.current.get(session_id or "") or self.current.get(self.last_session or "")
         return None if state is None else state.memory
 
+    def command_chat(self) -> Chat | None:
+        """The chat a slash command was typed in: found in Hermes's frames, else the latest turn's."""
+        found = find_chat()
+        if found is not None:
+            return found
+        state = self.current.get(self.last_session or "")
+        return None if state is None else state.chat
+
+    def command_memory(self, chat: Chat) -> Memory:
+        """The memory a command acts on: its chat's open one, else the one its first turn would open.
+
+        Raises :class:`endless.core.errors.NoMemory` when that memory does not
+        exist yet (a command never creates one: the first message does).
+        """
+        with self.lock:
+            opened = [s.memory for s in self.current.values()
+                      if s.memory is not None and s.chat is not None and s.chat.ident == chat.ident]
+        if opened:
+            return opened[-1]
+        return runtime().memory(key_of(chat), create=False)
+
+    def switch(self, chat: Chat, on: bool) -> None:
+        """``/endless on|off``: from the chat's next turn, with or without Endless (before its first one too)."""
+        with self.lock:
+            if on:
+                self.off_chats.discard(chat.ident)
+            else:
+                self.off_chats.add(chat.ident)
+
+    def is_off(self, chat: Chat) -> bool:
+        return chat.ident in self.off_chats
+
     def tool(self, name: str):
         def handler(args: dict | None = None, **kwargs: Any) -> str:
             memory = self.memory_for(kwargs.get("session_id"))
@@ -440,6 +515,118 @@ def find_agent() -> Any:
         return None
     finally:
         del frame
+
+
+def find_chat() -> Chat | None:
+    """The chat whose slash command is running on this thread, from the Hermes front end that dispatched it.
+
+    Plugin commands get only their arguments (SEAMS.md, seam 18), and may run
+    before the chat's first message, so there is no turn to ask.  Each front
+    end dispatches from a function holding what names the chat: the classic
+    CLI ``HermesCLI.process_command`` (``self.session_id``, the id its agent
+    gets), the gateway ``GatewayRunner._handle_message`` (``source``, whose
+    session key names the conversation), the TUI's ``command.dispatch`` and
+    ``slash.exec`` (``session``, a dict whose ``session_key`` is the agent's
+    session id).
+    """
+    frame = inspect.currentframe()
+    try:
+        frame = frame.f_back if frame is not None else None
+        depth = 0
+        while frame is not None and depth < 40:
+            found = _chat_in(frame.f_locals)
+            if found is not None:
+                return found
+            frame = frame.f_back
+            depth += 1
+        return None
+    finally:
+        del frame
+
+
+def _chat_in(names: dict) -> Chat | None:
+    owner = names.get("self")
+    kind = type(owner).__name__
+    if kind == "HermesCLI" and getattr(owner, "session_id", None):
+        return Chat(str(owner.session_id), "cli", None, getattr(owner, "agent", None))
+    if kind == "GatewayRunner" and names.get("source") is not None:
+        source = names["source"]
+        try:
+            conversation = owner._session_key_for_source(source)
+        except Exception:
+            return None
+        value = str(getattr(getattr(source, "platform", None), "value", "") or "").lower()
+        platform = "cli" if value in ("", "local") else value
+        return Chat(conversation, platform, None if platform in CLI_PLATFORMS else conversation)
+    session = names.get("session")
+    if isinstance(session, dict) and session.get("session_key") and "slash_worker" in session:
+        agent = session.get("agent")
+        return Chat(str(getattr(agent, "session_id", None) or session["session_key"]), "tui", None, agent)
+    return None
+
+
+def take_over_max_iterations(agent: Any) -> None:
+    """Route the agent's iteration-limit summary call through Endless (once per agent).
+
+    Hermes 0.19.0's ``AIAgent._handle_max_iterations`` (``run_agent.py:6316``,
+    called from ``agent/turn_finalizer.py:141``) sends the whole transcript
+    with the client itself (``agent/chat_completion_helpers.py:2086,2090``
+    and the retries ``:2116,2133``).  The agent's own attribute shadows the
+    method: while it runs, the two client calls it makes go through
+    :meth:`Plugin.summary_request`.
+    """
+    if agent is None or "_handle_max_iterations" in getattr(agent, "__dict__", {}):
+        return
+    method = getattr(type(agent), "_handle_max_iterations", None)
+    if method is None:  # another Hermes: nothing to take over
+        return
+
+    def handle_max_iterations(messages: list, api_call_count: int) -> str:
+        with _summary_through_endless(agent):
+            return method(agent, messages, api_call_count)
+    agent._handle_max_iterations = handle_max_iterations
+
+
+class _SummaryClient:
+    """The OpenAI client ``handle_max_iterations`` asks for, whose ``chat.completions.create`` goes through Endless."""
+
+    def __init__(self, agent: Any, client: Any) -> None:
+        self._agent, self._client = agent, client
+
+    @property
+    def chat(self) -> "_SummaryClient":
+        return self
+
+    @property
+    def completions(self) -> "_SummaryClient":
+        return self
+
+    def create(self, **kwargs: Any) -> Any:
+        return self._client.chat.completions.create(**PLUGIN.summary_request(self._agent, kwargs))
+
+
+class _summary_through_endless:
+    """While Hermes builds its summary request, its two ways to send it pass the request to Endless first."""
+
+    NAMES = ("_ensure_primary_openai_client", "_anthropic_messages_create")
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.before: dict[str, Any] = {}
+
+    def __enter__(self) -> None:
+        agent = self.agent
+        self.before = {name: agent.__dict__[name] for name in self.NAMES if name in agent.__dict__}
+        openai_client = agent._ensure_primary_openai_client
+        anthropic_create = agent._anthropic_messages_create
+        agent._ensure_primary_openai_client = lambda *a, **k: _SummaryClient(agent, openai_client(*a, **k))
+        agent._anthropic_messages_create = lambda kwargs, *a, **k: anthropic_create(
+            PLUGIN.summary_request(agent, kwargs), *a, **k)
+
+    def __exit__(self, *exc: Any) -> None:
+        for name in self.NAMES:
+            self.agent.__dict__.pop(name, None)
+        self.agent.__dict__.update(self.before)
 
 
 def _moa_turn() -> bool:
@@ -530,16 +717,28 @@ def profile_name() -> str:
     return "default" if name in ("custom", "") else name
 
 
-def chat_key(agent: Any, platform: str, session: str) -> Key:
-    """DESIGN §2.1: CLI chats by profile and workspace; gateway chats by platform:conversation."""
-    profile = profile_name()
+def chat_of(agent: Any, platform: str, session: str) -> Chat:
+    """The chat of a turn, from its hook's arguments and its agent."""
     platform = platform or (getattr(agent, "platform", "") if agent is not None else "") or "cli"
-    if platform in CLI_PLATFORMS:
-        fallback = workspace_key(profile, workspace(agent))
-    else:
+    conversation = None
+    if platform not in CLI_PLATFORMS:
         conversation = (getattr(agent, "_gateway_session_key", None) if agent is not None else None) or session
-        fallback = gateway_key(profile, platform, conversation)
-    key, _ = key_for_session(runtime().settings.memory_root(), session, fallback)
+    return Chat(session, platform, conversation, agent)
+
+
+def key_of(chat: Chat) -> Key:
+    """DESIGN §2.1: CLI chats by profile and workspace; gateway chats by platform:conversation.
+
+    A session a host bound keeps its binding.  Turns and commands both ask
+    here, so a command typed before the first message opens the memory that
+    message will go to.
+    """
+    profile = profile_name()
+    if chat.platform in CLI_PLATFORMS:
+        fallback = workspace_key(profile, workspace(chat.agent))
+    else:
+        fallback = gateway_key(profile, chat.platform, chat.conversation or chat.session)
+    key, _ = key_for_session(runtime().settings.memory_root(), chat.session, fallback)
     return key
 
 

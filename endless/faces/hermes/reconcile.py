@@ -8,7 +8,7 @@ never went through Endless: Hermes died or was killed before it (during the
 settle wait, say).  At the next turn, ``pre_llm_call`` hands over the
 session's history as Hermes loaded it; every message of the person after the
 last one the memory holds for this session (other than the current one, the
-refused ones waiting in the pending store and the ones sent while Endless was
+refused ones (in the memory already, as kept turns) and the ones sent while Endless was
 off) is committed as its own ``interrupted`` turn.  Identity is the text and
 its place after the last known message, so a message is reconciled once: after
 that it is the last known one.
@@ -60,10 +60,10 @@ def missed(history: list[dict], current: str, known: str | None, skip: Iterable[
 def reconcile(memory: Memory, session: str, title: str, history: list[dict], current: str,
               skip: Iterable[str]) -> int:
     """Commit each missed message as an interrupted turn; returns how many (runs on the loop thread)."""
-    from endless.turn.pending import pending
+    from endless.turn.pending import waiting
 
     memory.catch_up()
-    texts = missed(history, current, last_known_text(memory, session), [*skip, *pending(memory, session)])
+    texts = missed(history, current, last_known_text(memory, session), [*skip, *(k.text for k in waiting(memory) if k.session == session)])
     for text in texts:
         journal = memory.journal(session, title)
         journal.add("user", text)

@@ -74,13 +74,21 @@ class Runtime:
     api_keys: dict[str, str] = field(default_factory=dict)  # base URL -> key Hermes uses (never stored)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def memory(self, key: Key, window_tokens: int | None = None) -> Memory:
-        """The memory of ``key``, opened once per process, with its writer pool started."""
+    def memory(self, key: Key, window_tokens: int | None = None, create: bool = True) -> Memory:
+        """The memory of ``key``, opened once per process, with its writer pool started.
+
+        ``create=False`` (a slash command): raises ``NoMemory`` rather than
+        start a memory; a turn then opens it with its model's window, which a
+        memory a command opened first does not know yet.
+        """
         with self.lock:
             found = self.memories.get(key.memory_id)
             if found is not None:
+                if window_tokens is not None and found.memory.window_tokens is None:
+                    self.loop.call(found.memory.set_window, window_tokens)
                 return found.memory
-            memory = self.loop.call(Memory.open, key, settings=self.settings, window_tokens=window_tokens)
+            memory = self.loop.call(Memory.open, key, settings=self.settings, window_tokens=window_tokens,
+                                    create=create)
             entry = Open(memory, self.loop.call(asyncio.Event))
             self.memories[key.memory_id] = entry
             entry.pool = self.loop.call(self._start_pool, entry)

@@ -435,7 +435,7 @@ class Plugin:
                       if s.memory is not None and s.chat is not None and s.chat.ident == chat.ident]
         if opened:
             return opened[-1]
-        return runtime().memory(key_of(chat), create=False)
+        return runtime().memory(key_of(chat), for_turn=False)
 
     def switch(self, chat: Chat, on: bool) -> None:
         """``/endless on|off``: from the chat's next turn, with or without Endless (before its first one too)."""

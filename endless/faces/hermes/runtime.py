@@ -74,25 +74,27 @@ class Runtime:
     api_keys: dict[str, str] = field(default_factory=dict)  # base URL -> key Hermes uses (never stored)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def memory(self, key: Key, window_tokens: int | None = None, create: bool = True) -> Memory:
-        """The memory of ``key``, opened once per process, with its writer pool started.
+    def memory(self, key: Key, window_tokens: int | None = None, for_turn: bool = True) -> Memory:
+        """The memory of ``key``, opened once per process; a turn's also starts its writer pool.
 
-        ``create=False`` (a slash command): raises ``NoMemory`` rather than
-        start a memory; a turn then opens it with its model's window, which a
-        memory a command opened first does not know yet.
+        A slash command (``for_turn=False``) only reads: it raises ``NoMemory``
+        rather than create a memory, and leaves the pool to the first turn,
+        which brings the model's window and hands over the key Hermes uses
+        for the writer's route (``remember_key``; the pool keeps each route's
+        client once made).
         """
         with self.lock:
-            found = self.memories.get(key.memory_id)
-            if found is not None:
-                if window_tokens is not None and found.memory.window_tokens is None:
-                    self.loop.call(found.memory.set_window, window_tokens)
-                return found.memory
-            memory = self.loop.call(Memory.open, key, settings=self.settings, window_tokens=window_tokens,
-                                    create=create)
-            entry = Open(memory, self.loop.call(asyncio.Event))
-            self.memories[key.memory_id] = entry
-            entry.pool = self.loop.call(self._start_pool, entry)
-            return memory
+            entry = self.memories.get(key.memory_id)
+            if entry is None:
+                memory = self.loop.call(Memory.open, key, settings=self.settings, window_tokens=window_tokens,
+                                        create=for_turn)
+                entry = Open(memory, self.loop.call(asyncio.Event))
+                self.memories[key.memory_id] = entry
+            elif window_tokens is not None and entry.memory.window_tokens is None:
+                self.loop.call(entry.memory.set_window, window_tokens)
+            if for_turn and entry.pool is None:
+                entry.pool = self.loop.call(self._start_pool, entry)
+            return entry.memory
 
     def _start_pool(self, entry: Open) -> asyncio.Task:
         from endless.writer.pool import WriterPool

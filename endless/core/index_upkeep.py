@@ -16,13 +16,18 @@ import sqlite3
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import orjson
 
 from endless.core import durable
 from endless.core.search_index import IndexBusy, SearchIndex, Watermark
 from endless.core.settings import INDEX_BATCH_MESSAGES
+
+if TYPE_CHECKING:
+    from endless.core.log import TurnInfo
+    from endless.core.messages import Message
+    from endless.core.tree import TreeStore
 
 
 def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[tuple[int, int, dict]]:
@@ -235,6 +240,16 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
     index.add_lines(written, pos)
 
 
+def node_size(tree: "TreeStore") -> Callable[[int, int], int | None]:
+    """A stored line's size in bytes, read from its record (for nodes before the watermark)."""
+    def size_of(level: int, index: int) -> int | None:
+        record = tree.record(level, index)
+        size = None if record is None else record.get("size")
+        return size if isinstance(size, int) else None
+
+    return size_of
+
+
 def node_part(line: bytes) -> tuple[int, int] | None:
     """``(level, index)`` of a tree record as the tree writes them, read from its first bytes."""
     head = _NODE_HEAD.match(line)
@@ -277,19 +292,21 @@ def is_free(level: int, ix: int, size: int, src: int | None,
 
 # -- kept current by the process that writes (in hand, under the memory's lock) ------------------
 
-def after_commit(index: SearchIndex, before: tuple[int, int], records: list[dict], mark: Watermark,
-                 fresh: bool) -> None:
+def after_commit(index: SearchIndex, before: tuple[int, int], infos: list["TurnInfo"],
+                 in_hand: dict[int, "Message"], mark: Watermark) -> None:
     """Index turns just committed, if the index had read everything before them.
 
     ``before`` is the (log, tree) end before the commit; the commit only
     appended the turns and their free lines, none of which is a written
     line, so the tree watermark moves with it.  An index that lags, or is
     busy in another process, is left for the next search to catch up: a
-    commit never waits for it and never fails because of it.  ``fresh``: the
-    memory is new, so the index may be created here.
+    commit never waits for it and never fails because of it.  A new memory
+    (nothing before the commit) creates its index here.
     """
-    if not fresh and not index.exists():
+    if before != (0, 0) and not index.exists():
         return
+    records = [{"id": i.first, "tid": i.tid, "s": i.session, "t": i.title,
+                "m": [in_hand[i.first + k].to_record() for k in range(i.count)]} for i in infos]
     try:
         with index.write(wait=False):
             old = index.watermark()

@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # only the lease keeper waits: a read command never loads asy
     import asyncio
 
 BuiltListener = Callable[[Part], None]
-REDACTIONS = "redactions.json"  # secrets redacted, by kind (derived counts, for doctor)
 
 
 def memories_dir(root: Path) -> Path:
@@ -239,64 +238,31 @@ class Memory:
                 return []
             for info in infos:  # before the turns exist: a crash must not leave them unrecorded
                 self.note_session(info.session)
-            self._save_redactions()
+            if self._redactions:
+                redact.add_counts(self.folder, self._redactions)
+                self._redactions = Counter()
             before = (self.log.end, self.tree.end)
             self.log.add(lines, infos, sync)
             self._store_free_leaves(in_hand, sync)
-            self._index_turns(before, infos, in_hand)
+            index_upkeep.after_commit(self.search_index, before, infos, in_hand, search_index.Watermark(
+                len(self.log.offsets), self.log.end, self.total, self.tree.end, ""))
             if plan:
                 self.views.update(self.total, save=True, sync=sync)
         self._waiters.notify()
         return infos
 
-    def _index_turns(self, before: tuple[int, int], infos: list[TurnInfo], in_hand: dict[int, Message]) -> None:
-        records = [{"id": i.first, "tid": i.tid, "s": i.session, "t": i.title,
-                    "m": [in_hand[i.first + k].to_record() for k in range(i.count)]} for i in infos]
-        mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
-        index_upkeep.after_commit(self.search_index, before, records, mark, fresh=before == (0, 0))
-
     def index_sources(self) -> index_upkeep.Sources:
         """What a search catches the full-text index up from (this process's view of the files)."""
         return index_upkeep.Sources(self.log.path, self.log.end, self.tree.path, self.tree.end,
-                                    self._node_size)
-
-    def _node_size(self, level: int, index: int) -> int | None:
-        record = self.tree.record(level, index)
-        size = None if record is None else record.get("size")
-        return size if isinstance(size, int) else None
+                                    index_upkeep.node_size(self.tree))
 
     def kept(self, message: Message) -> Message:
         """The message as the memory keeps it: secrets redacted (``redact_secrets``), counted."""
         if not self.settings.redact_secrets:
             return message
-        text = redact.redact(message.text)
-        writer = None if message.writer_text is None else redact.redact(message.writer_text)
-        if not text.kinds and (writer is None or not writer.kinds):
-            return message
-        self._redactions.update(text.kinds | (writer.kinds if writer is not None else Counter()))
-        return Message(message.kind, text.text, message.at, None if writer is None else writer.text)
-
-    def _save_redactions(self) -> None:
-        """Add the redactions counted since the last commit to ``redactions.json`` (under the lock)."""
-        if not self._redactions:
-            return
-        path = self.folder / REDACTIONS
-        try:
-            stored = durable.read_json(path)
-        except (FileNotFoundError, ValueError):
-            stored = {}
-        counts = Counter({k: v for k, v in stored.items() if isinstance(v, int)} if isinstance(stored, dict) else {})
-        counts.update(self._redactions)
-        durable.write_json(path, dict(sorted(counts.items())))
-        self._redactions = Counter()
-
-    def redactions(self) -> dict[str, int]:
-        """How many secrets of each kind this memory has redacted (``endless doctor`` shows it)."""
-        try:
-            stored = durable.read_json(self.folder / REDACTIONS)
-        except (FileNotFoundError, ValueError):
-            return {}
-        return {k: v for k, v in stored.items() if isinstance(v, int)} if isinstance(stored, dict) else {}
+        kept, kinds = redact.message(message)
+        self._redactions.update(kinds)
+        return kept
 
     def plan_views(self, sync: bool = True) -> None:
         """Run both views' sawtooths over everything committed (after ``commit_turns(plan=False)``)."""

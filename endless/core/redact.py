@@ -21,6 +21,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+
+from endless.core import durable
+from endless.core.messages import Message
 
 MARK = "[redacted: {kind}]"
 
@@ -84,3 +88,32 @@ def redact(text: str) -> Redacted:
 
         text = pattern.sub(swap, text)
     return Redacted(text, kinds)
+
+
+def message(kept: Message) -> tuple[Message, Counter]:
+    """The message with its text (and writer text) redacted, and what was replaced."""
+    text = redact(kept.text)
+    writer = None if kept.writer_text is None else redact(kept.writer_text)
+    if not text.kinds and (writer is None or not writer.kinds):
+        return kept, Counter()
+    kinds = text.kinds | (writer.kinds if writer is not None else Counter())
+    return Message(kept.kind, text.text, kept.at, None if writer is None else writer.text), kinds
+
+
+COUNTS = "redactions.json"  # secrets redacted in a memory, by kind (derived counts, for doctor)
+
+
+def counts(folder: Path) -> dict[str, int]:
+    """How many secrets of each kind the memory in ``folder`` has redacted."""
+    try:
+        stored = durable.read_json(folder / COUNTS)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {k: v for k, v in stored.items() if isinstance(v, int)} if isinstance(stored, dict) else {}
+
+
+def add_counts(folder: Path, kinds: Counter) -> None:
+    """Add to the memory's counts (under the memory's lock, at a commit)."""
+    total = Counter(counts(folder))
+    total.update(kinds)
+    durable.write_json(folder / COUNTS, dict(sorted(total.items())))

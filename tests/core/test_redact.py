@@ -113,7 +113,7 @@ def test_no_file_of_the_memory_holds_a_secret(tmp_path):
             data = path.read_bytes()
             for secret in secrets_in:
                 assert secret.encode() not in data, (path.name, secret)
-    counts = memory.redactions()
+    counts = redact.counts(memory.folder)
     assert set(counts) == set(SECRETS) and all(v >= 1 for v in counts.values())
     memory.close()
 
@@ -122,7 +122,7 @@ def test_redaction_can_be_turned_off(tmp_path):
     memory = _open(tmp_path, redact_secrets=False)
     text, secret = _secret("github-token")
     memory.commit_turn("s1", "T", [Message("user", text, 1.0)])
-    assert memory.message(0).text == text and memory.redactions() == {}
+    assert memory.message(0).text == text and redact.counts(memory.folder) == {}
     memory.close()
 
 

@@ -309,7 +309,9 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                f"memory {mid}: {count(totals['calls'], 'writer call')}, {totals['cost']:.4f} USD in all, "
                f"{spent:.4f} USD today, {cap_text}" + (" — the writer is paused" if paused else ""),
                "`endless writer resume` lifts the pause for today" if paused else None, mid)
-    redacted = memory.redactions()
+    from endless.core.redact import counts as redacted_counts
+
+    redacted = redacted_counts(memory.folder)
     if redacted:
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(redacted.items()))
         report.add("memory.redacted", "ok", f"memory {mid}: {count(sum(redacted.values()), 'secret')} "

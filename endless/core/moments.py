@@ -32,3 +32,17 @@ def local(at: object, form: str = "%Y-%m-%d %H:%M", unknown: str = UNKNOWN) -> s
     if not is_moment(at):
         return unknown
     return dt.datetime.fromtimestamp(float(at)).astimezone().strftime(form).strip()  # type: ignore[arg-type]
+
+
+def parse_iso(text: str) -> float | None:
+    """An ISO 8601 date or time as Unix seconds (``Z`` for UTC; no zone: local time), or None."""
+    text = text.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.astimezone()  # local time, as every face shows times
+    return when.timestamp()

@@ -10,10 +10,10 @@ fields), never inside it, so a word like ``kind:`` is only a word.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from dataclasses import dataclass
 
+from endless.core import moments
 from endless.core.search_index import Filters
 from endless.core.settings import (SEARCH_PHRASE_CHARS_MAX, SEARCH_TERMS_MAX, STOPWORDS)
 
@@ -106,17 +106,11 @@ def moment(value: object, name: str) -> float | None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    text = str(value).strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
+    when = moments.parse_iso(str(value))
+    if when is None:
         raise QueryError(f"{name} {value!r} is not a date or time; write it as 2026-11-30 or "
-                         "2026-11-30T14:05 (local time) or 2026-11-30T13:05Z") from None
-    if when.tzinfo is None:
-        when = when.astimezone()  # local time, as every face shows times
-    return when.timestamp()
+                         "2026-11-30T14:05 (local time) or 2026-11-30T13:05Z")
+    return when
 
 
 def filters(chat: object = None, kind: object = None, since: object = None, before: object = None,

@@ -114,7 +114,7 @@ def match_expression(index: si.SearchIndex, q: ql.Query) -> str | None:
     are the commonest, which BM25 weighs least (about log(N / rows)).  A word
     found nowhere is dropped too.  Below that many rows nothing is dropped.
     """
-    docs = index.term_docs("words", list(q.words)) if q.words else {}
+    docs = index.term_docs(list(q.words)) if q.words else {}
     present = sorted((w for w in q.words if docs.get(w, 0) > 0), key=lambda w: docs[w])
     kept: list[str] = []
     rows = 0

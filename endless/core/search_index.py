@@ -235,18 +235,17 @@ class SearchIndex:
         with self.lock:
             return self.watermark().messages
 
-    def term_docs(self, table: str, words: list[str]) -> dict[str, int]:
-        """How many rows hold each (unstemmed) word once stemmed; 0 for a word nowhere."""
+    def term_docs(self, words: list[str]) -> dict[str, int]:
+        """How many messages hold each (unstemmed) word once stemmed; 0 for a word nowhere."""
         with self.lock:
-            return self._term_docs(table, words)
+            return self._term_docs(words)
 
-    def _term_docs(self, table: str, words: list[str]) -> dict[str, int]:
+    def _term_docs(self, words: list[str]) -> dict[str, int]:
         db = self.db()
         out: dict[str, int] = {}
         terms = self._stems(words)
         for word, term in zip(words, terms):
-            found = db.execute(f"SELECT doc FROM {table}_terms WHERE term = ?", (term,)).fetchone() \
-                if table == "words" else None
+            found = db.execute("SELECT doc FROM words_terms WHERE term = ?", (term,)).fetchone()
             out[word] = int(found[0]) if found else 0
         return out
 
@@ -300,9 +299,8 @@ class SearchIndex:
                deadline: float) -> list[Row]:
         """Rows of ``table`` matching the FTS5 expression ``match``, best first."""
         where, params = self._where(table, filters)
-        key = "rowid"
         sql = (f"SELECT {table}.rowid, {table}.rank FROM {table}{self._join(table, filters)} "
-               f"WHERE {table} MATCH ?{where} ORDER BY {table}.rank, {table}.{key} DESC LIMIT ? OFFSET ?")
+               f"WHERE {table} MATCH ?{where} ORDER BY {table}.rank, {table}.rowid DESC LIMIT ? OFFSET ?")
         return self._rows(sql, [match, *params, limit, skip], deadline)
 
     def newest(self, table: str, match: str, filters: Filters, after: int | None, limit: int,
@@ -339,24 +337,16 @@ class SearchIndex:
                 parts.append("msg.chat IN (SELECT id FROM chat WHERE session = ? "
                              "OR instr(lower(title), lower(?)) > 0)")
                 params.extend([filters.chat, filters.chat])
-            if filters.since is not None:
-                parts.append("msg.at >= ?")
-                params.append(filters.since)
-            if filters.before is not None:
-                parts.append("msg.at < ?")
-                params.append(filters.before)
+            span, values = _time_range("msg", filters)
+            parts += span
+            params += values
         else:
-            if filters.since is not None or filters.before is not None:
+            span, values = _time_range("m", filters)
+            if span:
                 # A line is in a time range when a message it covers is.
-                span = []
-                if filters.since is not None:
-                    span.append("m.at >= ?")
-                    params.append(filters.since)
-                if filters.before is not None:
-                    span.append("m.at < ?")
-                    params.append(filters.before)
                 parts.append("EXISTS (SELECT 1 FROM msg m WHERE m.id >= line.first AND "
                              f"m.id < line.first + line.count AND {' AND '.join(span)})")
+                params += values
             if filters.below is not None:
                 parts.append("(line_words.rowid & 281474976710655) < ?")
                 params.append(filters.below)
@@ -372,16 +362,10 @@ class SearchIndex:
         if filters.since is None and filters.before is None:
             return True
         first, count = part[1] << part[0], 1 << part[0]
-        sql = "SELECT 1 FROM msg WHERE id >= ? AND id < ?"
-        params: list = [first, first + count]
-        if filters.since is not None:
-            sql += " AND at >= ?"
-            params.append(filters.since)
-        if filters.before is not None:
-            sql += " AND at < ?"
-            params.append(filters.before)
+        span, values = _time_range("msg", filters)
+        sql = f"SELECT 1 FROM msg WHERE id >= ? AND id < ? AND {' AND '.join(span)} LIMIT 1"
         with self.lock:
-            return self.db().execute(sql + " LIMIT 1", params).fetchone() is not None
+            return self.db().execute(sql, [first, first + count, *values]).fetchone() is not None
 
     def _rows(self, sql: str, params: list, deadline: float) -> list[Row]:
         with self.lock:
@@ -407,6 +391,18 @@ class SearchIndex:
             raise
         finally:
             db.set_progress_handler(None, 0)
+
+
+def _time_range(table: str, filters: Filters) -> tuple[list[str], list[float]]:
+    """The SQL conditions (and their values) of the filters' time range on ``table.at``."""
+    span, values = [], []
+    if filters.since is not None:
+        span.append(f"{table}.at >= ?")
+        values.append(filters.since)
+    if filters.before is not None:
+        span.append(f"{table}.at < ?")
+        values.append(filters.before)
+    return span, values
 
 
 class _Write:

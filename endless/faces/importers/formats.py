@@ -10,7 +10,6 @@ reads every source to its end before it writes anything.
 
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,17 +68,11 @@ def parse_time(value: Any, where: str) -> float | None:
             number /= 1000.0  # milliseconds since the epoch
         return _checked(number, value, where)
     if isinstance(value, str):
-        text = value.strip()
-        if text.endswith("Z"):
-            text = text[:-1] + "+00:00"
-        try:
-            moment = dt.datetime.fromisoformat(text)
-        except ValueError:
+        moment = moments.parse_iso(value)
+        if moment is None:
             raise FormatError(f"{where}: {value!r} is not a time (use Unix seconds or ISO 8601, "
-                              "e.g. 2026-05-01T09:30:00Z)") from None
-        if moment.tzinfo is None:
-            moment = moment.astimezone()  # a time without a zone is local time
-        return _checked(moment.timestamp(), value, where)
+                              "e.g. 2026-05-01T09:30:00Z)")
+        return _checked(moment, value, where)
     raise FormatError(f"{where}: 'at' must be Unix seconds or an ISO 8601 text, not {type(value).__name__}")
 
 

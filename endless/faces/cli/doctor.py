@@ -314,8 +314,9 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     redacted = redacted_counts(memory.folder)
     if redacted:
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(redacted.items()))
-        report.add("memory.redacted", "ok", f"memory {mid}: {count(sum(redacted.values()), 'secret')} "
-                                            f"redacted before they were kept ({kinds})", memory=mid)
+        total = sum(redacted.values())
+        report.add("memory.redacted", "ok", f"memory {mid}: {count(total, 'secret')} redacted before "
+                                            f"{agree(total, 'it was', 'they were')} kept ({kinds})", memory=mid)
     elif not settings.redact_secrets:
         report.add("memory.redacted", "ok", f"memory {mid}: secrets are kept as written "
                                             "(redact_secrets is off)", memory=mid)

@@ -16,7 +16,8 @@ recent block, ``id+n|…``, are ignored):
     ``tool_weights``);
 ``[[zoom:ID:N]]``
     call ``zoom`` with that id and n first, then quote in the final reply what
-    the tool message answering it returned (several markers: in order);
+    the tool message answering it returned (several markers: in order;
+    without ``[[tools:K]]`` no other call);
 ``[[call:NAME]]``
     call the request's tool NAME once (arguments made up from the request,
     as for ``[[tools:K]]``), after any zooms and before the ``[[tools:K]]``
@@ -417,7 +418,7 @@ class ScriptedAgent:
                     plan.exact_size = True
             except (IndexError, ValueError):
                 continue  # a marker with bad arguments is just words
-        if count is None and named:
+        if count is None and (named or zooms):  # a scripted call is the whole plan unless tools:K asks more
             count = 0
         if count is None:
             choices = sorted(self.tool_weights)

@@ -68,6 +68,8 @@ def rpc_value(root: Path, method: str, **args):
     (["search", "/zebra\\w+/", "--limit", "1"], "search", {"query": "/zebra\\w+/", "limit": 1}),
     (["history", "--before", "20", "--limit", "4"], "history", {"before": 20, "limit": 4}),
     (["history"], "history", {}),
+    (["history", "--from", "3", "--limit", "2"], "history", {"from": 3, "limit": 2}),
+    (["history", "--since", "2026-09-23"], "history", {"since": "2026-09-23"}),
 ])
 def test_json_is_the_rpc_value(env, capsys, argv, method, args):
     root, _, mid = env

@@ -332,3 +332,28 @@ def test_zsh_and_fish_scripts_name_every_command(capsys, shell, marks):
     code, out, _ = run(capsys, "completion", shell)
     assert code == 0 and all(mark in out for mark in marks)
     assert all(name in out for names, _, _ in COMMANDS for name in names)
+
+
+def test_history_pages_forward_from_a_turn_or_a_day(env, capsys):
+    """``--from`` and ``--since`` read on from the oldest turn or a day; the flags are named as typed."""
+    from endless.core import moments
+    code, out, err = run(capsys, "history", "--from", "0", "--limit", "2")
+    assert code == 0 and re.findall(r"^— turn (\d+) ·", out, re.M) == ["0", "1"]
+    assert err == "[endless] later turns: --from 2\n"
+    # the fixture's 60 turns span 3 days: turn 20 is the first at or after START + 1 day
+    day_two = moments.local(F.START + F.DAY, unknown="?")[:16].replace(" ", "T")
+    code, out, err = run(capsys, "history", "--since", day_two, "--limit", "1")
+    assert code == 0 and re.findall(r"^— turn (\d+) ·", out, re.M) == ["20"], (day_two, out)
+    assert err == "[endless] earlier turns: --before 20\n[endless] later turns: --from 21\n"
+    assert run(capsys, "history", "--from", "99999") == (0, "", "[endless] no turns from turn 99999: "
+                                                                 "the newest is turn 59\n"
+                                                                 "[endless] earlier turns: --before 60\n")
+    code, out, err = run(capsys, "history", "--since", "yesterday-ish")
+    assert code == 2 and out == "" and err == (
+        "[endless] since 'yesterday-ish' is not a date or time; write it as 2026-11-30 or "
+        "2026-11-30T14:05 (local time) or 2026-11-30T13:05Z\n")
+    code, out, err = run(capsys, "history", "--from", "3", "--before", "9")
+    assert code == 2 and err.splitlines()[-1] == (
+        "endless history: error: argument --before: not allowed with argument --from")
+    code, _, err = run(capsys, "history", "--from", "-1")
+    assert code == 2 and err == "[endless] --from must be at least 0, not -1\n"

@@ -25,7 +25,8 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 LIST_COMMAND = "`endless memories`"
 # The RPC's argument names as a person types them on this command line.
 CLI_NAMES = {"memoryId": "--memory", "id": "ID", "n": "N", "page": "--page", "before": "--before",
-             "limit": "--limit", "query": "the words to find", "agent": "--agent", "offset": "--offset"}
+             "limit": "--limit", "query": "the words to find", "agent": "--agent", "offset": "--offset",
+             "from": "--from", "since": "--since"}
 
 
 def line_word(text: str) -> tuple[int, int | None]:
@@ -91,9 +92,15 @@ def add_read_parsers(sub: Any) -> None:
     search.add_argument("--before", help="only messages before this date or time")
     search.add_argument("--scope", choices=("messages", "lines", "both"),
                         help="search the messages (default), the summary lines, or both")
-    history = reader("history", "print whole turns, newest page last; page back with --before",
-                     "endless history --before 40 --limit 10")
-    history.add_argument("--before", type=int, help="show turns before this turn number (default: the newest)")
+    history = reader("history", "print whole turns, newest page last; page back with --before, forward with "
+                     "--from or --since", "endless history --since 2026-11-30 --limit 10")
+    start = history.add_mutually_exclusive_group()
+    start.add_argument("--before", type=int, help="show turns before this turn number (default: the newest)")
+    start.add_argument("--from", dest="start", type=int, metavar="TURN",
+                       help="show turns from this turn number on (0: the oldest)")
+    start.add_argument("--since", metavar="WHEN",
+                       help="show turns from the first one at or after this date or time (2026-11-30, "
+                            "or 2026-11-30T14:00, local time) on")
     history.add_argument("--limit", type=int, help="turns on the page (default 50, at most 200)")
 
 
@@ -132,7 +139,7 @@ def _args(args: argparse.Namespace) -> dict:
         return {"query": " ".join(args.words), "limit": args.limit, "offset": args.offset, "chat": args.chat,
                 "kind": args.kind, "since": args.since, "before": args.before, "scope": args.scope}
     if method == "history":
-        return {"before": args.before, "limit": args.limit}
+        return {"before": args.before, "from": args.start, "since": args.since, "limit": args.limit}
     return {}
 
 
@@ -178,6 +185,10 @@ def _empty_note(args: argparse.Namespace, value: dict, memory_id: str, turns: in
     if turns == 0:
         return f"memory {memory_id} holds no turns yet"
     if not value["turns"]:
+        if args.start is not None:
+            return f"no turns from turn {args.start}: the newest is turn {turns - 1}"
+        if args.since is not None:
+            return f"no turns since {args.since}: the newest turn is older"
         return f"no turns before turn {args.before}: turn 0 is the first"
     if args.before is not None and args.before > turns:
         return (f"--before {args.before} is past the newest turn ({turns - 1}) of memory {memory_id}: "
@@ -267,6 +278,8 @@ def _history(value: dict, out) -> None:
             out.write(f"{entry['id']} {entry['kind']}: {entry['text']}\n")
     if "next" in value:
         print(f"[endless] earlier turns: --before {value['next']}", file=sys.stderr)
+    if "later" in value:
+        print(f"[endless] later turns: --from {value['later']}", file=sys.stderr)
 
 
 TEXT = {"memories": _memories, "view": _lines, "zoom": _zoom, "date": _date, "search": _search,

@@ -16,11 +16,16 @@ The line is filled in this order, each step only while it fits:
    as an order, rule, decision, correction or preference ("never…",
    "always…", "use…", "don't…", "we decided…", "actually…"); in a trace,
    the opening of every ``did:`` step, each shortened to its share, so the
-   line says what was done to what; otherwise the first sentence;
+   line says what was done to what, and the opening of every ``said:`` (the
+   agent's words on what the step was for; then a command gets a smaller
+   share); otherwise the first sentence;
 2. the opening sentence of every other segment (the agent's answer, a
    result);
 3. names, numbers, paths, identifiers, URLs and quoted strings found in the
-   sentences left out, listed after a "…";
+   sentences left out, listed after a "…" (a number with its unit word; no
+   command flags, JSON keys, bare one- to three-digit numbers or capitalised
+   clause openers such as "Yes" or "Fixed", nothing from the rows of a pasted
+   table or log);
 4. the remaining sentences in their order, as much as fits.
 
 The chosen sentences are shown in their original order; a sentence that does
@@ -71,6 +76,7 @@ _IMPERATIVE = re.compile(
 _NAME = re.compile(r"(?<=[\w,;:)\]] )([^\W\d_]+(?:[-'’][^\W\d_]+)?)(?![\w\-/\\]|[.:'’][\w/])")
 _SHORT_OPENING = 60  # bytes: an opening sentence this short brings the next one along
 _MIN_CUT = 24  # bytes: a sentence is cut to fit only when at least this much room is left
+_PASTED_ROWS = 6  # a message with this many rows of data holds a pasted table or log
 
 
 @dataclass
@@ -172,9 +178,45 @@ def _names(sentence: str) -> list[str]:
     return out
 
 
+# Capitalised words that open a clause (after a colon, a quote, a list) more often than they name anything.
+_NOT_NAMES = frozenset("""a an and another any as at but by did do does done each either every few first
+for fixed from good great he her here his how i i'd i'll i'm if in is it it's its just last let's maybe
+me my new next no nobody none not now ok okay on one or our perfect please same she so some sorry that
+the their then there these they this those to today tomorrow twice until we what when where which who
+why with yes yesterday you your""".split())
+_UNIT = re.compile(r"\s([^\W\d_][^\W\d_'’]{1,11})\b")
+
+
+def _is_data(unit: str) -> bool:
+    """A row of a table, a log or code rather than a sentence: it does not end like one."""
+    return not unit.rstrip().rstrip("\"'”’»)]").endswith((".", "!", "?", ":", "…"))
+
+
+def _useful(fact, sentence: str) -> str | None:
+    """A fact as an item a reader can use, or None for noise.
+
+    A command's flags (``-q``), a JSON key (``"cmd"``) and a bare number of a
+    few digits say nothing once out of their sentence; a number keeps the word
+    after it when that is its unit ("45 minutes", "4.59 euros").
+    """
+    text = fact.text
+    if text.startswith("-") or (fact.kind == "quote" and len(text) <= 7 and sentence[fact.end:fact.end + 1] == ":"):
+        return None
+    if fact.kind == "number":
+        unit = _UNIT.match(sentence, fact.end)
+        if unit and unit.group(1).casefold() not in _NOT_NAMES:
+            return sentence[fact.start:unit.end()]
+        if sum(c.isdigit() for c in text) <= 3:  # "18", "0.31" (a test's seconds): meaningless alone
+            return None
+    return text
+
+
 def _items_of(sentence: str) -> list[str]:
-    """Facts first (numbers, paths, identifiers, URLs, quotations), then names."""
-    return [f.text for f in find_facts(sentence)] + _names(sentence)
+    """Facts first (numbers, paths, identifiers, URLs, quotations), then names; noise left out."""
+    facts = [item for item in (_useful(f, sentence) for f in find_facts(sentence)) if item]
+    names = [re.sub(r"['’]s$", "", n) for n in _names(sentence)]
+    names = [n for n in names if n.split()[0].casefold() not in _NOT_NAMES]
+    return facts + [n for n in names if not any(n in item for item in facts)]
 
 
 class _Composer:
@@ -222,7 +264,10 @@ class _Composer:
         first: list[tuple[int, int]] = []  # the person's words, the trace's steps
         second: list[tuple[int, int]] = []  # other openings
         dids = [i for i, s in enumerate(segments) if s.tag == "did" and s.units]
-        did_cap = max(48, (self.budget * 2 // 3) // max(1, len(dids)))
+        # In a trace the agent's own words (``said:``) tell what each step was for; with them, a
+        # command keeps only its opening, so that what was said and found gets the room.
+        saids = [i for i, s in enumerate(segments) if s.tag == "said" and s.units] if dids else []
+        did_cap = max(48, (self.budget * (1 if saids else 2) // 3) // max(1, len(dids)))
         for i, segment in enumerate(segments):
             if not segment.units:
                 continue
@@ -232,7 +277,7 @@ class _Composer:
                 if utf8_size(segment.units[0]) < _SHORT_OPENING and len(segment.units) > 1 \
                         and (i, 1) not in first:
                     first.append((i, 1))
-            elif segment.tag == "did":
+            elif segment.tag == "did" or i in saids:
                 first.append((i, 0))
             else:
                 second.append((i, 0))
@@ -255,11 +300,13 @@ class _Composer:
         for i, segment in enumerate(segments):
             if room < 6:
                 break
+            pasted = sum(map(_is_data, segment.units)) >= _PASTED_ROWS
             for j, unit in enumerate(segment.units):
-                if (i, j) in self.chosen or room < 6:
-                    continue
+                if (i, j) in self.chosen or room < 6 or (pasted and _is_data(unit)):
+                    continue  # the numbers of a pasted table or log, one after another, say nothing
                 for item in _items_of(unit):
-                    if item in seen or utf8_size(item) > min(room, self.budget // 3) or item in body:
+                    if (item in seen or utf8_size(item) > min(room, self.budget // 3) or item in body
+                            or any(item in kept for kept in self.items)):
                         continue
                     seen.add(item)
                     trial = self.items + [item]

@@ -19,7 +19,7 @@ header, every other line belongs to the block above it):
 ``@fact TEXT``
     TEXT, stated word for word in this turn's message, is what a later look-back must find;
 ``@assistant``
-    the agent's final reply follows;
+    the agent's final reply follows (written before a ``@$``: what it says beside that command);
 ``@# …``
     a comment.
 
@@ -57,6 +57,7 @@ class DemoTurn(ScriptTurn):
     """A written turn: the commands the agent runs, its look-back, its reply."""
 
     commands: list[str] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)  # what the agent says beside each command ("" if nothing)
     look: str = ""  # a recall_search query, or "" for a turn that does not look back
     reply: str = ""
     day: str = ""
@@ -113,8 +114,10 @@ def load(text: str | None = None) -> list[DemoTurn]:
             block, target = [], "person"
         elif not turns:
             raise ConversationError(f"line {number}: @{word} before the first turn")
-        elif word == "$":
+        elif word == "$":  # a reply written before a command is what the agent says beside it
             turns[-1].commands.append(rest)
+            turns[-1].said.append(turns[-1].reply)
+            turns[-1].reply = ""
             turns[-1].kind = "tool"
             block, target = [], "output"
         elif word == "look":
@@ -163,7 +166,8 @@ class TranscriptAgent:
         duration = 0.8 + (seed % 1000) / 500  # 0.8–2.8 s, steady for a given step
         call = self._next_call(turn, done, results, request.api)
         if call is not None:
-            return SimReply(tool_calls=[call], first_byte=duration / 4, duration=duration)
+            said = turn.said[done] if not turn.look and done < len(turn.said) else ""
+            return SimReply(text=said, tool_calls=[call], first_byte=duration / 4, duration=duration)
         text = self._final(turn, results)
         if turn.look:
             calls = [(c.name, c.arguments) for m in after if m.role == "assistant" for c in m.tool_calls]

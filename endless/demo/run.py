@@ -29,7 +29,7 @@ from endless.demo.replay import Replay, ReplayConfig
 from endless.demo.story import tell
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 
-DEMO_WINDOW = 64_000  # tokens: the view's ceiling is then 64,000 bytes, so a few days already merge lines
+DEMO_WINDOW = 32_768  # tokens: the smallest window served; the view's ceiling is then 32,768 bytes, so four days already merge lines
 log = logging.getLogger("endless.demo")
 
 

@@ -29,7 +29,8 @@ from endless.demo.replay import Replay, ReplayConfig
 from endless.demo.story import tell
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 
-DEMO_WINDOW = 32_768  # tokens: the smallest window served; the view's ceiling is then 32,768 bytes, so four days already merge lines
+# Tokens: the smallest window served; the view's ceiling is then 32,768 bytes, so four days already merge lines.
+DEMO_WINDOW = 32_768
 log = logging.getLogger("endless.demo")
 
 
@@ -119,8 +120,12 @@ def _demo(folder: Path, keep: bool, sock, held: _Held) -> int:
                       console=err, transient=True) as progress:
             task = progress.add_task("turns", total=len(script))
             agents: list[conversation.TranscriptAgent] = []
-            result = Replay(folder, script, config,
-                            agent=lambda current: agents.append(conversation.TranscriptAgent(current)) or agents[-1],
+
+            def agent(current):
+                agents.append(conversation.TranscriptAgent(current))
+                return agents[-1]
+
+            result = Replay(folder, script, config, agent=agent,
                             progress=lambda done, total: progress.update(task, completed=done)).run()
     except Exception:
         for line in held.lines[-40:]:

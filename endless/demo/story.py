@@ -15,6 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
+from endless.core.lookback import FILTERS
 from endless.core.memory import Memory
 from endless.demo.conversation import DemoTurn
 from endless.demo.recall_check import message_holding
@@ -63,7 +64,7 @@ def tell(out, memory: Memory, result: ReplayResult, script: list[DemoTurn], look
     out.print("  …", markup=False)
 
     _question(out, memory, script, looked)
-    _figures(out, memory, result)
+    _figures(out, memory, result, script)
 
     fact = next((f for t in script for f in t.facts), "")
     ask = next((t for t in script if t.look), None)
@@ -88,8 +89,9 @@ def _question(out, memory: Memory, script: list[DemoTurn], looked: dict) -> None
     out.print("  you: " + clip(ask.person, 300), markup=False)
     out.print("The agent looks back with Endless's tools:")
     for name, arguments, returned in calls:
-        args = json.loads(arguments)
-        shown = ", ".join(repr(v) if isinstance(v, str) else str(v) for v in args.values())
+        args = list(json.loads(arguments).items())
+        shown = ", ".join((f"{k}=" if k in FILTERS else "") + (repr(v) if isinstance(v, str) else str(v))
+                          for k, v in args)
         out.print(f"  > {name}({shown})", markup=False)
         rows = [r for r in returned.splitlines() if r.strip()]
         for row in rows[1:3] if name == "recall_search" else rows[:1]:
@@ -107,25 +109,36 @@ def _question(out, memory: Memory, script: list[DemoTurn], looked: dict) -> None
         out.print(f"  ✗ the answer does not hold «{fact}» as the person wrote it.")
 
 
-def _figures(out, memory: Memory, result: ReplayResult) -> None:
+def _figures(out, memory: Memory, result: ReplayResult, script: list[DemoTurn]) -> None:
     rows = [t for t in result.turns[FROM_TURN:] if t.first and t.first.tokens]
-    shares = [t.first.read["deepseek"] / t.first.tokens for t in rows]
     out.print("\n[b]The figures that matter[/b]:")
-    if shares:
+    if rows:
+        shares = [t.first.read["deepseek"] / t.first.tokens for t in rows]
         low = min(rows, key=lambda t: t.first.read["deepseek"] / t.first.tokens)
-        batches = sum(1 for t in rows if t.batch)
-        why = ("a turn right after the view was compacted (a merge batch rewrote its older lines; "
-               f"{batches} of {len(rows)} turns)" if low.batch else "a chat's first turn of a day")
-        out.print(f"  prefix cache share: {statistics.median(shares):.1%} median, {min(shares):.1%} lowest. "
-                  "Each request starts with what the previous one sent, so the provider reads it from its "
-                  f"prompt cache at a tenth of the price; the lowest is {why}.", markup=False)
+        out.print(f"  prefix cache share: {statistics.median(shares):.1%} of a turn's request, median; "
+                  f"{min(shares):.1%} at the lowest. Each request starts with what the chat's previous one sent, "
+                  "so the provider reads it from its prompt cache, billed at a fraction of the price of new "
+                  f"input. The lowest, turn {low.number + 1}, {_why_low(low, script)}.", markup=False)
     history = sum(default_tokenizer().count(m.text) for m in (memory.message(i) for i in range(memory.total))
                   if m is not None)
     last = next((t.first.tokens for t in reversed(result.turns) if t.first), 0)
-    out.print(f"  request size: the last turn sent {last:,} tokens; the history it stands for is {history:,} "
-              "tokens word for word. The view grows by a line per message and is compacted when it passes "
-              "its ceiling, so requests stay bounded however long the history grows.", markup=False)
-    stats = result.stats
-    out.print(f"  writer calls: {stats.calls} model calls; the offline writer (no model, no key) wrote all "
-              f"{memory.lines_built:,} lines, extracts of the messages' own sentences. With a writer model "
-              "set, each call writes up to six lines as real summaries.", markup=False)
+    out.print(f"  request size: the last turn sent {last:,} tokens, system prompt and tools included; the "
+              f"history it stands for is {history:,} tokens word for word. The view gains a line per message and "
+              "is compacted when it passes its ceiling, so a request stays about this size however long the history "
+              "grows.", markup=False)
+    out.print(f"  writer calls: {result.stats.calls}. Here the offline writer (no model, no key) wrote all "
+              f"{memory.lines_built:,} lines as extracts of the messages' own sentences; with a writer model set, "
+              "each of its calls writes up to six lines as real summaries, in the background.", markup=False)
+
+
+def _why_low(turn, script: list[DemoTurn]) -> str:
+    """Why a turn's request was read least from the cache, from what the replay measured."""
+    row = turn.first
+    new = row.tokens - row.common
+    if turn.batch:
+        return ("came right after a merge batch compacted the view: its older lines changed once, "
+                "so the request was new from there on")
+    if row.common == 0 or script[turn.number].chat not in {t.chat for t in script[:turn.number]}:
+        return "was the first of a new chat, whose own requests had not been cached yet"
+    return (f"carried {new:,} new tokens (the previous turn's long paste or tool output and the new message), "
+            "which no cache can hold before they are sent")

@@ -8,9 +8,12 @@ internal diagnostics, the temporary memory gone after exit without ``--keep``.
 from __future__ import annotations
 
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -60,7 +63,12 @@ def test_the_story_recalls_the_day_one_fact_word_for_word(kept):
     assert "[[" not in out
     assert len(list((folder / "memories").iterdir())) == 1, "one demo memory, in the folder the demo named"
     assert not (tmp_path / "home" / ".local" / "share" / "endless").exists(), "the user's memories untouched"
-    assert "writer calls: 0 model calls" in out
+    assert "writer calls: 0. Here the offline writer" in out
+    sent = re.search(r"the last turn sent ([\d,]+) tokens.*? the history it stands for is ([\d,]+) tokens", out)
+    assert sent and int(sent[1].replace(",", "")) < int(sent[2].replace(",", "")), "the request is smaller"
+    share = re.search(r"prefix cache share: ([\d.]+)% .*?median; ([\d.]+)% at the lowest\. .*? "
+                      r"The lowest, turn \d+, \w+", out)
+    assert share and 50 < float(share[1]) <= 100 and float(share[2]) <= float(share[1]), "each figure with its sentence"
 
 
 def test_the_printed_commands_run_as_printed(kept):
@@ -80,17 +88,36 @@ def test_the_printed_commands_run_as_printed(kept):
         assert expected[word] in ran.stdout, (command, ran.stdout[:1500])
 
 
-def test_without_keep_the_memory_is_removed(tmp_path):
+def test_without_keep_the_memory_is_served_then_removed_on_exit(tmp_path):
+    """The default run: the story, the History page served on the demo memory, nothing left after SIGTERM."""
     env = _env(tmp_path)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env["TMPDIR"] = str(tmp)
-    done = _demo(env, "--no-serve")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert str(tmp) in done.stdout, "the story says where the memory lives"
-    assert "--keep" in done.stdout
+    demo = subprocess.Popen([sys.executable, "-m", "endless.cli", "demo", "--port", "0"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in demo.stdout:  # the story, line by line, until the page is served
+            seen.append(line)
+            if line.startswith("Serving it until Ctrl-C"):
+                break
+        out = "".join(seen)
+        folder = Path(out.split("The demo memory lives in ", 1)[1].split(" (", 1)[0])
+        assert folder.parent == tmp and (folder / "memories").is_dir(), "the memory exists while it is served"
+        assert "removed on exit; --keep keeps it" in out
+        url = next(line.split()[2] for line in seen if line.startswith("History page: "))
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())  # the page's cookie
+        with browser.open(url, timeout=30) as page:
+            assert page.status == 200 and "<html" in page.read().decode().lower()
+        demo.send_signal(signal.SIGTERM)
+        rest, err = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert demo.returncode == 143, err[-2000:]
     assert list(tmp.iterdir()) == [], "nothing left behind in $TMPDIR"
-    assert "[endless." not in done.stdout + done.stderr
+    assert "[endless." not in out + rest + err
 
 
 def test_a_busy_port_is_told_before_the_replay(tmp_path):

@@ -18,11 +18,12 @@ The line is filled in this order, each step only while it fits:
    the opening of every ``did:`` step, each shortened to its share, so the
    line says what was done to what, and the opening of every ``said:`` (the
    agent's words on what the step was for; then a command gets a smaller
-   share); otherwise the first sentence;
+   share, and a smaller one still in a merge); otherwise the first sentence;
 2. the opening sentence of every other segment (the agent's answer, a
    result);
 3. names, numbers, paths, identifiers, URLs and quoted strings found in the
-   sentences left out, listed after a "…" (a number with its unit word; no
+   sentences left out or cut short, listed after a "…" (in a merge, none
+   from a command or its output) (a number with its unit word; no
    command flags, JSON keys, bare one- to three-digit numbers or capitalised
    clause openers such as "Yes" or "Fixed", nothing from the rows of a pasted
    table or log);
@@ -220,8 +221,9 @@ def _items_of(sentence: str) -> list[str]:
 
 
 class _Composer:
-    def __init__(self, segments: list[_Segment], budget: int, person_tag: str) -> None:
+    def __init__(self, segments: list[_Segment], budget: int, person_tag: str, merge: bool = False) -> None:
         self.segments = segments
+        self.merge = merge  # a merge's lines: the words said matter more than the commands run
         self.budget = budget
         self.person = person_tag.casefold()
         self.chosen: dict[tuple[int, int], str] = {}
@@ -267,7 +269,8 @@ class _Composer:
         # In a trace the agent's own words (``said:``) tell what each step was for; with them, a
         # command keeps only its opening, so that what was said and found gets the room.
         saids = [i for i, s in enumerate(segments) if s.tag == "said" and s.units] if dids else []
-        did_cap = max(48, (self.budget * (1 if saids else 2) // 3) // max(1, len(dids)))
+        share = self.budget // 4 if self.merge else self.budget * (1 if saids else 2) // 3
+        did_cap = max(48, share // max(1, len(dids)))
         for i, segment in enumerate(segments):
             if not segment.units:
                 continue
@@ -295,6 +298,7 @@ class _Composer:
             self.add(key, segments[key[0]].units[key[1]], cut=True)
         # Facts of the sentences left out.
         seen = set()
+        tags = {segment.tag for segment in segments}  # "Assistant" in a merge is a tag, not a name
         body = _render(segments, self.chosen, [])
         room = self.budget - self.size()
         for i, segment in enumerate(segments):
@@ -302,10 +306,13 @@ class _Composer:
                 break
             pasted = sum(map(_is_data, segment.units)) >= _PASTED_ROWS
             for j, unit in enumerate(segment.units):
-                if (i, j) in self.chosen or room < 6 or (pasted and _is_data(unit)):
-                    continue  # the numbers of a pasted table or log, one after another, say nothing
+                kept = self.chosen.get((i, j))
+                tool = segment.tag in ("did", "result")  # a command's or its output's pieces, out of context
+                if kept == unit or (tool and (kept is not None or self.merge)) or room < 6 \
+                        or (pasted and _is_data(unit)):
+                    continue  # kept whole; or the numbers of a pasted table or log, which say nothing
                 for item in _items_of(unit):
-                    if (item in seen or utf8_size(item) > min(room, self.budget // 3) or item in body
+                    if (item in seen or item.casefold() in tags or utf8_size(item) > min(room, self.budget // 3) or item in body
                             or any(item in kept for kept in self.items)):
                         continue
                     seen.add(item)
@@ -342,7 +349,7 @@ def _compose(text: str, budget: int, person_tag: str, message: bool = False) -> 
     whole = _render(segments, {(i, j): u for i, s in enumerate(segments) for j, u in enumerate(s.units)}, [])
     if utf8_size(whole) <= budget:
         return whole
-    return _Composer(segments, budget, person_tag).compose()
+    return _Composer(segments, budget, person_tag, merge=not message).compose()
 
 
 def _repair(line: str, sources: Sequence[str]) -> str:

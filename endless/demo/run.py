@@ -29,8 +29,9 @@ from endless.demo.replay import Replay, ReplayConfig
 from endless.demo.story import tell
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 
-# Tokens: the smallest window served; the view's ceiling is then 32,768 bytes, so four days already merge lines.
-DEMO_WINDOW = 32_768
+# The demo model's window (tokens).  The view's ceiling scales with it (48,000 bytes here, 128,000 from a
+# 128k window on), so four days of one project already fold older messages into merged lines.
+DEMO_WINDOW = 48_000
 log = logging.getLogger("endless.demo")
 
 
@@ -132,7 +133,8 @@ def _demo(folder: Path, keep: bool, sock, held: _Held) -> int:
             print(line, file=sys.stderr)
         raise
     with Memory.open(memory_id=result.memory_id, settings=settings, root=folder, readonly=True) as memory:
-        tell(out, memory, result, script, agents[0].looked, folder, workspace, serving=sock is not None, keep=keep)
+        tell(out, memory, result, script, agents[0].looked, folder, workspace, serving=sock is not None, keep=keep,
+             window=DEMO_WINDOW)
     if sock is None:
         return 0
     return _serve(folder, result.memory_id, sock, out)

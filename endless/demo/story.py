@@ -15,6 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
+from endless.core import tiling
 from endless.core.lookback import FILTERS
 from endless.core.memory import Memory
 from endless.demo.conversation import DemoTurn
@@ -22,7 +23,7 @@ from endless.demo.recall_check import message_holding
 from endless.demo.replay import ReplayResult
 from endless.sim.tokens import default_tokenizer
 
-SHOWN_LINES = 4
+SHOWN_LINES = 3  # whole: a newcomer judges the lines, not their openings
 FROM_TURN = 10  # cache shares are counted from this turn on (the first turns fill the cache)
 
 
@@ -47,7 +48,7 @@ def commands(folder: Path, workspace: Path, query: str, message_id: int | None) 
 
 
 def tell(out, memory: Memory, result: ReplayResult, script: list[DemoTurn], looked: dict,
-         folder: Path, workspace: Path, *, serving: bool, keep: bool) -> None:
+         folder: Path, workspace: Path, *, serving: bool, keep: bool, window: int) -> None:
     days = sorted({t.day for t in script})
     chats = sorted({t.chat_title for t in script}, key=lambda title: next(
         t.number for t in script if t.chat_title == title))
@@ -57,10 +58,13 @@ def tell(out, memory: Memory, result: ReplayResult, script: list[DemoTurn], look
               "the memory is real.")
 
     lines, p = memory.views.written_prefix()
-    out.print(f"\n[b]What the model reads[/b] instead of the history: the view, {len(lines)} lines "
-              f"for {memory.total} messages. Its first lines:")
+    merged = sum(1 for line in lines if tiling.count(line.part) > 1)
+    out.print(f"\n[b]What the model reads[/b] instead of the history: the view, {len(lines)} lines for "
+              f"{memory.total} messages, {merged} of them merged (a line id+n covers messages id to id+n-1; "
+              f"this model's {window:,}-token window puts the view's ceiling at "
+              f"{memory.settings.window_limits(window)[0]:,} bytes). Its first lines:")
     for line in lines[:SHOWN_LINES]:
-        out.print("  " + clip(line.render(), 200), markup=False)
+        out.print("  " + " ".join(line.render().split()), markup=False)
     out.print("  …", markup=False)
 
     _question(out, memory, script, looked)

@@ -185,6 +185,10 @@ for fixed from good great he her here his how i i'd i'll i'm if in is it it's it
 me my new next no nobody none not now ok okay on one or our perfect please same she so some sorry that
 the their then there these they this those to today tomorrow twice until we what when where which who
 why with yes yesterday you your""".split())
+# Words after a number that are not its unit ("18 because …", "3 of them").
+_NOT_UNITS = _NOT_NAMES | frozenset("""about above after again against all also am are around be because been
+before being below between both can could had has have into less more most of off once only over per than
+too under very was were will would""".split())
 _UNIT = re.compile(r"\s([^\W\d_][^\W\d_'’]{1,11})\b")
 
 
@@ -205,7 +209,7 @@ def _useful(fact, sentence: str) -> str | None:
         return None
     if fact.kind == "number":
         unit = _UNIT.match(sentence, fact.end)
-        if unit and unit.group(1).casefold() not in _NOT_NAMES:
+        if unit and unit.group(1).casefold() not in _NOT_UNITS:
             return sentence[fact.start:unit.end()]
         if sum(c.isdigit() for c in text) <= 3:  # "18", "0.31" (a test's seconds): meaningless alone
             return None

@@ -156,11 +156,13 @@ def test_a_trace_keeps_the_agents_own_words_beside_shortened_commands():
 def test_listed_items_leave_out_flags_keys_and_numbers_without_meaning():
     source = ("Assistant: I set up the server for you. " + filler(10) +
               'I ran pytest -q -k today and {"cmd": "ls"} printed 18 lines. ' + filler(4, 10) +
+              "We take 1250 because of the space. " +
               "The server costs 4.59 euros a month and listens on port 2222.")
     line = offline_leaf(source, 200)
     passes(line, [source], 200)
     listed = line.split(ELLIPSIS)[-1]
-    assert "4.59 euros" in listed and "2222" in listed, line
+    assert "4.59 euros" in listed and "2222" in listed and "1250" in listed, line
+    assert "1250 because" not in listed, "a number keeps its unit, not the next word whatever it is"
     for noise in ("-q", "-k", '"cmd"', " 18,"):
         assert noise not in listed, (noise, line)
 

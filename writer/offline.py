@@ -197,6 +197,11 @@ def _is_data(unit: str) -> bool:
     return not unit.rstrip().rstrip("\"'”’»)]").endswith((".", "!", "?", ":", "…"))
 
 
+def _is_table(unit: str) -> bool:
+    """Rows of a table folded onto one line (a merge reads its halves so): many field separators."""
+    return sum(unit.count(c) for c in ";|\t") >= 2 * _PASTED_ROWS
+
+
 def _useful(fact, sentence: str) -> str | None:
     """A fact as an item a reader can use, or None for noise.
 
@@ -313,7 +318,7 @@ class _Composer:
                 kept = self.chosen.get((i, j))
                 tool = segment.tag in ("did", "result")  # a command's or its output's pieces, out of context
                 if kept == unit or (tool and (kept is not None or self.merge)) or room < 6 \
-                        or (pasted and _is_data(unit)):
+                        or (pasted and _is_data(unit)) or _is_table(unit):
                     continue  # kept whole; or the numbers of a pasted table or log, which say nothing
                 for item in _items_of(unit):
                     if (item in seen or item.casefold() in tags or utf8_size(item) > min(room, self.budget // 3) or item in body

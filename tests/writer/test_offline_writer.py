@@ -176,6 +176,12 @@ def test_a_pasted_table_shows_its_first_rows_not_a_list_of_its_numbers():
     assert line.startswith("you: Here is my old booking spreadsheet. Can we import it? date;time;name;phone "
                            "2027-01-01;9:00;Customer 0;0341 555 1000"), line
     assert "1059" not in line and "Customer 59" not in line, "nothing picked from the table's last rows"
+    other = "Assistant: " + filler(30)
+    merged = offline_merge(line, other, 512)  # a merge reads the line, its rows folded onto one line
+    passes(merged, [line, other])
+    assert merged.startswith("you: Here is my old booking spreadsheet. Can we import it? date;time;name;phone "
+                             "2027-01-01;9:00;Customer 0"), merged
+    assert "2027-01-01, 9:00" not in merged, "no list of a folded table's numbers"
 
 
 def test_unbalanced_quotes_and_cut_numbers_still_pass():

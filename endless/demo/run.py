@@ -118,7 +118,7 @@ def _demo(folder: Path, keep: bool, sock, held: _Held) -> int:
     out.print(f"The demo memory lives in {folder} ({kept}); your own memories are not touched.")
     try:
         with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True) as progress:
+                      console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task("turns", total=len(script))
             agents: list[conversation.TranscriptAgent] = []
 

@@ -16,11 +16,17 @@ The line is filled in this order, each step only while it fits:
    as an order, rule, decision, correction or preference ("never…",
    "always…", "use…", "don't…", "we decided…", "actually…"); in a trace,
    the opening of every ``did:`` step, each shortened to its share, so the
-   line says what was done to what; otherwise the first sentence;
+   line says what was done to what, and the opening of every ``said:`` (the
+   agent's words on what the step was for; then a command gets a smaller
+   share, and a smaller one still in a merge); otherwise the first sentence;
 2. the opening sentence of every other segment (the agent's answer, a
    result);
 3. names, numbers, paths, identifiers, URLs and quoted strings found in the
-   sentences left out, listed after a "…";
+   sentences left out or cut short, listed after a "…" (in a merge, none
+   from a command or its output) (a number with its unit word; no
+   command flags, JSON keys, bare one- to three-digit numbers or capitalised
+   clause openers such as "Yes" or "Fixed", nothing from the rows of a pasted
+   table or log);
 4. the remaining sentences in their order, as much as fits.
 
 The chosen sentences are shown in their original order; a sentence that does
@@ -71,6 +77,7 @@ _IMPERATIVE = re.compile(
 _NAME = re.compile(r"(?<=[\w,;:)\]] )([^\W\d_]+(?:[-'’][^\W\d_]+)?)(?![\w\-/\\]|[.:'’][\w/])")
 _SHORT_OPENING = 60  # bytes: an opening sentence this short brings the next one along
 _MIN_CUT = 24  # bytes: a sentence is cut to fit only when at least this much room is left
+_PASTED_ROWS = 6  # a message with this many rows of data holds a pasted table or log
 
 
 @dataclass
@@ -172,14 +179,60 @@ def _names(sentence: str) -> list[str]:
     return out
 
 
+# Capitalised words that open a clause (after a colon, a quote, a list) more often than they name anything.
+_NOT_NAMES = frozenset("""a an and another any as at but by did do does done each either every few first
+for fixed from good great he her here his how i i'd i'll i'm if in is it it's its just last let's maybe
+me my new next no nobody none not now ok okay on one or our perfect please same she so some sorry that
+the their then there these they this those to today tomorrow twice until we what when where which who
+why with yes yesterday you your""".split())
+# Words after a number that are not its unit ("18 because …", "3 of them").
+_NOT_UNITS = _NOT_NAMES | frozenset("""about above after again against all also am are around be because been
+before being below between both can could had has have into less more most of off once only over per than
+too under very was were will would""".split())
+_UNIT = re.compile(r"\s([^\W\d_][^\W\d_'’]{1,11})\b")
+
+
+def _is_data(unit: str) -> bool:
+    """A row of a table, a log or code rather than a sentence: it does not end like one."""
+    return not unit.rstrip().rstrip("\"'”’»)]").endswith((".", "!", "?", ":", "…"))
+
+
+def _is_table(unit: str) -> bool:
+    """Rows of a table folded onto one line (a merge reads its halves so): many field separators."""
+    return sum(unit.count(c) for c in ";|\t") >= 2 * _PASTED_ROWS
+
+
+def _useful(fact, sentence: str) -> str | None:
+    """A fact as an item a reader can use, or None for noise.
+
+    A command's flags (``-q``), a JSON key (``"cmd"``) and a bare number of a
+    few digits say nothing once out of their sentence; a number keeps the word
+    after it when that is its unit ("45 minutes", "4.59 euros").
+    """
+    text = fact.text
+    if text.startswith("-") or (fact.kind == "quote" and len(text) <= 7 and sentence[fact.end:fact.end + 1] == ":"):
+        return None
+    if fact.kind == "number":
+        unit = _UNIT.match(sentence, fact.end)
+        if unit and unit.group(1).casefold() not in _NOT_UNITS:
+            return sentence[fact.start:unit.end()]
+        if sum(c.isdigit() for c in text) <= 3:  # "18", "0.31" (a test's seconds): meaningless alone
+            return None
+    return text
+
+
 def _items_of(sentence: str) -> list[str]:
-    """Facts first (numbers, paths, identifiers, URLs, quotations), then names."""
-    return [f.text for f in find_facts(sentence)] + _names(sentence)
+    """Facts first (numbers, paths, identifiers, URLs, quotations), then names; noise left out."""
+    facts = [item for item in (_useful(f, sentence) for f in find_facts(sentence)) if item]
+    names = [re.sub(r"['’]s$", "", n) for n in _names(sentence)]
+    names = [n for n in names if n.split()[0].casefold() not in _NOT_NAMES]
+    return facts + [n for n in names if not any(n in item for item in facts)]
 
 
 class _Composer:
-    def __init__(self, segments: list[_Segment], budget: int, person_tag: str) -> None:
+    def __init__(self, segments: list[_Segment], budget: int, person_tag: str, merge: bool = False) -> None:
         self.segments = segments
+        self.merge = merge  # a merge's lines: the words said matter more than the commands run
         self.budget = budget
         self.person = person_tag.casefold()
         self.chosen: dict[tuple[int, int], str] = {}
@@ -222,7 +275,11 @@ class _Composer:
         first: list[tuple[int, int]] = []  # the person's words, the trace's steps
         second: list[tuple[int, int]] = []  # other openings
         dids = [i for i, s in enumerate(segments) if s.tag == "did" and s.units]
-        did_cap = max(48, (self.budget * 2 // 3) // max(1, len(dids)))
+        # In a trace the agent's own words (``said:``) tell what each step was for; with them, a
+        # command keeps only its opening, so that what was said and found gets the room.
+        saids = [i for i, s in enumerate(segments) if s.tag == "said" and s.units] if dids else []
+        share = self.budget // 4 if self.merge else self.budget * (1 if saids else 2) // 3
+        did_cap = max(48, share // max(1, len(dids)))
         for i, segment in enumerate(segments):
             if not segment.units:
                 continue
@@ -232,7 +289,7 @@ class _Composer:
                 if utf8_size(segment.units[0]) < _SHORT_OPENING and len(segment.units) > 1 \
                         and (i, 1) not in first:
                     first.append((i, 1))
-            elif segment.tag == "did":
+            elif segment.tag == "did" or i in saids:
                 first.append((i, 0))
             else:
                 second.append((i, 0))
@@ -250,16 +307,22 @@ class _Composer:
             self.add(key, segments[key[0]].units[key[1]], cut=True)
         # Facts of the sentences left out.
         seen = set()
+        tags = {segment.tag for segment in segments}  # "Assistant" in a merge is a tag, not a name
         body = _render(segments, self.chosen, [])
         room = self.budget - self.size()
         for i, segment in enumerate(segments):
             if room < 6:
                 break
+            pasted = sum(map(_is_data, segment.units)) >= _PASTED_ROWS
             for j, unit in enumerate(segment.units):
-                if (i, j) in self.chosen or room < 6:
-                    continue
+                kept = self.chosen.get((i, j))
+                tool = segment.tag in ("did", "result")  # a command's or its output's pieces, out of context
+                if kept == unit or (tool and (kept is not None or self.merge)) or room < 6 \
+                        or (pasted and _is_data(unit)) or _is_table(unit):
+                    continue  # kept whole; or the numbers of a pasted table or log, which say nothing
                 for item in _items_of(unit):
-                    if item in seen or utf8_size(item) > min(room, self.budget // 3) or item in body:
+                    if (item in seen or item.casefold() in tags or utf8_size(item) > min(room, self.budget // 3) or item in body
+                            or any(item in kept for kept in self.items)):
                         continue
                     seen.add(item)
                     trial = self.items + [item]
@@ -295,7 +358,7 @@ def _compose(text: str, budget: int, person_tag: str, message: bool = False) -> 
     whole = _render(segments, {(i, j): u for i, s in enumerate(segments) for j, u in enumerate(s.units)}, [])
     if utf8_size(whole) <= budget:
         return whole
-    return _Composer(segments, budget, person_tag).compose()
+    return _Composer(segments, budget, person_tag, merge=not message).compose()
 
 
 def _repair(line: str, sources: Sequence[str]) -> str:

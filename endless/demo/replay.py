@@ -28,6 +28,7 @@ from endless.core.settings import Settings
 from endless.sim.agent_model import ScriptedAgent
 from endless.sim.cache import make_cache, token_array
 from endless.sim.clock import SimClock, run
+from endless.sim.model import Responder
 from endless.sim.responder import route_responder
 from endless.sim.script import ScriptTurn, tool_result
 from endless.sim.simulator import Route as SimRoute, Simulator
@@ -120,6 +121,7 @@ class ReplayConfig:
     model_writer: bool = True  # False: no route is recorded, the offline writer writes every line
     settle_all: bool = False  # wait at the end until every line is written
     writer_route: dict | None = None  # a real endpoint for the writer: then the run goes in real time
+    start_wall: float | None = None  # the simulated clock's wall time at the start (default: the clock's)
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -155,12 +157,15 @@ class Replay:
     """One scripted run.  ``progress(done, total)`` is called after each turn."""
 
     def __init__(self, root: Path, script: list[ScriptTurn], config: ReplayConfig,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 agent: Callable[[Callable[[], ScriptTurn | None]], Responder] | None = None) -> None:
+        """``agent``: makes the responder that answers turn requests, given how to read the current
+        turn (default: the scripted agent, steered by each turn's marker words)."""
         self.root = root
         self.script = script
         self.config = config
         self.progress = progress
-        self.clock = SimClock()
+        self.clock = SimClock() if config.start_wall is None else SimClock(config.start_wall)
         if config.writer_route:
             self.clock = _RealClock()
         api = config.api
@@ -170,7 +175,8 @@ class Replay:
         writer = ScriptedWriter(seed=config.seed)
         self.agent = ScriptedAgent(seed=config.seed, tool_preference={"terminal": 1.0, "zoom": 0.0,
                                                                         "recall_search": 0.0, "date": 0.0})
-        steered = _Steered(self.agent, lambda: self._current.markers if self._current else "")
+        steered = (_Steered(self.agent, lambda: self._current.markers if self._current else "")
+                   if agent is None else agent(lambda: self._current))
         flavour = "anthropic" if api == "anthropic" else ("deepseek" if primary == "deepseek" else "openai")
         self.sim = Simulator(SimRoute(route_responder(writer, steered), make_cache(primary),
                                       context_length=config.window_tokens, flavour=flavour),
@@ -293,10 +299,11 @@ class Replay:
             stop = asyncio.Event()
             writer = asyncio.ensure_future(pool.run(stop))
             for number, item in enumerate(self.script):
-                if item.gap > QUIET_JUMP and isinstance(self.clock, SimClock):
-                    await self._quiet(memory, item.gap)
-                elif item.gap:
-                    await asyncio.sleep(item.gap)
+                gap = item.gap if item.at is None else max(0.0, item.at - self.clock.wall())
+                if gap > QUIET_JUMP and isinstance(self.clock, SimClock):
+                    await self._quiet(memory, gap)
+                elif gap:
+                    await asyncio.sleep(gap)
                 steps: list[dict] = []
 
                 async def run_tool(call: ToolCallOut, item: ScriptTurn = item, steps: list = steps) -> str:

@@ -53,10 +53,13 @@ class ScriptTurn:
     gap: float = 0.0  # seconds of quiet before the turn
     facts: list[str] = field(default_factory=list)  # planted facts stated in this turn
     markers: str = ""  # the scripted agent's steering words, sent beside the person's text
+    outputs: list[str] = field(default_factory=list)  # written tool results, in step order (else made up)
+    at: float | None = None  # the turn's wall time (Unix seconds); then ``gap`` is what is left until it
+    chat_title: str = ""  # the chat's title (default: one of CHATS)
 
     @property
     def title(self) -> str:
-        return CHATS[self.chat % len(CHATS)]
+        return self.chat_title or CHATS[self.chat % len(CHATS)]
 
     @property
     def session(self) -> str:
@@ -134,7 +137,9 @@ def make_script(turns: int, seed: int = 7, *, gaps: bool = True, facts: int = 20
 
 
 def tool_result(turn: ScriptTurn, step: int) -> str:
-    """The deterministic output of the turn's ``step``-th tool call."""
+    """The deterministic output of the turn's ``step``-th tool call: the written one, if the turn has it."""
+    if step < len(turn.outputs):
+        return turn.outputs[step]
     size = turn.results[step] if step < len(turn.results) else 200
     rng = random.Random(f"result:{turn.number}:{step}")
     lines: list[str] = []

@@ -136,6 +136,54 @@ def test_a_trace_keeps_what_was_done_to_what_did_lines_first():
     assert "12" in line and "0.81" in line
 
 
+def test_a_trace_keeps_the_agents_own_words_beside_shortened_commands():
+    steps = []
+    for i in range(3):
+        steps.append(f"said: Step {i}: the backup copy number {i} goes to the storage box u38120{i}.")
+        steps.append(f"did: terminal {{\"cmd\": \"ssh -p 2222 spoke@203.0.113.47 'sqlite3 /home/spoke/db{i}.db "
+                     f".backup /tmp/copy{i}.db && gzip -f /tmp/copy{i}.db && scp -q -P 23 /tmp/copy{i}.db.gz "
+                     f"u38120{i}@u38120{i}.your-storagebox.de:backups/'\"}}")
+        steps.append("result: " + "\n".join(f"{k:>4} | copied block {k} of the database" for k in range(12)))
+    trace = "\n".join(steps)
+    line = offline_leaf(trace, 512)
+    passes(line, [trace])
+    for i in range(3):
+        assert f"said: Step {i}: the backup copy number {i} goes to the storage box u38120{i}." in line, line
+        assert f"did: terminal {{\"cmd\": \"ssh -p 2222" in line
+    assert "your-storagebox.de:backups" not in line, "each command shortened to leave room for what was said"
+
+
+def test_listed_items_leave_out_flags_keys_and_numbers_without_meaning():
+    source = ("Assistant: I set up the server for you. " + filler(10) +
+              'I ran pytest -q -k today and {"cmd": "ls"} printed 18 lines. ' + filler(4, 10) +
+              "We take 1250 because of the space. " +
+              "The server costs 4.59 euros a month and listens on port 2222.")
+    line = offline_leaf(source, 200)
+    passes(line, [source], 200)
+    listed = line.split(ELLIPSIS)[-1]
+    assert "4.59 euros" in listed and "2222" in listed and "1250" in listed, line
+    assert "1250 because" not in listed, "a number keeps its unit, not the next word whatever it is"
+    for noise in ("-q", "-k", '"cmd"', " 18,"):
+        assert noise not in listed, (noise, line)
+
+
+def test_a_pasted_table_shows_its_first_rows_not_a_list_of_its_numbers():
+    rows = ["date;time;name;phone"] + [f"2027-01-{k % 28 + 1:02d};{9 + k % 8}:00;Customer {k};0341 555 {1000 + k}"
+                                       for k in range(60)]
+    source = "you: Here is my old booking spreadsheet. Can we import it?\n" + "\n".join(rows)
+    line = offline_leaf(source, 512)
+    passes(line, [source])
+    assert line.startswith("you: Here is my old booking spreadsheet. Can we import it? date;time;name;phone "
+                           "2027-01-01;9:00;Customer 0;0341 555 1000"), line
+    assert "1059" not in line and "Customer 59" not in line, "nothing picked from the table's last rows"
+    other = "Assistant: " + filler(30)
+    merged = offline_merge(line, other, 512)  # a merge reads the line, its rows folded onto one line
+    passes(merged, [line, other])
+    assert merged.startswith("you: Here is my old booking spreadsheet. Can we import it? date;time;name;phone "
+                             "2027-01-01;9:00;Customer 0"), merged
+    assert "2027-01-01, 9:00" not in merged, "no list of a folded table's numbers"
+
+
 def test_unbalanced_quotes_and_cut_numbers_still_pass():
     source = ('you: the "first quote never closes. ' + filler(6) + 'then "second one" and 12,345,678 rows '
               + "'odd quote " + filler(6, 6) + '" and a closing one.')

@@ -95,7 +95,8 @@ def check_settings(report: Report, environ: dict) -> Settings:
 def check_root(report: Report, root: Path) -> bool:
     if not root.exists():
         report.add("paths.root", "warning", f"no memory folder yet at {root}",
-                   "it is created by the first chat, `endless import` or `endless demo`")
+                   "it is created by the first chat or `endless import` "
+                   "(`endless demo` keeps its memory in a folder of its own)")
         return False
     if not root.is_dir():
         report.add("paths.root", "error", f"{root} is not a folder", "move it away or set ENDLESS_HOME")

@@ -78,16 +78,18 @@ def _server(app: Any, sock: socket.socket, in_thread: bool = True) -> Any:
 
 
 def start_in_thread(settings: Settings, port: int | None = None, *, root: Path | None = None,
-                    current: str | None = None) -> Served:
+                    current: str | None = None, sock: socket.socket | None = None) -> Served:
     """Serve the RPC and the History page from a background thread; returns once it accepts connections.
 
     ``port``: default ``settings.rpc_port`` (0: any free port).  ``current``:
-    the memory id the page opens first.  Raises ``OSError`` if the port is taken.
+    the memory id the page opens first.  Raises ``OSError`` if the port is taken.  ``sock``: a
+    socket from :func:`bind_socket` already listening (a caller that checks its port before long work).
     """
     from endless.faces.rpc.app import create_app, issue_address
 
     app = create_app(settings, root=root, current=current)
-    sock = bind_socket(settings.rpc_port if port is None else port)
+    if sock is None:
+        sock = bind_socket(settings.rpc_port if port is None else port)
     actual = sock.getsockname()[1]
     server, sockets = _server(app, sock)
     thread = threading.Thread(target=server.run, kwargs={"sockets": sockets},

@@ -44,6 +44,7 @@ INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled o
 # rows they are in stay under this many (measured on 2 cores: about 2 ms per 1,000 rows at 1M messages);
 # the commonest words go first, which BM25 weighs least.  STOPWORDS (below) are dropped before that.
 SEARCH_POSTINGS_MAX = 12_000
+KEPT_SHARE_BYTES = 2_000  # a kept message's bytes in a head where the kept ones do not fit whole (zoom reads the rest)
 SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it
 SEARCH_PHRASE_CHARS_MAX = 10_000
 SPAN_CHARS = 100_000  # a hit's words are marked within its first this many characters

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import orjson
 
@@ -82,13 +82,18 @@ def delivered(memory: Memory, kept: Sequence[Kept]) -> None:
         _append(memory, [{"done": [k.ident for k in kept]}])
 
 
-def with_kept(kept: Sequence[Kept], message: str) -> str:
-    """The new message as the model reads it: the kept ones first, each saying where it came from."""
+def with_kept(kept: Sequence[Kept], message: str,
+              shorten: Callable[[str, int], str] | None = None) -> str:
+    """The new message as the model reads it: the kept ones first, each saying where it came from.
+
+    ``shorten(text, id)`` bounds each kept text when they would not fit whole
+    (a long paste kept because it filled the window must not refuse every later turn).
+    """
     if not kept:
         return message
     form = prompts.text("turn/kept.txt").strip()
-    notes = [form.format(id=k.ident, title=k.title or "untitled chat", when=moments.local(k.at), text=k.text)
-             for k in kept]
+    notes = [form.format(id=k.ident, title=k.title or "untitled chat", when=moments.local(k.at),
+                         text=k.text if shorten is None else shorten(k.text, k.ident)) for k in kept]
     return "\n\n".join([*notes, message])
 
 

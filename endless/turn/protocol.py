@@ -28,14 +28,16 @@ from endless.core.memory import Memory
 from endless.core.turns import TurnInProgress
 from endless.core.messages import TraceBuilder
 from endless.llm.request import Msg, Request, ToolCallOut
-from endless.turn.head import HeadTooLarge, build_request, fits, rebuild_bytes
+from endless.core.settings import KEPT_SHARE_BYTES
+from endless.turn.head import HeadTooLarge, build_request, fits, rebuild_bytes, shorten_line
 from endless.turn.pending import Kept, adopt_per_session, delivered, keep, waiting, with_kept
 from endless.writer.recorded import recorded_routes
 
 CONTINUED = "continued"  # the status of a long turn's parts before its last
-REFUSAL = ("I can't answer yet: my memory is still catching up on the last messages. "
-           "I have kept your message and will answer it with your next one, in this chat or another "
-           "of this memory; no need to send it again.")
+REFUSAL = ("I can't answer this message here: beside the instructions and tools every request carries, it "
+           "does not fit in this model's window. I have kept it in the memory, and your next message, in this "
+           "chat or another of this memory, will bring it along in a shorter form I can open in full; no need "
+           "to send it again.")
 
 
 async def wait_for_room(memory: Memory, limit: float | None = None) -> bool:
@@ -105,8 +107,7 @@ class Turn:
             durable.log("turn", "messages an earlier Endless kept per chat are now kept turns of the memory")
         kept = waiting(memory)
         try:
-            head = build_request(memory, self.system, self.tools, self.context, state, with_kept(kept, message),
-                                 reply_tokens=reply_tokens)
+            head = self._head_with(kept, message, state, reply_tokens)
         except HeadTooLarge as exc:
             held = keep(memory, self.session, self.title, message)
             self.refused = True
@@ -121,6 +122,19 @@ class Turn:
         self.reply_tokens = reply_tokens
         self.head = head
         return self.head
+
+    def _head_with(self, kept: list[Kept], message: str, state: str, reply_tokens: int | None) -> Request:
+        """The head with the kept messages whole, else each cut to a share, else named only (zoom reads them)."""
+        shares = [None] + ([KEPT_SHARE_BYTES, 0] if kept else [])
+        for share in shares:
+            shorten = None if share is None else (lambda text, ident, size=share: shorten_line(text, ident, size))
+            try:
+                return build_request(self.memory, self.system, self.tools, self.context, state,
+                                     with_kept(kept, message, shorten), reply_tokens=reply_tokens)
+            except HeadTooLarge:
+                if share == shares[-1]:
+                    raise
+        raise AssertionError("unreachable")
 
     def request(self) -> Request:
         assert self.head is not None, "begin() the turn first"

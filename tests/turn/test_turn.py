@@ -146,6 +146,38 @@ def test_a_head_that_cannot_fit_is_refused_and_the_message_kept(tmp_path):
     assert request.messages[1].blocks[-1] == "and again", "delivered once, not with every later turn"
 
 
+def test_a_paste_too_long_for_the_window_is_kept_and_never_blocks_later_turns(tmp_path):
+    """A message that alone fills a small window is refused and kept; the next turns are answered, the
+    kept paste reaching them cut to a share that names zoom, and each head fits the window."""
+    from endless.core.settings import KEPT_SHARE_BYTES
+    from endless.llm import tokens
+    from endless.turn.head import head_room
+
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    memory.set_window(32_768)
+    memory.commit_turn("s1", "Chat", [Message("user", "the port is 5433", 1.0)], sync=False)
+    paste = "access log: " + " ".join(f"GET /book/{k} 200 {k % 97}ms" for k in range(9_000))
+    first = _turn(memory, "s1")
+    assert run(first.begin(paste), clock) is None and first.refused
+    ident = waiting(memory)[0].ident
+    assert memory.message(ident).text == paste  # whole in the memory
+    for n, text in enumerate(["did the log show errors?", "and the slowest request?"]):
+        turn = _turn(memory, "s2")
+        request = run(turn.begin(text), clock)
+        assert request is not None and not turn.refused, n
+        said = request.messages[-1].blocks[-1]
+        if n == 0:  # shown once, cut: its head, the cut named for zoom, its tail
+            assert said.endswith(text) and f"zoom({ident}, 1)" in said and paste not in said, said[:300]
+            assert paste[:200] in said and len(said.encode()) < KEPT_SHARE_BYTES + 1_000 + len(text)
+        else:
+            assert said == text
+        assert paste not in "".join(b for m in request.messages for b in m.blocks)
+        assert tokens.fits(request, head_room(memory, None))
+        turn.finish("answered")
+    assert waiting(memory) == []
+
+
 def test_messages_an_older_endless_kept_per_session_are_adopted_once(tmp_path):
     clock = SimClock()
     memory = _memory(tmp_path, clock.wall)

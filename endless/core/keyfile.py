@@ -26,9 +26,21 @@ def create(path: Path, key: Key, granularity: str, agent_name: str | None,
 
 
 def read(path: Path, memory_id: str) -> dict:
-    """The key file's fields, checked against the folder's id and this Endless's format."""
+    """The key file's fields, checked against the folder's id and this Endless's format.
+
+    Before reading, the memory's folder, ``memories/`` and the root above it
+    are closed to other users if they were open (an older Endless made them 0755).
+    """
+    for folder in (path.parent, path.parent.parent, path.parent.parent.parent):
+        durable.tighten(folder)
     try:
         meta = durable.read_json(path)
+    except durable.LinkRefused as exc:
+        raise MemoryUseError(str(exc)) from None
+    except PermissionError:
+        raise MemoryUseError(f"cannot read {path}: permission denied; it belongs to another user or its "
+                             f"mode forbids reading (see `ls -l {path}`); run endless as the memory's "
+                             "owner") from None
     except (OSError, ValueError) as exc:
         raise MemoryUseError(f"cannot read {path}: {exc}; restore it from a backup") from exc
     if not isinstance(meta, dict) or "agent" not in meta or "project" not in meta:

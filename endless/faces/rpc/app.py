@@ -469,8 +469,10 @@ class ApiRoutes:
             return
         status, parts = await _handle(scope, receive, self.core)
         length = sum(len(part) for part in parts)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": _API_HEADERS + [(b"content-length", str(length).encode())]})
+        headers = _API_HEADERS + [(b"content-length", str(length).encode())]
+        if status == 408:  # the rest of the body may never come: the connection ends with the answer
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         if len(parts) == 1 or length < 16384:
             await send({"type": "http.response.body", "body": b"".join(parts)})
             return

@@ -118,7 +118,14 @@ def history_address(memory) -> str:
     else:
         url = served.new_url()  # each address works once
     where = f" (memory {memory.memory_id})" if memory is not None else ""
-    return f"Endless History page{where}: {url}{moved}"
+    from endless.core.words import count
+    from endless.faces.rpc import credential
+
+    lifetime = rt.settings.rpc_page_token_seconds
+    expires = count(round(lifetime / 60), "minute") if lifetime >= 120 else count(round(lifetime), "second")
+    return (f"Endless History page{where}: {url}{moved}\n(open it within {expires}, in one browser; "
+            f"programs of yours call its host RPC with the token in "
+            f"{credential.token_path(served.app.state.endless.root)})")
 
 
 # -- hermes endless … ------------------------------------------------------------------------

@@ -54,6 +54,12 @@ def open_read(path: Path | str) -> BinaryIO:
     return os.fdopen(open_fd(path, os.O_RDONLY), "rb")
 
 
+def read_all(path: Path | str) -> bytes:
+    """The whole of ``path``, never through a link."""
+    with open_read(path) as handle:
+        return handle.read()
+
+
 def refuse_link(path: Path | str) -> None:
     """Refuse ``path`` if it is a link (for files other libraries open: the lock, the index)."""
     if os.path.islink(path):
@@ -162,8 +168,7 @@ def write_json(path: Path, value: object, sync: bool = True) -> None:
 
 
 def read_json(path: Path) -> object:
-    with open_read(path) as handle:
-        return orjson.loads(handle.read())
+    return orjson.loads(read_all(path))
 
 
 @dataclass

@@ -70,7 +70,7 @@ class OrderLog:
     def load_index(self) -> None:
         """Read the binary index; a torn or inconsistent index is rebuilt from the log."""
         try:
-            raw = self.index_path.read_bytes()
+            raw = durable.read_all(self.index_path)
         except FileNotFoundError:
             raw = b""
         usable = len(raw) - len(raw) % (_FIELDS * _ITEM)

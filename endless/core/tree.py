@@ -49,7 +49,7 @@ class TreeStore:
         # before it is in the slots read next (later ones are read again by catch_up).
         try:
             pos = array("Q")
-            pos.frombytes(self._pos_path().read_bytes()[:24])
+            pos.frombytes(durable.read_all(self._pos_path())[:24])
             self.end, self.count = int(pos[0]), int(pos[1])
             self.free_upto = int(pos[2]) if len(pos) > 2 else 0
         except (FileNotFoundError, IndexError):
@@ -60,7 +60,7 @@ class TreeStore:
             path = self._slot_path(level)
             if not path.exists():
                 break
-            raw = path.read_bytes()
+            raw = durable.read_all(path)
             slots = array("Q")
             slots.frombytes(raw[:len(raw) - len(raw) % 8])
             self.slots.append(slots)

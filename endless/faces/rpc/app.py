@@ -531,6 +531,11 @@ async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, lis
     except TimeoutError:
         return 200, [error_body(rpc_id, TIMEOUT, f"the request took longer than "
                                                  f"{settings.rpc_request_seconds:g} s and was abandoned")]
+    except OSError as exc:  # a file the server may not read, or a link it refuses: said, not a bug
+        durable.log("rpc", f"a request failed on a file: {exc}")
+        return 200, [error_body(rpc_id, INTERNAL, f"the server cannot use {exc.filename or 'a file'}: "
+                                                  f"{exc.strerror or exc}; run `endless doctor` as the "
+                                                  "memories' owner")]
     except Exception:  # noqa: BLE001 - a bug must not leak a stack trace to the caller
         durable.log("rpc", "a request failed:\n" + traceback.format_exc())
         return 200, [error_body(rpc_id, INTERNAL, "the server failed to answer; see its log")]

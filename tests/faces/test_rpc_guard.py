@@ -113,3 +113,22 @@ def test_header_deadline_covers_the_second_request_of_a_keep_alive_connection(tm
         assert 0.8 <= took < 4.0, took  # the deadline (1 s), not the keep-alive limit (5 s)
     finally:
         served.stop()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="the peer's uid is read on Linux only")
+def test_the_peer_uid_from_the_kernel_agrees_with_proc_net_tcp(monkeypatch):
+    from endless.faces.rpc import guard
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        with socket.create_connection(server.getsockname()) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                peer, local = accepted.getpeername(), accepted.getsockname()
+                asked = guard.peer_uid(peer, local)
+                monkeypatch.delattr(socket, "AF_NETLINK")  # the fallback: a scan of /proc/net/tcp
+                scanned = guard.peer_uid(peer, local)
+                gone = guard.peer_uid((peer[0], client.getsockname()[1] ^ 1), local)
+    assert asked == scanned == os.geteuid()
+    assert gone is None

@@ -7,14 +7,16 @@ This protocol (uvicorn's own, with two additions) closes a connection whose
 request line and headers have not all arrived within ``rpc_header_seconds``
 of its first byte, and answers 503 to a new connection from a user who
 already holds ``rpc_connections_per_client`` open ones.  On Linux the user is
-the uid owning the peer's socket (``/proc/net/tcp``); elsewhere the peer's
-address stands for it.
+the uid owning the peer's socket (asked of the kernel through netlink
+sock_diag, else read from ``/proc/net/tcp``); elsewhere the peer's address
+stands for it.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import struct
 from collections import Counter
 from typing import Any
 
@@ -29,14 +31,42 @@ def _hex_endpoint(ip: str, port: int) -> str:
     return socket.inet_aton(ip)[::-1].hex().upper() + f":{port:04X}"
 
 
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NO_COOKIE = 0xFFFFFFFF
+
+
+def _diag_uid(src: str, sport: int, dst: str, dport: int) -> int | None:
+    """The uid owning the TCP socket ``src:sport -> dst:dport``, asked of the kernel by its exact
+    address (netlink sock_diag, about 0.05 ms; a scan of ``/proc/net/tcp`` takes ~5 ms at 1,400 sockets)."""
+    sockid = (struct.pack("!HH", sport, dport) + socket.inet_aton(src) + bytes(12) + socket.inet_aton(dst)
+              + bytes(12) + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE))
+    request = struct.pack("=BBBxI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0xFFFFFFFF) + sockid
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
+        diag.settimeout(1.0)
+        diag.send(struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0) + request)
+        answer = diag.recv(8192)
+    if len(answer) < 84 or struct.unpack_from("=H", answer, 4)[0] != _SOCK_DIAG_BY_FAMILY:
+        return None  # an error message: no such socket
+    # nlmsghdr (16), then inet_diag_msg: 4 bytes, the sockid (48), expires, rqueue, wqueue, uid.
+    return struct.unpack_from("=I", answer, 16 + 4 + 48 + 12)[0]
+
+
 def peer_uid(peer: tuple, local: tuple) -> int | None:
     """The uid owning the other end of a loopback IPv4 connection, or None where it cannot be told."""
     ip, port = peer[0], peer[1]
     if ip.startswith("::ffff:"):
         ip = ip[7:]
+    here = local[0].removeprefix("::ffff:")
+    if hasattr(socket, "AF_NETLINK"):
+        try:
+            return _diag_uid(ip, port, here, local[1])
+        except (OSError, ValueError, struct.error):
+            pass  # no sock_diag (a container may forbid it): read /proc/net/tcp instead
     try:
         mine = _hex_endpoint(ip, port)
-        ours = _hex_endpoint(local[0].removeprefix("::ffff:"), local[1])
+        ours = _hex_endpoint(here, local[1])
         with open(_PROC_TCP, "rb") as handle:
             next(handle)
             for line in handle:

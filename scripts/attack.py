@@ -251,6 +251,19 @@ def key_link(lab: Lab) -> None:
     expect("symbolic link" in said, f"search did not say key.json is a link: {said!r}")
 
 
+def key_dangling_link(lab: Lab) -> None:
+    key = lab.folder / "key.json"
+    key.unlink()
+    key.symlink_to(lab.base / "nowhere.json")
+    try:
+        Memory.open(Key("attacker-test", "/ws"), root=lab.root, settings=lab.settings()).close()
+    except OSError as exc:
+        expect("symbolic link" in str(exc), f"refused, but unclearly: {exc}")
+    else:
+        raise Broke("the memory was made anew over the link")
+    expect(key.is_symlink() and not (lab.base / "nowhere.json").exists(), "the link was replaced or followed")
+
+
 # -- item 6: errors in words --------------------------------------------------------------------
 
 
@@ -362,12 +375,13 @@ def other_user_reads(lab: Lab) -> None:
 
 
 def loose_root_tightened(lab: Lab) -> None:
-    for folder in (lab.root, memories_dir(lab.root), lab.folder):
+    folders = (lab.root, memories_dir(lab.root), lab.folder, lab.folder / "index")
+    for folder in folders:
         expect(os.stat(folder).st_mode & 0o777 == 0o700, f"{folder} was created {os.stat(folder).st_mode & 0o777:o}")
         os.chmod(folder, 0o755)
     code, out, err = lab.cli("view", "--memory", lab.mid)
     expect(code == 0, f"view failed: {err[-160:]}")
-    for folder in (lab.root, memories_dir(lab.root), lab.folder):
+    for folder in folders:
         expect(os.stat(folder).st_mode & 0o777 == 0o700, f"{folder} stayed {os.stat(folder).st_mode & 0o777:o}")
     expect("made it 0700" in err, f"no note said so: {err[-200:]!r}")
 
@@ -492,6 +506,8 @@ ATTACKS: list[Attack] = [
            "the outside file is unchanged", holder_link),
     Attack("the turn log is a link to a copy elsewhere", "view refuses it in words; doctor reports it", log_link),
     Attack("key.json is a link", "search refuses it in words", key_link),
+    Attack("key.json is a dangling link", "opening refuses it; no new memory made over it, nothing made "
+           "where it points", key_dangling_link),
     Attack("the memory folder is mode 000 (its owner runs view, search, zoom, doctor)",
            "each says permission denied, no traceback; doctor reports it", folder_000, second_user=True),
     Attack("lock is unreadable and lock.holder unwritable", "doctor reports both as errors (not ok)",
@@ -503,7 +519,7 @@ ATTACKS: list[Attack] = [
            "401 naming rpc-token; nothing bound; the owner's token works", rpc_without_token),
     Attack("another local user reads the token, lists memories/, reads key.json",
            "permission denied on each (0600 file, 0700 folders)", other_user_reads, second_user=True),
-    Attack("the root, memories/ and the memory folder were 0755", "created 0700; tightened at open, with a note",
+    Attack("the root, memories/, the memory folder and its index/ were 0755", "created 0700; tightened at open, with a note",
            loose_root_tightened),
     Attack("half-sent request headers (and a byte-a-second trickle)",
            f"closed within rpc_header_seconds ({HEADER_SECONDS:g} s)", half_sent_headers),

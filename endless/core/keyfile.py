@@ -17,8 +17,13 @@ from endless.core.keys import Key
 FORMAT = 1
 
 
+# The folders inside a memory's own (closed to others like the memory's folder itself).
+SUBFOLDERS = ("index", "journal", "pending")
+
+
 def create(path: Path, key: Key, granularity: str, agent_name: str | None,
            clock: Callable[[], float]) -> None:
+    durable.refuse_link(path)  # a dangling link where key.json belongs: refused, never replaced
     durable.make_dir(path.parent)
     durable.write_json(path, {"format": FORMAT, "memoryId": key.memory_id, "agent": key.agent,
                               "project": key.project, "granularity": granularity,
@@ -28,11 +33,13 @@ def create(path: Path, key: Key, granularity: str, agent_name: str | None,
 def read(path: Path, memory_id: str) -> dict:
     """The key file's fields, checked against the folder's id and this Endless's format.
 
-    Before reading, the memory's folder, ``memories/`` and the root above it
-    are closed to other users if they were open (an older Endless made them 0755).
+    Before reading, the root, ``memories/``, ``sessions/``, the memory's folder
+    and its subfolders are closed to other users if they were open (an older
+    Endless made the root and ``memories/`` 0755).
     """
-    for folder in (path.parent, path.parent.parent, path.parent.parent.parent):
-        durable.tighten(folder)
+    folder, root = path.parent, path.parent.parent.parent
+    for loose in (root, root / "memories", root / "sessions", folder, *(folder / sub for sub in SUBFOLDERS)):
+        durable.tighten(loose)
     try:
         meta = durable.read_json(path)
     except durable.LinkRefused as exc:

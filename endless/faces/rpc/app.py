@@ -552,8 +552,8 @@ def _text(message: str, status: int) -> Response:
 
 # How a person gets an address of the page, on every page that turns a browser away.
 _HOW_TO_OPEN = ("To get an address, run <code>endless serve</code> in a terminal and open the address it "
-                "prints, or type <code>/endless history</code> in a Hermes chat. An address works once; "
-                "then this browser keeps the page open until the server stops.")
+                "prints, or type <code>/endless history</code> in a Hermes chat. An address works once, "
+                "within minutes of being made; then this browser keeps the page open until the server stops.")
 
 
 def _help_page(title: str, why: str, status: int) -> Response:

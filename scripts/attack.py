@@ -33,7 +33,7 @@ from typing import Callable, Iterator
 import httpx
 import orjson
 
-from endless.core.keys import Key
+from endless.core.keys import workspace_key
 from endless.core.memory import Memory, memories_dir
 from endless.core.messages import Message
 from endless.core.settings import Settings
@@ -70,7 +70,10 @@ class Lab:
         self.outside = base / "outside.txt"  # a file of the same user that no memory should touch
         self.outside.write_bytes(b"precious\n")
         os.chmod(self.outside, 0o644)
-        memory = Memory.open(Key("attacker-test", "/ws"), root=self.root, settings=self.settings())
+        self.workspace = base / "ws"
+        self.workspace.mkdir()
+        self.key = workspace_key(None, self.workspace)  # as a chat in that folder makes it
+        memory = Memory.open(self.key, root=self.root, settings=self.settings())
         for t in range(3):
             memory.commit_turn(f"s{t}", "Chat", [Message("user", f"question {t} zebra", 1_790_000_000.0 + t),
                                                 Message("reply", f"answer {t}", 1_790_000_000.0 + t)],
@@ -218,7 +221,7 @@ def holder_link(lab: Lab) -> None:
     holder.unlink()
     holder.symlink_to(lab.outside)
     try:
-        memory = Memory.open(Key("attacker-test", "/ws"), root=lab.root, settings=lab.settings())
+        memory = Memory.open(lab.key, root=lab.root, settings=lab.settings())
     except OSError as exc:
         expect("symbolic link" in str(exc) and "rm " in str(exc), f"refused, but unclearly: {exc}")
     else:
@@ -256,7 +259,7 @@ def key_dangling_link(lab: Lab) -> None:
     key.unlink()
     key.symlink_to(lab.base / "nowhere.json")
     try:
-        Memory.open(Key("attacker-test", "/ws"), root=lab.root, settings=lab.settings()).close()
+        Memory.open(lab.key, root=lab.root, settings=lab.settings()).close()
     except OSError as exc:
         expect("symbolic link" in str(exc), f"refused, but unclearly: {exc}")
     else:
@@ -316,9 +319,22 @@ def key_newer(lab: Lab) -> None:
     meta = orjson.loads(key.read_bytes())
     meta["format"] = 99
     key.write_bytes(orjson.dumps(meta))
-    code, out, err = lab.cli("view", "--memory", lab.mid)
+    for argv in (("view", "--memory", lab.mid), ("view", "--workspace", str(lab.workspace))):
+        code, out, err = lab.cli(*argv)
+        said = no_traceback(code, out, err)
+        expect("newer" in said and "upgrade" in said, f"`endless {' '.join(argv[:2])}` said {said!r}")
+    if os.geteuid() != 0:  # the owner itself, whom the mode stops
+        os.chmod(lab.folder / "key.json", 0)
+        code, out, err = lab.cli("view", "--workspace", str(lab.workspace))
+    else:  # root reads any file: the memory becomes nobody's, who then runs the command
+        meta["format"] = 1
+        key.write_bytes(orjson.dumps(meta))
+        _hand_to_nobody(lab)
+        lab.cli_here("view", "--workspace", str(lab.workspace))  # loads the modules the child needs
+        os.chmod(lab.folder / "key.json", 0)
+        code, out, err = as_user(NOBODY, lambda: lab.cli_here("view", "--workspace", str(lab.workspace)))
     said = no_traceback(code, out, err)
-    expect("newer" in said and "upgrade" in said, f"view said {said!r}")
+    expect("no memory yet" not in said and "permission denied" in said, f"an unreadable key.json read as {said!r}")
 
 
 def pipe_to_head(lab: Lab) -> None:
@@ -513,7 +529,8 @@ ATTACKS: list[Attack] = [
     Attack("lock is unreadable and lock.holder unwritable", "doctor reports both as errors (not ok)",
            lock_unreadable, second_user=True),
     Attack("the turn log is a folder", "view and search say so, no traceback", log_is_folder),
-    Attack("key.json has a newer format", "view says upgrade, not 'no memory yet'", key_newer),
+    Attack("key.json has a newer format, then is unreadable (view --memory, view --workspace)",
+           "view says upgrade, then permission denied; never 'no memory yet'", key_newer),
     Attack("endless history \\| head -c 10", "no traceback, no BrokenPipe", pipe_to_head),
     Attack("host RPC called with no, a wrong or a Basic credential (view, bind a victim's session)",
            "401 naming rpc-token; nothing bound; the owner's token works", rpc_without_token),
@@ -521,7 +538,7 @@ ATTACKS: list[Attack] = [
            "permission denied on each (0600 file, 0700 folders)", other_user_reads, second_user=True),
     Attack("the root, memories/, the memory folder and its index/ were 0755", "created 0700; tightened at open, with a note",
            loose_root_tightened),
-    Attack("half-sent request headers (and a byte-a-second trickle)",
+    Attack("half-sent request headers (and a trickle, a byte every half second)",
            f"closed within rpc_header_seconds ({HEADER_SECONDS:g} s)", half_sent_headers),
     Attack("a body declared 500 bytes, 8 sent", f"408 within rpc_body_seconds ({BODY_SECONDS:g} s)", half_sent_body),
     Attack(f"another user opens {PER_CLIENT + 2} idle connections",

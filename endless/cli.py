@@ -106,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file or folder we may not read, a link refused, a full disk
+        from endless.faces.cli.oserrors import os_error_said
+
+        print(f"[endless] {os_error_said(exc)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

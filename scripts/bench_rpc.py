@@ -78,11 +78,15 @@ def build_or_reuse(folder: Path, messages: int, seed: int, tail: int) -> dict:
 # -- a small HTTP/1.1 client ----------------------------------------------------------------------
 
 
+TOKEN = [""]  # the served root's RPC token, read once the server has made it
+
+
 class Connection:
     """One keep-alive connection; ``post`` sends a request and reads its whole answer."""
 
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
+        self.token = TOKEN[0]
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -93,6 +97,7 @@ class Connection:
         if self.writer is None:
             await self.open()
         head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                f"Authorization: Bearer {self.token}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
         self.writer.write(head + body)
         await self.writer.drain()
@@ -215,6 +220,7 @@ def start_server(folder: Path) -> tuple[subprocess.Popen, str, int]:
     if not address:
         raise SystemExit(f"endless serve did not start (exit {proc.poll()})")
     parts = urlsplit(address)
+    TOKEN[0] = (folder / "rpc-token").read_text().strip()  # the host RPC's credential (0600, ours)
     return proc, parts.hostname, parts.port
 
 

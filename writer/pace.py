@@ -17,6 +17,7 @@ from pathlib import Path
 
 import orjson
 
+from endless.core import durable
 from endless.core.settings import Settings
 from endless.core.words import agree, count
 from endless.writer.interface import WriterMemory
@@ -64,7 +65,7 @@ def measured_pace(folder: Path, now: float) -> Pace | None:
     """The pace of the memory's last writer calls, or None when it made none."""
     path = Path(folder) / USAGE_FILE
     try:
-        with open(path, "rb") as handle:
+        with durable.open_read(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - TAIL_BYTES))
             data = handle.read()

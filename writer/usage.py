@@ -298,7 +298,7 @@ class UsageLog:
 
     def _load_snapshot(self) -> tuple[_Totals, int] | None:
         try:
-            data = orjson.loads(self.snapshot_path.read_bytes())
+            data = orjson.loads(durable.read_all(self.snapshot_path))
             if data.get("version") != SNAPSHOT_VERSION or data.get("log") != LOG_NAME:
                 return None
             offset = int(data["offset"])
@@ -312,7 +312,7 @@ class UsageLog:
         if offset < 0 or offset > self.path.stat().st_size or len(check) > offset:
             _notice(f"{self.snapshot_path} does not match {self.path.name}: reading the whole usage log once")
             return None
-        with open(self.path, "rb") as handle:
+        with durable.open_read(self.path) as handle:
             handle.seek(offset - len(check))
             if handle.read(len(check)) != check:
                 _notice(f"{self.snapshot_path} does not match {self.path.name}: reading the whole usage log once")
@@ -323,7 +323,7 @@ class UsageLog:
         """Add the complete lines after ``_offset`` to the totals; returns how many were read."""
         count = 0
         try:
-            handle = open(self.path, "rb")
+            handle = durable.open_read(self.path)
         except FileNotFoundError:
             return 0
         with handle:
@@ -359,7 +359,7 @@ class UsageLog:
         if self.readonly:
             return
         start = max(0, self._offset - CHECK_BYTES)
-        with open(self.path, "rb") as handle:
+        with durable.open_read(self.path) as handle:
             handle.seek(start)
             check = handle.read(self._offset - start)
         durable.write_json(self.snapshot_path, {

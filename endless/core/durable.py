@@ -8,11 +8,13 @@ still writing is simply not there yet.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import orjson
 
@@ -20,6 +22,48 @@ from endless.core import diagnostics
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+# Never through a link: a link planted where a memory file belongs would make our writes land in
+# (or our truncations cut) a file elsewhere, with our rights.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class LinkRefused(OSError):
+    """A symbolic link sits where a memory's file belongs; it is never followed."""
+
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(errno.ELOOP, f"{path} is a symbolic link; Endless opens no file of a memory "
+                                      f"through a link (it could point anywhere); remove it "
+                                      f"(`rm {path}`) and run `endless doctor`", str(path))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def open_fd(path: Path | str, flags: int, mode: int = FILE_MODE) -> int:
+    """``os.open`` that refuses a symbolic link at ``path`` with :class:`LinkRefused`."""
+    try:
+        return os.open(path, flags | NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise LinkRefused(path) from None
+        raise
+
+
+def open_read(path: Path | str) -> BinaryIO:
+    """A binary reader of ``path`` that never follows a link."""
+    return os.fdopen(open_fd(path, os.O_RDONLY), "rb")
+
+
+def read_all(path: Path | str) -> bytes:
+    """The whole of ``path``, never through a link."""
+    with open_read(path) as handle:
+        return handle.read()
+
+
+def refuse_link(path: Path | str) -> None:
+    """Refuse ``path`` if it is a link (for files other libraries open: the lock, the index)."""
+    if os.path.islink(path):
+        raise LinkRefused(path)
 
 
 def log(part: str, message: str, level: int = logging.INFO) -> None:
@@ -28,8 +72,41 @@ def log(part: str, message: str, level: int = logging.INFO) -> None:
 
 
 def make_dir(path: Path) -> Path:
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """``path`` and any missing parents, each made 0700 (``Path.mkdir`` makes parents 0777 - umask)."""
+    missing = []
+    here = Path(path)
+    while not here.exists():
+        missing.append(here)
+        if here.parent == here:
+            break
+        here = here.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
     return path
+
+
+def tighten(folder: Path) -> str | None:
+    """Make a folder of ours 0700 if others may read or enter it; says what it did, or None.
+
+    Others listing ``memories/`` learn every memory id; a loose folder made by
+    an older Endless (or by hand) is closed when a memory under it opens.
+    """
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or not info.st_mode & 0o077 or info.st_uid != os.geteuid():
+        return None
+    try:
+        os.chmod(folder, DIR_MODE)
+    except OSError:
+        return None
+    note = f"{folder} was open to other users (mode {stat.S_IMODE(info.st_mode):o}); made it 0700"
+    log("durable", note, logging.WARNING)
+    return note
 
 
 def fsync_dir(path: Path) -> None:
@@ -43,7 +120,7 @@ def fsync_dir(path: Path) -> None:
 def open_append(path: Path) -> int:
     """An O_APPEND descriptor, so lines from several processes never interleave."""
     existed = path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    fd = open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     if not existed:
         fsync_dir(path.parent)
     return fd
@@ -76,7 +153,7 @@ def dumps_line(record: object) -> bytes:
 def replace_file(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to a sibling, fsync it, rename it over ``path``, fsync the folder."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    fd = open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         write_all(fd, data, sync)
     finally:
@@ -91,7 +168,7 @@ def write_json(path: Path, value: object, sync: bool = True) -> None:
 
 
 def read_json(path: Path) -> object:
-    return orjson.loads(path.read_bytes())
+    return orjson.loads(read_all(path))
 
 
 @dataclass
@@ -106,7 +183,7 @@ class Tail:
 def read_complete(path: Path, start: int) -> tuple[bytes, Tail]:
     """Bytes from ``start`` up to the last newline, and what follows it."""
     try:
-        with open(path, "rb") as handle:
+        with open_read(path) as handle:
             handle.seek(start)
             data = handle.read()
     except FileNotFoundError:
@@ -142,7 +219,7 @@ def repair_tail(path: Path, start: int, quarantine: Path, complete: Callable[[by
         return f"added the missing final newline to {path.name}"
     append_lines(quarantine, [dumps_line({"file": path.name, "offset": tail.complete_end,
                                           "bytes": tail.partial.decode("utf-8", "replace")})])
-    with open(path, "r+b") as handle:
+    with os.fdopen(open_fd(path, os.O_RDWR), "r+b") as handle:
         handle.truncate(tail.complete_end)
         os.fsync(handle.fileno())
     return f"moved a torn last line ({len(tail.partial)} bytes) of {path.name} to {quarantine.name}"

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[tuple[int, int, dict]]:
     """``(turn, byte end, record)`` of the log's lines in ``[start, stop)``; damaged lines are skipped."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = durable.open_fd(path, os.O_RDONLY)
     except FileNotFoundError:
         return
     try:
@@ -94,7 +94,7 @@ def batches(items: Iterable[tuple[int, int, dict]]) -> Iterator[list[tuple[int, 
 def _first_tid(path: Path) -> str:
     """The tid of the log's first record (it names the log: a replaced log has another)."""
     try:
-        with open(path, "rb") as handle:
+        with durable.open_read(path) as handle:
             head = handle.read(512)
     except FileNotFoundError:
         return ""
@@ -116,7 +116,7 @@ def _ends_line(path: Path, offset: int) -> bool:
     if offset == 0:
         return True
     try:
-        with open(path, "rb") as handle:
+        with durable.open_read(path) as handle:
             handle.seek(offset - 1)
             return handle.read(1) == b"\n"
     except (FileNotFoundError, OSError):
@@ -216,7 +216,7 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
     sizes: list[array] = []  # per level, the size of each node this pass read (0: not read)
     written: list[tuple[int, int, str]] = []
     pos = mark.tree_end
-    with open(sources.tree_path, "rb") as handle:
+    with durable.open_read(sources.tree_path) as handle:
         handle.seek(pos)
         while pos < sources.tree_end and len(written) < INDEX_BATCH_MESSAGES:
             line = handle.readline(sources.tree_end - pos)

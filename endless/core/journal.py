@@ -104,7 +104,7 @@ class Journal:
 def read(path: Path) -> Pending | None:
     """A journal's header and whole messages; a torn last line is dropped and flagged."""
     try:
-        data = path.read_bytes()
+        data = durable.read_all(path)
     except FileNotFoundError:
         return None
     lines = data.split(b"\n")

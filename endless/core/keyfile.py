@@ -17,8 +17,13 @@ from endless.core.keys import Key
 FORMAT = 1
 
 
+# The folders inside a memory's own (closed to others like the memory's folder itself).
+SUBFOLDERS = ("index", "journal", "pending")
+
+
 def create(path: Path, key: Key, granularity: str, agent_name: str | None,
            clock: Callable[[], float]) -> None:
+    durable.refuse_link(path)  # a dangling link where key.json belongs: refused, never replaced
     durable.make_dir(path.parent)
     durable.write_json(path, {"format": FORMAT, "memoryId": key.memory_id, "agent": key.agent,
                               "project": key.project, "granularity": granularity,
@@ -26,9 +31,23 @@ def create(path: Path, key: Key, granularity: str, agent_name: str | None,
 
 
 def read(path: Path, memory_id: str) -> dict:
-    """The key file's fields, checked against the folder's id and this Endless's format."""
+    """The key file's fields, checked against the folder's id and this Endless's format.
+
+    Before reading, the root, ``memories/``, ``sessions/``, the memory's folder
+    and its subfolders are closed to other users if they were open (an older
+    Endless made the root and ``memories/`` 0755).
+    """
+    folder, root = path.parent, path.parent.parent.parent
+    for loose in (root, root / "memories", root / "sessions", folder, *(folder / sub for sub in SUBFOLDERS)):
+        durable.tighten(loose)
     try:
         meta = durable.read_json(path)
+    except durable.LinkRefused as exc:
+        raise MemoryUseError(str(exc)) from None
+    except PermissionError:
+        raise MemoryUseError(f"cannot read {path}: permission denied; it belongs to another user or its "
+                             f"mode forbids reading (see `ls -l {path}`); run endless as the memory's "
+                             "owner") from None
     except (OSError, ValueError) as exc:
         raise MemoryUseError(f"cannot read {path}: {exc}; restore it from a backup") from exc
     if not isinstance(meta, dict) or "agent" not in meta or "project" not in meta:

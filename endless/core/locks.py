@@ -52,6 +52,9 @@ class ChangeLock:
     def __enter__(self) -> "ChangeLock":
         from filelock import Timeout
 
+        if self._lock.lock_counter == 0:
+            durable.refuse_link(self.path)  # filelock opens it with O_TRUNC: never through a link
+            durable.refuse_link(self.holder_path)
         try:
             self._lock.acquire()
         except Timeout as exc:
@@ -71,7 +74,7 @@ class ChangeLock:
 
 def _write_pid(path: Path) -> None:
     # Fixed width, written in place: no truncation on the hot path.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
+    fd = durable.open_fd(path, os.O_WRONLY | os.O_CREAT)
     try:
         os.pwrite(fd, f"{os.getpid():>12}\n".encode(), 0)
     finally:
@@ -80,7 +83,8 @@ def _write_pid(path: Path) -> None:
 
 def holder_pid(path: Path) -> int | None:
     try:
-        text = path.read_text().strip()
+        with durable.open_read(path) as handle:
+            text = handle.read(64).decode().strip()
         return int(text) if text else None
     except (OSError, ValueError):
         return None
@@ -101,7 +105,7 @@ class Beacon:
 def try_lock(path: Path) -> Beacon | None:
     """Take an OS lock on ``path`` without waiting, or None if someone holds it."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, durable.FILE_MODE)
+        fd = durable.open_fd(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -70,7 +70,7 @@ class OrderLog:
     def load_index(self) -> None:
         """Read the binary index; a torn or inconsistent index is rebuilt from the log."""
         try:
-            raw = self.index_path.read_bytes()
+            raw = durable.read_all(self.index_path)
         except FileNotFoundError:
             raw = b""
         usable = len(raw) - len(raw) % (_FIELDS * _ITEM)
@@ -100,7 +100,7 @@ class OrderLog:
             return False
         if self.end > size:
             return False
-        with open(self.path, "rb") as handle:
+        with durable.open_read(self.path) as handle:
             handle.seek(self.end - 1)
             return handle.read(1) == b"\n"
 
@@ -147,7 +147,7 @@ class OrderLog:
         for t in range(start, len(self.offsets)):
             rows.extend((self.offsets[t], self.lengths[t], self.firsts[t], self.counts[t], self.tids[t]))
         durable.make_dir(self.index_path.parent)
-        fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
+        fd = durable.open_fd(self.index_path, os.O_WRONLY | os.O_CREAT)
         try:
             os.pwrite(fd, rows.tobytes(), start * _FIELDS * _ITEM)
         finally:
@@ -213,7 +213,7 @@ class OrderLog:
 
     def _reader(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY)
+            self._fd = durable.open_fd(self.path, os.O_RDONLY)
         return self._fd
 
     def close(self) -> None:

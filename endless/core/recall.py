@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the engine and the threads load when a scan runs, not with 
 
     import regex
 
-from endless.core import pattern_guard
+from endless.core import durable, pattern_guard
 from endless.core import query as query_language
 from endless.core.log import OrderLog
 from endless.core.settings import LONG_NEEDLE_BYTES
@@ -158,7 +158,7 @@ def chunks_backward(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
 
 def _open(log: OrderLog) -> int | None:
     try:
-        return os.open(log.path, os.O_RDONLY)
+        return durable.open_fd(log.path, os.O_RDONLY)
     except FileNotFoundError:
         return None
 

@@ -318,7 +318,7 @@ def _pattern_lines(corpus: Corpus, q: ql.Query, filters: si.Filters, want: int, 
     if not written:
         return found, False
     try:
-        fd = os.open(corpus.sources.tree_path, os.O_RDONLY)
+        fd = durable.open_fd(corpus.sources.tree_path, os.O_RDONLY)
     except FileNotFoundError:
         return found, False
     try:

@@ -123,9 +123,10 @@ class SearchIndex:
 
     def _connect(self) -> sqlite3.Connection:
         durable.make_dir(self.path.parent)
+        durable.refuse_link(self.path)  # SQLite would follow it
         if not self.path.exists():
             # Created 0600 before SQLite opens it; its -wal and -shm files take the same mode.
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, durable.FILE_MODE))
+            os.close(durable.open_fd(self.path, os.O_WRONLY | os.O_CREAT))
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                              timeout=INDEX_BUSY_SECONDS)
         try:

@@ -159,6 +159,14 @@ class Settings:
     # The host RPC and History page (DESIGN §6).
     rpc_body_bytes: int = 65_536  # largest request body accepted
     rpc_request_seconds: float = 10.0  # a request still running after this is answered endless/timeout
+    # A connection whose request line and headers (or whose body) have not all arrived after this is
+    # closed: a half-sent request would otherwise hold its slot for ever.
+    rpc_header_seconds: float = 5.0
+    rpc_body_seconds: float = 5.0
+    # Open connections one local user (or, off Linux, one address) may hold; past it a new one is
+    # answered 503, so one user cannot take every slot from the others.
+    rpc_connections_per_client: int = 256
+    rpc_page_token_seconds: float = 600.0  # a page address not opened within this has expired
     # Worker processes for searches and history pages; 0: one less than the CPUs (at least one), so
     # view and zoom keep a core on a small machine (measured on 2 cores: p99 105 ms with 2, 81 ms with 1).
     rpc_search_workers: int = 0
@@ -254,6 +262,10 @@ MEANINGS: dict[str, str] = {
     "hermes_transcript_messages": "Hermes's own transcript is compacted in place past this many messages",
     "rpc_body_bytes": "largest RPC request body in bytes",
     "rpc_request_seconds": "an RPC request still running after this is answered endless/timeout",
+    "rpc_header_seconds": "an RPC connection whose request line and headers take longer is closed",
+    "rpc_body_seconds": "an RPC request whose body takes longer to arrive is refused (408)",
+    "rpc_connections_per_client": "open RPC connections one local user may hold (past it: 503)",
+    "rpc_page_token_seconds": "a History page address expires if not opened within this",
     "rpc_search_workers": "search worker processes of the RPC (0: one less than the CPUs)",
     "rpc_search_nice": "niceness of the search workers",
     "rpc_search_queue": "searches and history pages that may wait before the RPC answers endless/busy",
@@ -372,7 +384,7 @@ def _check(s: Settings) -> None:
                  "content_rounds", "lines_per_call", "recent_block_bytes", "zoom_page_chars",
                  "search_hits_tool", "search_hits_rpc", "result_cap_chars", "trace_cap_chars",
                  "message_split_chars", "writer_result_keep_chars", "writer_input_keep_chars",
-                 "rpc_body_bytes", "rpc_search_queue", "reply_room_tokens", "turn_stall_seconds",
+                 "rpc_body_bytes", "rpc_search_queue", "rpc_connections_per_client", "reply_room_tokens", "turn_stall_seconds",
                  "history_limit", "history_limit_max", "history_page_bytes"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be positive")
@@ -390,7 +402,8 @@ def _check(s: Settings) -> None:
             problems.append(f"{f.name} must be a finite number, not {value!r}")
         elif f.name.endswith("_seconds") and value < 0:
             problems.append(f"{f.name} must not be negative")
-    for name in ("regex_seconds", "line_accept_ratio", "line_retry_ratio", "smallest_window_tokens",
+    for name in ("regex_seconds", "rpc_header_seconds", "rpc_body_seconds", "rpc_page_token_seconds",
+                 "line_accept_ratio", "line_retry_ratio", "smallest_window_tokens",
                  "default_window_tokens"):
         if not getattr(s, name) > 0:
             problems.append(f"{name} must be positive")

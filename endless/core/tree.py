@@ -49,7 +49,7 @@ class TreeStore:
         # before it is in the slots read next (later ones are read again by catch_up).
         try:
             pos = array("Q")
-            pos.frombytes(self._pos_path().read_bytes()[:24])
+            pos.frombytes(durable.read_all(self._pos_path())[:24])
             self.end, self.count = int(pos[0]), int(pos[1])
             self.free_upto = int(pos[2]) if len(pos) > 2 else 0
         except (FileNotFoundError, IndexError):
@@ -60,7 +60,7 @@ class TreeStore:
             path = self._slot_path(level)
             if not path.exists():
                 break
-            raw = path.read_bytes()
+            raw = durable.read_all(path)
             slots = array("Q")
             slots.frombytes(raw[:len(raw) - len(raw) % 8])
             self.slots.append(slots)
@@ -74,7 +74,7 @@ class TreeStore:
     def _ends_line(self, offset: int) -> bool:
         if offset == 0:
             return True
-        with open(self.path, "rb") as handle:
+        with durable.open_read(self.path) as handle:
             handle.seek(offset - 1)
             return handle.read(1) == b"\n"
 
@@ -122,7 +122,7 @@ class TreeStore:
             return
         durable.make_dir(self.index_dir)
         for level, changes in self._dirty.items():
-            fd = os.open(self._slot_path(level), os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
+            fd = durable.open_fd(self._slot_path(level), os.O_WRONLY | os.O_CREAT)
             try:
                 # One write per run of neighbouring slots: an import changes them by the thousand.
                 slots = self.slots[level]
@@ -136,7 +136,7 @@ class TreeStore:
             finally:
                 os.close(fd)
         self._dirty = {}
-        fd = os.open(self._pos_path(), os.O_WRONLY | os.O_CREAT, durable.FILE_MODE)
+        fd = durable.open_fd(self._pos_path(), os.O_WRONLY | os.O_CREAT)
         try:
             os.pwrite(fd, array("Q", [self.end, self.count, self.free_upto]).tobytes(), 0)
         finally:
@@ -196,7 +196,7 @@ class TreeStore:
             return None
         offset = self.slots[level][index] - 1
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY)
+            self._fd = durable.open_fd(self.path, os.O_RDONLY)
         chunk = os.pread(self._fd, 4096, offset)
         nl = chunk.find(b"\n")
         while nl < 0:

@@ -25,7 +25,7 @@ from typing import Any, ContextManager, Iterator
 
 import orjson
 
-from endless.core import moments, recall
+from endless.core import durable, moments, recall
 from endless.core import query as query_language
 from endless.core import search as search_mod
 from endless.core import sessions
@@ -113,16 +113,18 @@ def _shown(value: Any) -> str:
 
 
 def open_memory(settings: Settings, memory_id: Any, root: Path | None = None,
-                listed_by: str = "endless.memories") -> Memory:
+                listed_by: str = "endless.memories", missing: str | None = None) -> Memory:
     """A memory opened read-only and cold, or ``endless/unknown-memory``.
 
-    ``listed_by``: what lists the memories in the caller's face (the RPC method, or the CLI command).
+    ``listed_by``: what lists the memories in the caller's face (the RPC method, or the CLI command);
+    ``missing``: what to say when there is no such memory (only then: a memory that exists but
+    cannot be read says why).
     """
     mid = memory_id_arg(memory_id)
     try:
         return Memory.open(memory_id=mid, settings=settings, root=root, readonly=True, create=False)
     except NoMemory:
-        raise AnswerError(UNKNOWN_MEMORY, f"there is no memory {mid}; list them with {listed_by}") from None
+        raise AnswerError(UNKNOWN_MEMORY, missing or f"there is no memory {mid}; list them with {listed_by}") from None
     except MemoryUseError as exc:
         raise AnswerError(UNKNOWN_MEMORY, f"memory {mid} cannot be read: {exc}") from None
 
@@ -403,7 +405,7 @@ def _first_turn_since(fd: int | None, offsets: Any, lengths: Any, since: float) 
 @contextlib.contextmanager
 def _reader(path: Path) -> Iterator[int | None]:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = durable.open_fd(path, os.O_RDONLY)
     except FileNotFoundError:
         yield None
         return

@@ -566,3 +566,26 @@ def test_an_address_without_a_token_says_how_to_get_one(browser, served):
     expect(page.locator("main")).to_contain_text("endless serve")
     context.close()
     assert errors == [], errors
+
+
+def test_an_expired_address_says_how_to_get_a_new_one(browser, served):
+    import time
+
+    keys = served.app.state.endless.keys
+    stale = served.new_url()
+    made = time.monotonic()
+    keys.clock = lambda: made + served.app.state.endless.settings.rpc_page_token_seconds + 1
+    try:
+        context, page, errors = open_page(browser, stale)
+    finally:
+        keys.clock = time.monotonic
+    expect(page.locator("h1")).to_have_text("This address has expired")
+    expect(page.locator("main")).to_contain_text("10 minutes")
+    expect(page.locator("main")).to_contain_text("endless serve")
+    expect(page.locator("main")).to_contain_text("/endless history")
+    assert page.locator(".turn").count() == 0
+    shot(page, "expired-address")
+    page.goto(served.new_url())  # a fresh address opens the page in the same browser
+    page.wait_for_selector(".turn")
+    context.close()
+    assert errors == [], errors

@@ -17,7 +17,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from endless.cli import main
-from endless.faces.rpc import create_app
+from endless.faces.rpc import create_app, credential
 
 import rpc_fixtures as F  # noqa: E402
 from paths import REPO
@@ -51,8 +51,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def rpc_value(root: Path, method: str, **args):
-    with TestClient(create_app(F.small_settings(), root=root), base_url="http://127.0.0.1:8765",
-                    client=("127.0.0.1", 1)) as c:
+    app = create_app(F.small_settings(), root=root)
+    with TestClient(app, base_url="http://127.0.0.1:8765", client=("127.0.0.1", 1),
+                    headers=credential.auth_headers(root)) as c:
         body = c.post(f"/api/endless.{method}", json={"type": "client-request", "rpcId": 1,
                                                       "method": f"endless.{method}", "payload": {"args": args}}).json()
     assert body["result"]["ok"], body

@@ -24,7 +24,7 @@ from endless.core.keys import Key, workspace_key
 from endless.core.memory import Memory
 from endless.core.turns import TurnRecord
 from endless.core.messages import Message
-from endless.faces.rpc import create_app, start_in_thread
+from endless.faces.rpc import create_app, credential, start_in_thread
 
 import rpc_fixtures as F  # noqa: E402
 
@@ -69,11 +69,12 @@ def client(root: Path, settings=None, peer: str = "127.0.0.1"):
     """A TestClient on the app as a loopback peer; with default settings, one per root for the module."""
     if settings is None and peer == "127.0.0.1":
         if root not in _shared:
-            c = TestClient(create_app(F.small_settings(), root=root), base_url=BASE, client=(peer, 50000))
+            app = create_app(F.small_settings(), root=root)
+            c = TestClient(app, base_url=BASE, client=(peer, 50000), headers=credential.auth_headers(root))
             _shared[root] = c.__enter__()
         return _Kept(_shared[root])
     app = create_app(settings or F.small_settings(), root=root)
-    return TestClient(app, base_url=BASE, client=(peer, 50000))
+    return TestClient(app, base_url=BASE, client=(peer, 50000), headers=credential.auth_headers(root))
 
 
 def envelope(method: str, rpc_id=7, **args) -> dict:
@@ -444,7 +445,7 @@ def test_searches_cannot_starve_view_and_zoom(slow_root):
                                 rpc_request_seconds=60.0)
     served = start_in_thread(settings, 0, root=root)
     try:
-        with httpx.Client(base_url=served.base, timeout=30) as http, \
+        with httpx.Client(base_url=served.base, timeout=30, headers=credential.auth_headers(root)) as http, \
                 concurrent.futures.ThreadPoolExecutor(4) as pool:
             slow = [pool.submit(http.post, "/api/endless.search",
                                 json=envelope("search", memoryId=mid, query=SLOW_PATTERN)) for _ in range(2)]
@@ -500,7 +501,7 @@ def test_listens_on_loopback_only(served):
 ])
 def test_host_header_must_be_loopback_and_port(served, host, ok):
     s, mid = served
-    headers = {"host": host.format(port=s.port)}
+    headers = {"host": host.format(port=s.port), **credential.auth_headers(s.app.state.endless.root)}
     with httpx.Client(base_url=s.base, timeout=10) as http:
         response = http.post("/api/endless.view", json=envelope("view", memoryId=mid), headers=headers)
         page = http.get("/static/app.js", headers=headers)
@@ -516,7 +517,7 @@ def test_host_header_must_be_loopback_and_port(served, host, ok):
 @pytest.mark.parametrize("origin", [f"http://127.0.0.1:{PORT}", "http://evil.example", "null", ""])
 def test_rpc_refuses_any_origin(served, origin):
     s, mid = served
-    with httpx.Client(base_url=s.base, timeout=10) as http:
+    with httpx.Client(base_url=s.base, timeout=10, headers=credential.auth_headers(s.app.state.endless.root)) as http:
         response = http.post("/api/endless.view", json=envelope("view", memoryId=mid), headers={"origin": origin})
         plain = http.post("/api/endless.view", json=envelope("view", memoryId=mid))
     assert response.status_code == 403
@@ -613,7 +614,7 @@ def test_reads_while_a_writer_process_commits_turns(tmp_path):
         assert child.call(op="open", root=str(root), ws=str(workspace), settings=small)["ok"]
         child.send(op="commit", name="w", count=200, store=True)
         answer = None
-        with httpx.Client(base_url=served.base, timeout=30) as http:
+        with httpx.Client(base_url=served.base, timeout=30, headers=credential.auth_headers(root)) as http:
             def value(method, **args):
                 body = http.post(f"/api/endless.{method}", json=envelope(method, memoryId=mid, **args)).json()
                 assert body["result"]["ok"], body

@@ -116,8 +116,8 @@ def check_root(report: Report, root: Path) -> bool:
 def _lock_held(path: Path) -> bool:
     """Probe the change lock without waiting (an flock, as filelock takes it); never creates it."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # absent, or unreadable (its own check names that)
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -155,6 +155,10 @@ def check_memory(report: Report, folder: Path, settings: Settings, now: float) -
     if not MEMORY_ID.match(mid):
         report.add("memory.folder", "warning", f"{folder} is not a memory folder (its name is not a memory id)",
                    "move it out of the memories folder")
+        return
+    from endless.faces.cli.doctor_access import access_findings
+
+    if not access_findings(report, folder, mid):
         return
     if not (folder / "key.json").exists():
         report.add("memory.key", "error", f"memory {mid} has no key.json",
@@ -441,7 +445,12 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
     root = settings.memory_root()
     if check_root(report, root):
         folder = memories_dir(root)
-        names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+        try:
+            names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+        except OSError as exc:
+            report.add("paths.memories", "error", f"cannot list {folder}: {exc.strerror or exc}",
+                       f"run endless as its owner, or fix its mode (chmod 700 {folder})")
+            names = []
         if memory_ids is not None:
             wanted = list(memory_ids)
             missing = [m for m in wanted if m not in names]
@@ -451,7 +460,12 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
         if not names and memory_ids is None:
             report.add("memory", "ok", f"no memories yet under {folder}")
         for name in names:
-            check_memory(report, folder / name, settings, now)
+            try:
+                check_memory(report, folder / name, settings, now)
+            except OSError as exc:  # a file the checks cannot read: named, and the next memory checked
+                report.add("memory.access", "error", f"memory {name}: cannot read {exc.filename or 'a file'}: "
+                                                     f"{exc.strerror or exc}", "run endless as the memory's owner",
+                           name)
     check_writer_route(report, settings, environ)
     check_hermes(report, environ)
     return report

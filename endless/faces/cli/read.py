@@ -111,13 +111,9 @@ def _open(args: argparse.Namespace, settings: Any):
         return answers.open_memory(settings, args.memory, listed_by=LIST_COMMAND)
     workspace = Path(args.workspace or ".")
     mid = workspace_key(None, workspace).memory_id
-    try:
-        return answers.open_memory(settings, mid, listed_by=LIST_COMMAND)
-    except AnswerError as exc:
-        if exc.code == answers.UNKNOWN_MEMORY:
-            raise AnswerError(exc.code, f"the workspace {workspace.resolve()} has no memory yet "
-                                        f"(it would be {mid}); pick one with --memory, see `endless memories`")
-        raise
+    return answers.open_memory(settings, mid, listed_by=LIST_COMMAND,
+                               missing=f"the workspace {workspace.resolve()} has no memory yet (it would "
+                                       f"be {mid}); pick one with --memory, see `endless memories`")
 
 
 def _args(args: argparse.Namespace) -> dict:

@@ -9,6 +9,7 @@ work before a chat's first message, on the memory that message will go to.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,13 @@ def history_address(memory) -> str:
     else:
         url = served.new_url()  # each address works once
     where = f" (memory {memory.memory_id})" if memory is not None else ""
-    return f"Endless History page{where}: {url}{moved}"
+    from endless.faces.rpc import credential
+
+    lifetime = rt.settings.rpc_page_token_seconds
+    expires = count(round(lifetime / 60), "minute") if lifetime >= 120 else count(round(lifetime), "second")
+    return (f"Endless History page{where}: {url}{moved}\n(open it within {expires}, in one browser; "
+            f"programs of yours call its host RPC with the token in "
+            f"{credential.token_path(served.app.state.endless.root)})")
 
 
 # -- hermes endless … ------------------------------------------------------------------------
@@ -156,7 +163,16 @@ def _run_cli(args: argparse.Namespace) -> int:
     if hasattr(args, "memory") and not args.memory and profile_name() != "default":
         # a named profile's chats live under its own agent name (DESIGN 2.1)
         args.memory = workspace_key(profile_name(), Path(args.workspace or ".")).memory_id
-    return args.run(args)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # ``hermes endless view | head``: the reader left; nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # a file the command may not read, a link refused: one line, no traceback
+        from endless.faces.cli.oserrors import os_error_said
+
+        print(f"[endless] {os_error_said(exc)}", file=sys.stderr)
+        return 1
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -8,6 +8,9 @@
 Who may call, checked on every route before anything else:
 
 * only loopback peers;
+* the host RPC needs ``Authorization: Bearer <token>``, the token in
+  ``<root>/rpc-token`` (0600: only the memories' owner can read it), so other
+  users of the machine can neither read memories nor bind sessions;
 * ``Host`` must be the loopback address (or ``localhost``) and the port the
   server listens on, so a web page whose name was rebound to 127.0.0.1 is
   refused;
@@ -42,6 +45,7 @@ import multiprocessing
 import re
 import secrets
 import threading
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -60,7 +64,7 @@ from starlette.routing import Route
 from endless.faces import answers
 from endless.core import durable
 from endless.faces.answers import AnswerError
-from endless.faces.rpc import readers
+from endless.faces.rpc import credential, readers
 from endless.faces.rpc.readers import Readers
 from endless.core.settings import Settings, search_workers
 from endless.core.words import agree, count
@@ -144,27 +148,44 @@ class Refused(Exception):
         self.status, self.message, self.rpc_id = status, message, rpc_id
 
 
+EXPIRED = "expired"
+_FORGET_AFTER = 50  # an unused token is forgotten after this many lifetimes (then it reads as used)
+
+
 @dataclass
 class PageKeys:
-    """One-time tokens of the page's address, and the cookie values they were exchanged for."""
+    """One-time tokens of the page's address (with when each was made), and the cookies they became.
 
-    tokens: set[str] = field(default_factory=set)
+    A token works once and only within ``lifetime`` seconds: an address left in
+    a terminal's scrollback or a shell history is worthless by the time someone
+    else finds it.
+    """
+
+    lifetime: float = 600.0
+    clock: Callable[[], float] = time.monotonic
+    tokens: dict[str, float] = field(default_factory=dict)
     sessions: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def new_token(self) -> str:
         token = secrets.token_urlsafe(32)
+        now = self.clock()
         with self.lock:
-            self.tokens.add(token)
+            for old in [t for t, made in self.tokens.items() if now - made > self.lifetime * _FORGET_AFTER]:
+                del self.tokens[old]
+            self.tokens[token] = now
         return token
 
     def redeem(self, token: str) -> str | None:
-        """A new cookie value for a token not used before, else None (a token works once)."""
+        """A new cookie value for a fresh token not used before; None if unknown or used;
+        :data:`EXPIRED` if it was issued more than ``lifetime`` seconds ago."""
         with self.lock:
             match = next((t for t in self.tokens if secrets.compare_digest(t, token)), None)
             if match is None:
                 return None
-            self.tokens.discard(match)
+            made = self.tokens.pop(match)
+            if self.clock() - made > self.lifetime:
+                return EXPIRED
             value = secrets.token_urlsafe(32)
             self.sessions.add(value)
             return value
@@ -188,7 +209,8 @@ class EndlessApp:
         self._slow: ProcessPoolExecutor | None = None
         self._slow_waiting = 0
         self._slow_lock = threading.Lock()
-        self.keys = PageKeys()
+        self.keys = PageKeys(settings.rpc_page_token_seconds)
+        self.rpc_token = credential.ensure_token(self.root)
 
     @property
     def slow(self) -> ProcessPoolExecutor:
@@ -374,6 +396,11 @@ def create_app(settings: Settings, root: Path | None = None, current: str | None
         token = request.query_params.get("token")
         if token:
             value = core.keys.redeem(token)
+            if value == EXPIRED:
+                return _help_page("This address has expired",
+                                  f"An address of the History page works for "
+                                  f"{_minutes(core.settings.rpc_page_token_seconds)} after it is made, "
+                                  "and this one is older; ask for a new one.", 403)
             if value is None:
                 return _help_page("This address was used already",
                                   "Each address of the History page works once, in one browser; this one "
@@ -442,8 +469,10 @@ class ApiRoutes:
             return
         status, parts = await _handle(scope, receive, self.core)
         length = sum(len(part) for part in parts)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": _API_HEADERS + [(b"content-length", str(length).encode())]})
+        headers = _API_HEADERS + [(b"content-length", str(length).encode())]
+        if status == 408:  # the rest of the body may never come: the connection ends with the answer
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         if len(parts) == 1 or length < 16384:
             await send({"type": "http.response.body", "body": b"".join(parts)})
             return
@@ -478,10 +507,19 @@ async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, lis
                 raise Refused(403, "open the page's address with its token first (no valid cookie)")
         elif sent_origin is not None:
             raise Refused(403, "the host RPC refuses requests from web pages (an Origin header was sent)")
+        elif not credential.matches(headers.get(credential.HEADER), core.rpc_token):
+            raise Refused(401, "the host RPC needs its credential: send the header Authorization: Bearer "
+                               f"<token>, the token being the content of {credential.token_path(core.root)} "
+                               "(readable only by the memories' owner)")
         if headers.get("content-type", _JSON).split(";")[0].strip().lower() != _JSON:
             raise Refused(415, "send the envelope as application/json")
         async with asyncio.timeout(settings.rpc_request_seconds):
-            body = await read_body(receive, headers, settings.rpc_body_bytes)
+            try:
+                async with asyncio.timeout(settings.rpc_body_seconds):
+                    body = await read_body(receive, headers, settings.rpc_body_bytes)
+            except TimeoutError:
+                raise Refused(408, f"the request body did not arrive within {settings.rpc_body_seconds:g} s "
+                                   "(the rpc_body_seconds setting)") from None
             rpc_id, args = parse_envelope(body, method)
             value = await core.run(method, args)
         return 200, ok_parts(rpc_id, value)
@@ -493,9 +531,18 @@ async def _handle(scope: dict, receive: Any, core: EndlessApp) -> tuple[int, lis
     except TimeoutError:
         return 200, [error_body(rpc_id, TIMEOUT, f"the request took longer than "
                                                  f"{settings.rpc_request_seconds:g} s and was abandoned")]
+    except OSError as exc:  # a file the server may not read, or a link it refuses: said, not a bug
+        durable.log("rpc", f"a request failed on a file: {exc}")
+        return 200, [error_body(rpc_id, INTERNAL, f"the server cannot use {exc.filename or 'a file'}: "
+                                                  f"{exc.strerror or exc}; run `endless doctor` as the "
+                                                  "memories' owner")]
     except Exception:  # noqa: BLE001 - a bug must not leak a stack trace to the caller
         durable.log("rpc", "a request failed:\n" + traceback.format_exc())
         return 200, [error_body(rpc_id, INTERNAL, "the server failed to answer; see its log")]
+
+
+def _minutes(seconds: float) -> str:
+    return count(round(seconds / 60), "minute") if seconds >= 120 else count(round(seconds), "second")
 
 
 def _text(message: str, status: int) -> Response:
@@ -505,8 +552,8 @@ def _text(message: str, status: int) -> Response:
 
 # How a person gets an address of the page, on every page that turns a browser away.
 _HOW_TO_OPEN = ("To get an address, run <code>endless serve</code> in a terminal and open the address it "
-                "prints, or type <code>/endless history</code> in a Hermes chat. An address works once; "
-                "then this browser keeps the page open until the server stops.")
+                "prints, or type <code>/endless history</code> in a Hermes chat. An address works once, "
+                "within minutes of being made; then this browser keeps the page open until the server stops.")
 
 
 def _help_page(title: str, why: str, status: int) -> Response:

@@ -57,7 +57,7 @@ def bind_socket(port: int) -> socket.socket:
     return sock
 
 
-def _server(app: Any, sock: socket.socket, in_thread: bool = True) -> Any:
+def _server(app: Any, sock: socket.socket, settings: Settings, in_thread: bool = True) -> Any:
     """A uvicorn server for ``app`` on ``sock``.
 
     Standalone it uses uvicorn's fastest loop (uvloop where installed); in a
@@ -67,8 +67,10 @@ def _server(app: Any, sock: socket.socket, in_thread: bool = True) -> Any:
     """
     import uvicorn
 
+    from endless.faces.rpc.guard import guarded_protocol
+
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            loop="asyncio" if in_thread else "auto", http="auto",
+                            loop="asyncio" if in_thread else "auto", http=guarded_protocol(settings),
                             timeout_keep_alive=5, limit_concurrency=4096, backlog=2048,
                             proxy_headers=False, server_header=False)
     server = uvicorn.Server(config)
@@ -91,7 +93,7 @@ def start_in_thread(settings: Settings, port: int | None = None, *, root: Path |
     if sock is None:
         sock = bind_socket(settings.rpc_port if port is None else port)
     actual = sock.getsockname()[1]
-    server, sockets = _server(app, sock)
+    server, sockets = _server(app, sock, settings)
     thread = threading.Thread(target=server.run, kwargs={"sockets": sockets},
                               name=f"endless-rpc-{actual}", daemon=True)
     thread.start()
@@ -129,6 +131,7 @@ def add_serve_parser(sub: Any) -> None:
 def _serve_command(args: argparse.Namespace) -> int:
     from endless.core.keys import workspace_key
     from endless.core.memory import memories_dir
+    from endless.faces.rpc import credential
     from endless.faces.rpc.app import create_app, issue_address
     from endless.core.settings import load_settings
 
@@ -154,10 +157,12 @@ def _serve_command(args: argparse.Namespace) -> int:
     code = 0
     try:
         actual = sock.getsockname()[1]
-        server, sockets = _server(app, sock, in_thread=False)
+        server, sockets = _server(app, sock, settings, in_thread=False)
         app.state.endless.warm_up()
         durable.log("serve", f"memories under {settings.memory_root()}; open the address below once "
                              "(it sets a cookie); Ctrl-C stops")
+        durable.log("serve", f"hosts send the header Authorization: Bearer <the content of "
+                             f"{credential.token_path(settings.memory_root())}>")
         sys.stdout.write(issue_address(app, HOST, actual) + "\n")
         sys.stdout.flush()
         # A Ctrl-C before uvicorn's loop started leaves its coroutine unrun: no warning about it.

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from endless.core import durable, identity, index_upkeep, journal, keyfile, redact, search_index, sessions, tiling
+from endless.core import durable, identity, index_upkeep, integrity, journal, keyfile, redact, search_index, sessions, tiling
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.free_nodes import free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
@@ -58,6 +58,8 @@ class Memory:
         self.lease = Lease(folder, expiry=settings.lease_expiry_seconds, clock=clock)
         self.quarantine = folder / "damaged.jsonl"
         self.reports: list[str] = []
+        self.shortened: integrity.Shortened | None = None  # the log was found shorter than the rest at open
+        self.log.on_problem = self.tree.on_problem = self.report
         self.views = ViewKeeper(folder, settings, self.log, self.tree, self.agent_name, self.report)
         self.search_index = search_index.SearchIndex(folder)
         self._redactions: Counter = Counter()  # counted since the last commit
@@ -111,6 +113,7 @@ class Memory:
         if self.readonly:
             self.log.catch_up(False)
             self.tree.catch_up(False)
+            self._check(writable=False)
             self.views.load(self.total, repair=False)
             self.views.append(self.total)
             return
@@ -120,6 +123,7 @@ class Memory:
                     self.report(what)
             self.log.catch_up(True)
             self.tree.catch_up(True)
+            self._check(writable=True)
             reported = len(self.reports)
             self.views.load(self.total, repair=True)
             repaired = len(self.reports) > reported  # a view was recomputed: store it
@@ -128,6 +132,17 @@ class Memory:
             self.views.update(self.total, save=True)
             if repaired:
                 self.views.save()
+
+    def _check(self, writable: bool) -> None:
+        """The derived files against the log: its length, then a sample of rows and slots (module integrity)."""
+        self.shortened = integrity.check_length(self, writable)
+        if self.shortened is not None:
+            self.report(self.shortened.sentence() if writable else self.shortened.sentence().replace(
+                "were set aside in damaged.jsonl", "are hidden until the memory is opened for writing"))
+        integrity.sample(self)
+        if writable:
+            self.log.write_index()
+            self.tree.write_index()
 
     def report(self, what: str) -> None:
         """Keep ``what`` among this open memory's reports (doctor shows them) and log it."""

@@ -61,6 +61,7 @@ class Presence:
 
     counts: Counter = field(default_factory=Counter)
     scanned: int = 0
+    _admitted: tuple = field(default_factory=lambda: (None, []), repr=False)  # (turn count, keys) of the last admit
 
     @classmethod
     def of(cls, memory: "Memory") -> "Presence":
@@ -96,8 +97,17 @@ class Presence:
         """The planned ``(record, identity key, occurrence)`` turns that are not there yet (under the lock)."""
         self.refresh(memory)
         flying = self.in_flight(memory)
-        return [record for record, key, occurrence in planned
-                if self.counts[key] + flying[key] <= occurrence]
+        kept = [(record, key) for record, key, occurrence in planned if self.counts[key] + flying[key] <= occurrence]
+        self._admitted = (memory.turns, [key for _, key in kept])
+        return [record for record, _ in kept]
+
+    def committed(self, infos: Sequence) -> None:
+        """Count what the last :meth:`admit` let through as logged, if it landed as admitted (no read back)."""
+        at, keys = self._admitted
+        if infos and infos[0].turn == at == self.scanned and len(infos) == len(keys):
+            self.counts.update(keys)
+            self.scanned = infos[-1].turn + 1
+        self._admitted = (None, [])
 
 
 def imported_copy(memory: "Memory", session: str, messages: Sequence[dict], since: int) -> set[tuple[str, str]]:

@@ -19,7 +19,9 @@ from it.  Three checks keep them honest:
 
 from __future__ import annotations
 
+import os
 import random
+import sqlite3
 from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,6 +30,7 @@ import orjson
 
 from endless.core import durable, tiling
 from endless.core.log import _parse_turn, tid_number
+from endless.core.search_index import IndexBusy
 from endless.core.tree import _parse_node
 
 if TYPE_CHECKING:
@@ -92,8 +95,12 @@ def check_length(memory: "Memory", writable: bool) -> Shortened | None:
     """After the log is caught up at open: set aside what describes messages past its end."""
     log, tree, total = memory.log, memory.tree, memory.total
     parts = past_end(memory)
-    stale = [row for turn, row in enumerate(log.stale_rows)
-             if turn >= len(log.offsets) or (row[0], row[2]) != (log.offsets[turn], log.firsts[turn])]
+    # Index rows past the end count only when the rows before them are the log's own (a shorter log);
+    # an index that disagrees everywhere was just damaged, and is rebuilt as before.
+    kept = log.stale_rows[:len(log.offsets)]
+    prefix = all(tuple(row) == (log.offsets[t], log.lengths[t], log.firsts[t], log.counts[t], log.tids[t])
+                 for t, row in enumerate(kept))
+    stale = log.stale_rows[len(log.offsets):] if prefix else []
     claimed = max([log.indexed_total, tree.free_upto, total]
                   + [tiling.end(p) for p in parts] + [row[2] + row[3] for row in stale])
     log.stale_rows = []
@@ -110,31 +117,47 @@ def check_length(memory: "Memory", writable: bool) -> Shortened | None:
 def _set_aside(memory: "Memory", parts: list[tuple[int, int]], stale: list[tuple[int, ...]]) -> None:
     """Under the lock: the lines past the end leave the tree file (kept in the quarantine), the index follows."""
     tree, quarantine = memory.tree, memory.quarantine
-    data, _ = durable.read_complete(tree.path, 0)
-    kept, moved = [], []
-    for offset, line in durable.iter_lines(data, 0):
-        record = _parse_node(line)
-        part = None if record is None else (record["l"], record["i"])
-        if part is not None and tiling.end(part) > memory.total:
-            moved.append(durable.dumps_line({"file": tree.path.name, "offset": offset, "reason":
-                                             f"past the order log's end (message {memory.total})",
-                                             "bytes": line.decode("utf-8", "replace")}))
-        else:
-            kept.append(line + b"\n")
+    moved = []
+    tmp = tree.path.with_name(f".{tree.path.name}.{os.getpid()}.tmp")
+    offset = 0
+    if not tree.path.exists():
+        durable.make_dir(tree.path.parent)
+        tree.path.touch(mode=durable.FILE_MODE)
+    # Streamed: the tree of a long memory is hundreds of megabytes.
+    with open(tree.path, "rb") as source, os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                                            durable.FILE_MODE), "wb") as out:
+        for line in source:
+            if not line.endswith(b"\n"):
+                break  # a torn tail (already cut by repair_tail under this lock)
+            record = _parse_node(line[:-1])
+            part = None if record is None else (record["l"], record["i"])
+            if part is not None and tiling.end(part) > memory.total:
+                moved.append(durable.dumps_line({"file": tree.path.name, "offset": offset, "reason":
+                                                 f"past the order log's end (message {memory.total})",
+                                                 "bytes": line[:-1].decode("utf-8", "replace")}))
+            else:
+                out.write(line)
+            offset += len(line)
+        out.flush()
+        os.fsync(out.fileno())
+    lines_moved = len(moved)
     if stale:
         moved.append(durable.dumps_line({"file": memory.log.index_path.name, "reason":
                                          f"index rows past the order log's end (message {memory.total})",
                                          "rows": [list(row) for row in stale]}))
     if moved:
-        durable.append_lines(quarantine, moved)
-    if len(kept) != len(data.splitlines()):
-        durable.replace_file(tree.path, b"".join(kept))
+        durable.append_lines(quarantine, moved)  # kept durably before they leave the tree
+    if lines_moved:
+        os.replace(tmp, tree.path)
+        durable.fsync_dir(tree.path.parent)
+    else:
+        os.unlink(tmp)
     tree.rebuild()
     tree.write_index(force=True)
     try:
         with memory.search_index.write():
             memory.search_index._clear()  # rebuilt from the log at the next search
-    except Exception as exc:  # derived data: a search index that cannot be cleared is set aside
+    except (sqlite3.Error, IndexBusy, OSError) as exc:  # derived data: one that cannot be cleared is set aside
         durable.log("search", f"the search index could not be cleared ({exc}); setting it aside")
         memory.search_index.close()
         memory.search_index._set_aside()

@@ -113,6 +113,7 @@ class Memory:
         if self.readonly:
             self.log.catch_up(False)
             self.tree.catch_up(False)
+            self.log.catch_up(False)  # the log is written before its lines: now it covers every line read
             self._check(writable=False)
             self.views.load(self.total, repair=False)
             self.views.append(self.total)

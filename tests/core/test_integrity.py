@@ -119,7 +119,7 @@ def test_a_shorter_log_drops_its_search_rows(tmp_path: Path) -> None:
 # -- item 3: damage in the middle, found by the full scan -------------------------------------
 
 
-@pytest.mark.parametrize("garbage", [b"\x00" * 30, b"{garbage not a turn"])
+@pytest.mark.parametrize("garbage", [b"\x00" * 30, b"{garbage not a turn"], ids=["nul", "garbage"])
 def test_mid_log_damage_is_found_once_the_index_covers_it(tmp_path: Path, garbage: bytes) -> None:
     memory = fill(tmp_path, 20)
     lines = memory.log.path.read_bytes().split(b"\n")

@@ -229,7 +229,7 @@ def _replace_line(path: Path, k: int, garbage: bytes) -> None:
     path.write_bytes(b"\n".join(lines))
 
 
-@pytest.mark.parametrize("garbage", [b"\x00" * 80, b"#garbage, not a turn"])
+@pytest.mark.parametrize("garbage", [b"\x00" * 80, b"#garbage, not a turn"], ids=["nul", "garbage"])
 def test_mid_log_damage_is_an_error_naming_every_record(env, memory, garbage) -> None:
     code, report = doctor(env)
     assert code == 0

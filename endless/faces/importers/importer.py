@@ -483,6 +483,7 @@ class Landed:
 def _commit_batch(memory: Memory, batch: list[tuple[TurnRecord, int, int]],
                   landed: Callable[[int, int], None] | None, have: Presence) -> list:
     infos = memory.commit_turns([b[0] for b in batch], plan=False, admit=lambda m: have.admit(m, batch))
+    have.committed(infos)
     if infos and landed is not None:
         landed(infos[0].first, infos[-1].first + infos[-1].count)
     return infos

@@ -48,6 +48,14 @@ class Damage:
     reason: str
 
 
+def file_size(path: Path) -> int:
+    """The file's size in bytes; 0 when it does not exist."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def tid_number(tid: str) -> int:
     return int(tid, 16) & 0xFFFF_FFFF_FFFF_FFFF
 
@@ -112,7 +120,8 @@ class OrderLog:
     def catch_up(self, write_index: bool) -> list[tuple[int, dict | None]]:
         """Index the lines other processes appended; returns (turn, record or None if damaged)."""
         data, tail = durable.read_complete(self.path, self.end)
-        if tail.size < self.end:  # the log got shorter under us: index it again from its start
+        if not data and not tail.partial and self.end and file_size(self.path) < self.end:
+            # The log got shorter under us: index it again from its start.
             self.on_problem(f"{self.path.name} is shorter than this process had read; indexing it again")
             self.stale_rows = self.rows()
             self.reset()

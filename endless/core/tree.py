@@ -37,6 +37,7 @@ class TreeStore:
         self.free_upto = 0  # free leaves are known stored for every message below this id
         self._dirty: dict[int, dict[int, int]] = {}
         self._rewrite = False  # the slot files are written whole next time (after a rebuild)
+        self._ino: int | None = None  # the tree file this index describes (it is replaced only to set lines aside)
         self.on_problem: Callable[[str], None] = lambda what: durable.log("tree", what)
         self._fd: int | None = None
         self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
@@ -123,13 +124,15 @@ class TreeStore:
 
     def catch_up(self, write_index: bool) -> list[tuple[int, int]]:
         """Index nodes other processes stored; returns the newly known ``(level, index)``."""
-        data, tail = durable.read_complete(self.path, self.end)
-        if tail.size < self.end:  # the tree file was replaced by a shorter one (lines set aside): read it again
-            self.on_problem(f"{self.path.name} is shorter than this process had read; indexing it again")
+        ino = _inode(self.path)
+        if self.end and ino != self._ino and self._ino is not None:
+            # The tree file was replaced (lines set aside past a shorter log's end): read the new one.
+            self.on_problem(f"{self.path.name} was replaced (lines set aside past the log's end); indexing it again")
             free_upto = self.free_upto
             self.reset()
             self.free_upto = free_upto
-            data, tail = durable.read_complete(self.path, 0)
+        self._ino = ino
+        data, tail = durable.read_complete(self.path, self.end)
         found = []
         for offset, line in durable.iter_lines(data, self.end):
             record = _parse_node(line)
@@ -295,6 +298,13 @@ class TreeStore:
     def repair_tail(self, quarantine: Path) -> str | None:
         return durable.repair_tail(self.path, self.end, quarantine,
                                    lambda raw: _parse_node(raw) is not None)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 def _parse_node(line: bytes) -> dict | None:

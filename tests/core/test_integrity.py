@@ -203,3 +203,18 @@ def test_a_garbage_tree_line_whose_slot_is_set_is_written_again(tmp_path: Path) 
     memory = reopen(memory)
     assert memory.node_text(1, 3) == "written again"
     memory.close()
+
+
+def test_a_process_open_while_the_log_gets_shorter_reads_it_again(tmp_path: Path) -> None:
+    """A reader that had read past the new end catches up from the start, and sees no line past it."""
+    writer = fill(tmp_path, 40)
+    reader = Memory.open(writer.key, settings=writer.settings, root=writer.root, readonly=True)
+    assert reader.total == 80
+    cut_last_line(writer)
+    writer = reopen(writer)  # sets aside the lines past the end: the tree file is replaced
+    writer.commit_turns([TurnRecord("s", "after", [Message("user", "NEW-0", 5.0)])])
+    reader.catch_up()
+    assert reader.total == 79 and reader.message(78).text == "NEW-0"
+    assert reader.node_text(0, 78) == "you: NEW-0" and not reader.is_built(0, 79)
+    reader.close()
+    writer.close()

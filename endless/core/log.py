@@ -236,8 +236,8 @@ class OrderLog:
         """The turn's record; a row that does not point at it rebuilds the index (loudly) first.
 
         The row's offset and length must frame one whole line (a newline on
-        each side) whose id, message count and tid are the row's: checked at
-        every read, so a damaged index never shows one turn as another or an
+        each side), right after the previous row's, whose id, message count
+        and tid are the row's: checked at every read, so a damaged index never shows one turn as another or an
         intact turn as damaged.  A whole line that no longer parses is damage
         in the log itself: reported, and read as damaged.
         """
@@ -260,6 +260,8 @@ class OrderLog:
     def check_row(self, turn: int) -> tuple[str, dict | None]:
         """``ok`` (the record), ``damaged`` (a whole line that does not parse) or ``mismatch`` (the row is wrong)."""
         offset, length = self.offsets[turn], self.lengths[turn]
+        if (self.offsets[turn - 1] + self.lengths[turn - 1] + 1 if turn else 0) != offset:
+            return "mismatch", None  # every line has a row, in file order: each row starts where the last ended
         start = offset - 1 if offset else 0
         raw = os.pread(self._reader(), length + 1 + (offset - start), start)
         if (offset and raw[:1] != b"\n") or raw[-1:] != b"\n" or len(raw) != length + 1 + (offset - start):
@@ -268,7 +270,7 @@ class OrderLog:
         if record is None:
             return "damaged", None  # a whole line, unreadable: damage in the log, not in its index
         if (self.tids[turn] == 0 or record["id"] != self.firsts[turn] or len(record["m"]) != self.counts[turn]
-                or tid_number(record["tid"]) != self.tids[turn] or record.get("turn", turn) != turn):
+                or tid_number(record["tid"]) != self.tids[turn]):
             return "mismatch", None
         return "ok", record
 

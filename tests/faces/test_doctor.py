@@ -298,3 +298,18 @@ def test_foreign_files_and_permissions_are_findings_never_crashes(env, memory) -
             key.chmod(0o600)
         perm = [f for f in report["findings"] if f["check"] == "memory.permissions" and f["status"] == "error"]
         assert code == 1 and perm and "chmod" in perm[0]["fix"]
+
+
+def test_a_search_index_of_other_files_is_a_warning(env, memory) -> None:
+    import sqlite3
+
+    from endless.core.search import corpus_of, search
+
+    search(corpus_of(memory), "question", 0, 5, 5.0)  # builds the index
+    code, report = doctor(env)
+    assert not findings(report, "memory.index")
+    with sqlite3.connect(memory.search_index.path) as db:
+        db.execute("UPDATE state SET value = value + 100 WHERE name = 'messages'")
+    code, report = doctor(env)
+    index = findings(report, "memory.index")
+    assert code == 0 and index and "search index" in index[0]["message"] and "builds it again" in index[0]["fix"]

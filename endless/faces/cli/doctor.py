@@ -239,6 +239,7 @@ def _integrity_findings(report: Report, memory: Memory) -> None:
                    f"{count(len(found.bad_rows), 'row')} (turns {', '.join(map(str, found.bad_rows[:20]))}"
                    f"{', …' if len(found.bad_rows) > 20 else ''}); readers rebuild it as they meet it",
                    "`endless doctor --repair` rebuilds it from the log (derived data: nothing is lost)", mid)
+    _search_index_finding(report, memory)
     if found.bad_slots:
         report.add("memory.index", "warning",
                    f"memory {mid}: the tree index disagrees with the tree file at "
@@ -399,6 +400,30 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     if routes:
         report.add("memory.routes", "ok", f"memory {mid}: chats write their lines with "
                                           + "; ".join(sorted(routes)), memory=mid)
+
+
+def _search_index_finding(report: Report, memory: Memory) -> None:
+    """The full-text index's watermark against the files it was read from (it is rebuilt when they disagree)."""
+    import sqlite3
+
+    from endless.core import index_upkeep
+
+    index = memory.search_index
+    if not index.exists():
+        return
+    try:
+        with index.lock:
+            mark = index.watermark()
+    except sqlite3.Error as exc:
+        report.add("memory.index", "warning", f"memory {memory.memory_id}: the search index cannot be read ({exc})",
+                   "nothing to lose: the next search sets it aside and builds it again from the log", memory.memory_id)
+        return
+    if mark.messages > memory.total or not index_upkeep.agrees(mark, memory.log.path, memory.tree.path):
+        report.add("memory.index", "warning",
+                   f"memory {memory.memory_id}: the search index describes {count(mark.messages, 'message')} and "
+                   f"files that are not the memory's now (it holds {count(memory.total, 'message')})",
+                   "nothing to lose: the next search (or `endless search`) builds it again from the log",
+                   memory.memory_id)
 
 
 def _quarantined(path: Path) -> tuple[int, int]:

@@ -73,11 +73,16 @@ class Shortened:
     lines: int = 0  # tree lines past the log's end, set aside
     rows: int = 0  # turn-index rows past it, set aside
 
-    def sentence(self) -> str:
-        return (f"the order log holds {self.total} messages but the tree and the indexes named {self.claimed}: "
-                f"it got shorter (a cut or zeroed tail, an older copy restored); {self.lines} summary lines "
-                f"and {self.rows} index rows past its end were set aside in damaged.jsonl and are never "
-                "shown; the search index is rebuilt and the view recomputed")
+    def sentence(self, done: bool = True) -> str:
+        """What was found, and (``done``) what was done about it or (not) what a reader does meanwhile."""
+        lines = f"{self.lines} summary line{'' if self.lines == 1 else 's'}"
+        rows = f"{self.rows} index row{'' if self.rows == 1 else 's'}"
+        found = (f"the order log holds {self.total} messages but the tree and the indexes named {self.claimed}: "
+                 f"it got shorter (a cut or zeroed tail, an older copy restored); {lines} and {rows} past its end ")
+        if done:
+            return found + ("were set aside in damaged.jsonl and are never shown; the search index is rebuilt "
+                            "and the view recomputed")
+        return found + "are hidden from this reader until the memory is next opened for writing"
 
 
 def past_end(memory: "Memory") -> list[tuple[int, int]]:

@@ -138,8 +138,7 @@ class Memory:
         """The derived files against the log: its length, then a sample of rows and slots (module integrity)."""
         self.shortened = integrity.check_length(self, writable)
         if self.shortened is not None:
-            self.report(self.shortened.sentence() if writable else self.shortened.sentence().replace(
-                "were set aside in damaged.jsonl", "are hidden until the memory is opened for writing"))
+            self.report(self.shortened.sentence(done=writable))
         integrity.sample(self)
         if writable:
             self.log.write_index()

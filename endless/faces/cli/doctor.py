@@ -210,8 +210,7 @@ def _integrity_findings(report: Report, memory: Memory) -> None:
 
     mid = memory.memory_id
     if memory.shortened is not None:
-        report.add("memory.shortened", "error", f"memory {mid}: {memory.shortened.sentence()}".replace(
-            "were set aside in damaged.jsonl and are never shown", "are hidden from every reader"),
+        report.add("memory.shortened", "error", f"memory {mid}: {memory.shortened.sentence(done=False)}",
             "`endless doctor --repair` sets them aside now (kept in damaged.jsonl); the lost messages come back "
             "only from a backup of the order log", mid)
     try:

@@ -14,6 +14,7 @@ import os
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import orjson
 
@@ -47,6 +48,14 @@ class Damage:
     reason: str
 
 
+def file_size(path: Path) -> int:
+    """The file's size in bytes; 0 when it does not exist."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def tid_number(tid: str) -> int:
     return int(tid, 16) & 0xFFFF_FFFF_FFFF_FFFF
 
@@ -63,6 +72,9 @@ class OrderLog:
         self.end = 0
         self.total = 0
         self.damage: list[Damage] = []
+        self.stale_rows: list[tuple[int, ...]] = []  # index rows set aside when the index disagreed (issue 17)
+        self.indexed_total = 0  # the message count the index claimed when loaded (before any rebuild)
+        self.on_problem: Callable[[str], None] = lambda what: durable.log("log", what)
         self._fd: int | None = None
 
     # -- loading and catching up -------------------------------------------------
@@ -81,9 +93,10 @@ class OrderLog:
         self._index_written = len(self.offsets)
         if self.offsets:
             self.end = self.offsets[-1] + self.lengths[-1] + 1
-            self.total = self.firsts[-1] + self.counts[-1]
+            self.total = self.indexed_total = self.firsts[-1] + self.counts[-1]
             if not self._index_agrees():
                 durable.log("log", f"the turn index {self.index_path} disagrees with the log; rebuilding it")
+                self.stale_rows = [tuple(table[k:k + _FIELDS]) for k in range(0, len(table), _FIELDS)]
                 self.reset()
 
     def reset(self) -> None:
@@ -107,6 +120,13 @@ class OrderLog:
     def catch_up(self, write_index: bool) -> list[tuple[int, dict | None]]:
         """Index the lines other processes appended; returns (turn, record or None if damaged)."""
         data, tail = durable.read_complete(self.path, self.end)
+        if not data and not tail.partial and self.end and file_size(self.path) < self.end:
+            # The log got shorter under us: index it again from its start.
+            self.on_problem(f"{self.path.name} is shorter than this process had read; indexing it again")
+            self.stale_rows = self.rows()
+            self.reset()
+            self.close()
+            data, tail = durable.read_complete(self.path, 0)
         found: list[tuple[int, dict | None]] = []
         for offset, line in durable.iter_lines(data, self.end):
             turn = len(self.offsets)
@@ -138,9 +158,15 @@ class OrderLog:
             self.write_index()
         return found
 
+    def rows(self) -> list[tuple[int, ...]]:
+        return [(self.offsets[t], self.lengths[t], self.firsts[t], self.counts[t], self.tids[t])
+                for t in range(len(self.offsets))]
+
     def write_index(self) -> None:
         """Persist index entries not yet on disk (derived data: no fsync needed)."""
         start = self._index_written
+        if start == 0 and self.index_path.exists():  # rebuilt: no row of the old index may stay behind
+            os.truncate(self.index_path, 0)
         if start >= len(self.offsets):
             return
         rows = array("Q")
@@ -207,9 +233,52 @@ class OrderLog:
         return turn
 
     def read_record(self, turn: int) -> dict | None:
-        fd = self._reader()
-        line = os.pread(fd, self.lengths[turn], self.offsets[turn])
-        return _parse_turn(line, turn, None)
+        """The turn's record; a row that does not point at it rebuilds the index (loudly) first.
+
+        The row's offset and length must frame one whole line (a newline on
+        each side), right after the previous row's, whose id, message count
+        and tid are the row's: checked at every read, so a damaged index never shows one turn as another or an
+        intact turn as damaged.  A whole line that no longer parses is damage
+        in the log itself: reported, and read as damaged.
+        """
+        verdict, record = self.check_row(turn)
+        if verdict == "mismatch":
+            self.on_problem(f"the turn index {self.index_path.name} does not match {self.path.name} at turn "
+                            f"{turn}; rebuilt it from the log")
+            self.rebuild()
+            if turn >= len(self.offsets):
+                return None
+            verdict, record = self.check_row(turn)
+        if verdict == "damaged" and not any(d.offset == self.offsets[turn] for d in self.damage):
+            first, n = self.firsts[turn], self.counts[turn]
+            self.damage.append(Damage(self.path.name, self.offsets[turn], self.lengths[turn],
+                                      f"turn {turn} (messages {first}..{first + n - 1}) is not a readable record"))
+            self.on_problem(f"damaged line at byte {self.offsets[turn]} of {self.path.name} (turn {turn}): "
+                            "kept in place and skipped")
+        return record
+
+    def check_row(self, turn: int) -> tuple[str, dict | None]:
+        """``ok`` (the record), ``damaged`` (a whole line that does not parse) or ``mismatch`` (the row is wrong)."""
+        offset, length = self.offsets[turn], self.lengths[turn]
+        if (self.offsets[turn - 1] + self.lengths[turn - 1] + 1 if turn else 0) != offset:
+            return "mismatch", None  # every line has a row, in file order: each row starts where the last ended
+        start = offset - 1 if offset else 0
+        raw = os.pread(self._reader(), length + 1 + (offset - start), start)
+        if (offset and raw[:1] != b"\n") or raw[-1:] != b"\n" or len(raw) != length + 1 + (offset - start):
+            return "mismatch", None
+        record = _parse_turn(raw[offset - start:-1], turn, None)
+        if record is None:
+            return "damaged", None  # a whole line, unreadable: damage in the log, not in its index
+        if (self.tids[turn] == 0 or record["id"] != self.firsts[turn] or len(record["m"]) != self.counts[turn]
+                or tid_number(record["tid"]) != self.tids[turn]):
+            return "mismatch", None
+        return "ok", record
+
+    def rebuild(self) -> None:
+        """Index the log again from its start (in memory; a writer persists it at its next catch-up)."""
+        self.reset()
+        self.damage = []
+        self.catch_up(False)
 
     def _reader(self) -> int:
         if self._fd is None:
@@ -231,9 +300,21 @@ class OrderLog:
     def message(self, message_id: int) -> Stored | None:
         turn = self.turn_of(message_id)
         if turn is None:
-            return None
+            if not 0 <= message_id < self.total:
+                return None
+            # No row holds an id below the total: a gap the log explains (damage), or rows out of order.
+            near = max(0, bisect.bisect_right(self.firsts, message_id) - 1)
+            if not any(self.check_row(t)[0] == "mismatch" for t in range(near, min(near + 2, len(self.offsets)))):
+                return None
+            self.read_record(near if self.check_row(near)[0] == "mismatch" else near + 1)  # rebuilds, loudly
+            turn = self.turn_of(message_id)
+            if turn is None:
+                return None
         record = self.read_record(turn)
-        if record is None:
+        if record is not None and not record["id"] <= message_id < record["id"] + len(record["m"]):
+            turn = self.turn_of(message_id)  # the index was rebuilt while reading: look again
+            record = None if turn is None else self.read_record(turn)
+        if record is None or not record["id"] <= message_id < record["id"] + len(record["m"]):
             return None
         return stored_from(record, message_id - record["id"], turn)
 

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from endless.core import durable, index_upkeep, journal, keyfile, redact, search_index, sessions, tiling
+from endless.core import durable, identity, index_upkeep, integrity, journal, keyfile, redact, search_index, sessions, tiling
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.free_nodes import free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
@@ -58,6 +58,8 @@ class Memory:
         self.lease = Lease(folder, expiry=settings.lease_expiry_seconds, clock=clock)
         self.quarantine = folder / "damaged.jsonl"
         self.reports: list[str] = []
+        self.shortened: integrity.Shortened | None = None  # the log was found shorter than the rest at open
+        self.log.on_problem = self.tree.on_problem = self.report
         self.views = ViewKeeper(folder, settings, self.log, self.tree, self.agent_name, self.report)
         self.search_index = search_index.SearchIndex(folder)
         self._redactions: Counter = Counter()  # counted since the last commit
@@ -111,6 +113,8 @@ class Memory:
         if self.readonly:
             self.log.catch_up(False)
             self.tree.catch_up(False)
+            self.log.catch_up(False)  # the log is written before its lines: now it covers every line read
+            self._check(writable=False)
             self.views.load(self.total, repair=False)
             self.views.append(self.total)
             return
@@ -120,6 +124,7 @@ class Memory:
                     self.report(what)
             self.log.catch_up(True)
             self.tree.catch_up(True)
+            self._check(writable=True)
             reported = len(self.reports)
             self.views.load(self.total, repair=True)
             repaired = len(self.reports) > reported  # a view was recomputed: store it
@@ -128,6 +133,16 @@ class Memory:
             self.views.update(self.total, save=True)
             if repaired:
                 self.views.save()
+
+    def _check(self, writable: bool) -> None:
+        """The derived files against the log: its length, then a sample of rows and slots (module integrity)."""
+        self.shortened = integrity.check_length(self, writable)
+        if self.shortened is not None:
+            self.report(self.shortened.sentence(done=writable))
+        integrity.sample(self)
+        if writable:
+            self.log.write_index()
+            self.tree.write_index()
 
     def report(self, what: str) -> None:
         """Keep ``what`` among this open memory's reports (doctor shows them) and log it."""
@@ -182,20 +197,30 @@ class Memory:
 
     # -- committing turns ------------------------------------------------------------
 
-    def journal(self, session: str, title: str = "") -> TurnInProgress:
-        """Start logging a turn; its messages are fsynced to the journal as they are added."""
+    def journal(self, session: str, title: str = "", since: int | None = None) -> TurnInProgress:
+        """Start logging a turn; its messages are fsynced to the journal as they are added.
+
+        ``since``: the turn count when the turn began, if before now (see ``TurnRecord.since``).
+        """
         self._writable()
-        return TurnInProgress(self, journal.Journal(self.folder, session, title, self.kept))
+        return TurnInProgress(self, journal.Journal(self.folder, session, title, self.kept), since)
 
     def commit_turn(self, session: str, title: str, messages: Iterable[Message],
                     status: str = COMPLETED, status_text: str | None = None,
-                    tid: str | None = None, sync: bool = True) -> TurnInfo:
-        """Log one whole turn in one record; returns where it landed."""
-        return self.commit_turns([TurnRecord(session, title, list(messages), status, status_text, tid)],
-                                 sync=sync)[0]
+                    tid: str | None = None, sync: bool = True, since: int | None = None) -> TurnInfo | None:
+        """Log one whole turn in one record; returns where it landed (None: it was there already)."""
+        infos = self.commit_turns([TurnRecord(session, title, list(messages), status, status_text, tid,
+                                              since=since)], sync=sync)
+        return infos[0] if infos else None
 
-    def commit_turns(self, records: Sequence[TurnRecord], sync: bool = True, plan: bool = True) -> list[TurnInfo]:
+    def commit_turns(self, records: Sequence[TurnRecord], sync: bool = True, plan: bool = True,
+                     admit: Callable[["Memory"], Sequence[TurnRecord]] | None = None) -> list[TurnInfo]:
         """Commit several turns in one write (imports and fixtures: one fsync per batch).
+
+        ``admit(memory)``, called under the lock once caught up, returns the
+        records to commit: an import decides there which turns are already
+        in the log (:mod:`endless.core.identity`).  A live turn (``since``
+        set) leaves out the messages an import logged meanwhile.
 
         ``plan=False`` leaves the views as they are: an import commits many
         batches and plans the views once at its end (:meth:`plan_views`),
@@ -205,35 +230,9 @@ class Memory:
         self._writable()
         with self.lock:
             self._catch_up(locked=True)
-            lines: list[bytes] = []
-            infos: list[TurnInfo] = []
-            first = self.total
-            turn_no = self.turns
-            at_now = self.clock()
-            in_hand: dict[int, Message] = {}
-            for record in records:
-                at_turn = record.at if record.at is not None else at_now
-                if record.status not in STATUSES:
-                    raise MemoryUseError(f"turn status must be one of {', '.join(STATUSES)}, "
-                                         f"not {record.status!r}")
-                messages = [self.kept(m) for m in record.messages]
-                for m in messages:
-                    check_kind(m.kind, self.granularity)
-                note = record.closing_note()
-                if note is not None:
-                    messages.append(Message("status", note, at_turn))
-                if not messages:
-                    continue
-                tid = record.tid or secrets.token_hex(8)
-                lines.append(self.log.encode(tid=tid, session=record.session, title=record.title,
-                                             status=record.status, at=at_turn, messages=messages,
-                                             turn=turn_no, first=first))
-                infos.append(TurnInfo(turn_no, first, len(messages), record.session, record.title,
-                                      record.status, at_turn, tid))
-                for k, m in enumerate(messages):
-                    in_hand[first + k] = m
-                first += len(messages)
-                turn_no += 1
+            if admit is not None:
+                records = admit(self)
+            lines, infos, in_hand = _encode(self, records)
             if not lines:
                 return []
             for info in infos:  # before the turns exist: a crash must not leave them unrecorded
@@ -437,3 +436,46 @@ class Memory:
             except (asyncio.TimeoutError, TimeoutError):
                 pass
         return True
+
+
+def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes], list[TurnInfo], dict[int, Message]]:
+    """The log lines of ``records`` (under the lock, caught up), where they land, their messages by id."""
+    lines: list[bytes] = []
+    infos: list[TurnInfo] = []
+    first = memory.total
+    turn_no = memory.turns
+    at_now = memory.clock()
+    in_hand: dict[int, Message] = {}
+    for record in records:
+        at_turn = record.at if record.at is not None else at_now
+        if record.status not in STATUSES:
+            raise MemoryUseError(f"turn status must be one of {', '.join(STATUSES)}, "
+                                 f"not {record.status!r}")
+        messages = [memory.kept(m) for m in record.messages]
+        for m in messages:
+            check_kind(m.kind, memory.granularity)
+        if record.since is not None and messages:
+            held = identity.imported_copy(memory, record.session, [m.to_record() for m in messages],
+                                          record.since)
+            if held:
+                messages = [m for m in messages if (m.kind, m.text) not in held]
+                durable.log("memory", f"{memory.memory_id}: a turn of {record.session!r} was imported while "
+                                      f"it ran; {len(messages)} of its messages were not there yet")
+                if not messages:
+                    continue
+        note = record.closing_note()
+        if note is not None:
+            messages.append(Message("status", note, at_turn))
+        if not messages:
+            continue
+        tid = record.tid or secrets.token_hex(8)
+        lines.append(memory.log.encode(tid=tid, session=record.session, title=record.title,
+                                       status=record.status, at=at_turn, messages=messages,
+                                       turn=turn_no, first=first))
+        infos.append(TurnInfo(turn_no, first, len(messages), record.session, record.title,
+                              record.status, at_turn, tid))
+        for k, m in enumerate(messages):
+            in_hand[first + k] = m
+        first += len(messages)
+        turn_no += 1
+    return lines, infos, in_hand

@@ -12,6 +12,7 @@ import os
 from array import array
 from collections import OrderedDict
 from pathlib import Path
+from typing import Callable
 
 import orjson
 
@@ -35,6 +36,9 @@ class TreeStore:
         self.merged = 0
         self.free_upto = 0  # free leaves are known stored for every message below this id
         self._dirty: dict[int, dict[int, int]] = {}
+        self._rewrite = False  # the slot files are written whole next time (after a rebuild)
+        self._ino: int | None = None  # the tree file this index describes (it is replaced only to set lines aside)
+        self.on_problem: Callable[[str], None] = lambda what: durable.log("tree", what)
         self._fd: int | None = None
         self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
 
@@ -69,7 +73,25 @@ class TreeStore:
         size = self.path.stat().st_size if self.path.exists() else 0
         if self.end > size or not self._ends_line(self.end):
             durable.log("tree", f"the tree index disagrees with {self.path.name}; rebuilding it")
-            self.slots, self.end, self.count, self.free_upto = [], 0, 0, 0
+            self.reset()
+
+    def reset(self) -> None:
+        """Forget every slot: the index is read again from the tree file (and written whole)."""
+        self.slots, self.end, self.count = [], 0, 0
+        self.free_upto = 0
+        self._dirty, self._rewrite = {}, True
+        self._texts.clear()
+        self.merged += 1
+        self.close()
+
+    def rebuild(self) -> list[tuple[int, int]]:
+        """Index the tree file again from its start (in memory; a writer persists it whole)."""
+        free_upto = self.free_upto
+        self.reset()
+        self.damage = []
+        found = self.catch_up(False)
+        self.free_upto = free_upto
+        return found
 
     def _ends_line(self, offset: int) -> bool:
         if offset == 0:
@@ -102,6 +124,14 @@ class TreeStore:
 
     def catch_up(self, write_index: bool) -> list[tuple[int, int]]:
         """Index nodes other processes stored; returns the newly known ``(level, index)``."""
+        ino = _inode(self.path)
+        if self.end and ino != self._ino and self._ino is not None:
+            # The tree file was replaced (lines set aside past a shorter log's end): read the new one.
+            self.on_problem(f"{self.path.name} was replaced (lines set aside past the log's end); indexing it again")
+            free_upto = self.free_upto
+            self.reset()
+            self.free_upto = free_upto
+        self._ino = ino
         data, tail = durable.read_complete(self.path, self.end)
         found = []
         for offset, line in durable.iter_lines(data, self.end):
@@ -118,9 +148,17 @@ class TreeStore:
         return found
 
     def write_index(self, force: bool = False) -> None:
-        if not self._dirty and not force:
+        if not self._dirty and not force and not self._rewrite:
             return
         durable.make_dir(self.index_dir)
+        if self._rewrite:  # after a rebuild: every slot file whole, none left from the old index
+            for level, slots in enumerate(self.slots):
+                durable.replace_file(self._slot_path(level), slots.tobytes(), sync=False)
+            level = len(self.slots)
+            while self._slot_path(level).exists():
+                self._slot_path(level).unlink()
+                level += 1
+            self._dirty, self._rewrite = {}, False
         for level, changes in self._dirty.items():
             fd = durable.open_fd(self._slot_path(level), os.O_WRONLY | os.O_CREAT)
             try:
@@ -192,20 +230,65 @@ class TreeStore:
         return text
 
     def record(self, level: int, index: int) -> dict | None:
+        """The node's record; checked against its slot at every read (issue 17 item 4).
+
+        A slot that does not point at the start of this node's line means the
+        index is wrong: it is rebuilt from the tree file, loudly.  A line that
+        no longer parses is damage: the node counts as unwritten from then on,
+        so the writer writes it again.
+        """
         if not self.built(level, index):
             return None
+        verdict, record = self.check_slot(level, index)
+        if verdict == "mismatch":
+            self.on_problem(f"the tree index does not match {self.path.name} at line {level}/{index}; "
+                            "rebuilt it from the tree file")
+            self.rebuild()
+            if not self.built(level, index):
+                return None
+            verdict, record = self.check_slot(level, index)
+        if verdict == "damaged":
+            offset = self.slots[level][index] - 1
+            self.damage.append(Damage(self.path.name, offset, 0, f"line {level}/{index} is not a readable node"))
+            self.on_problem(f"damaged line at byte {offset} of {self.path.name} (line {level}/{index}): "
+                            "it counts as unwritten and is written again")
+            self.forget([(level, index)])
+            return None
+        return record
+
+    def check_slot(self, level: int, index: int) -> tuple[str, dict | None]:
+        """``ok`` (the record), ``damaged`` (its whole line does not parse) or ``mismatch`` (the slot is wrong)."""
         offset = self.slots[level][index] - 1
         if self._fd is None:
             self._fd = durable.open_fd(self.path, os.O_RDONLY)
-        chunk = os.pread(self._fd, 4096, offset)
+        start = offset - 1 if offset else 0
+        chunk = os.pread(self._fd, 4096, start)
+        if offset and chunk[:1] != b"\n":
+            return "mismatch", None
+        chunk = chunk[offset - start:]
         nl = chunk.find(b"\n")
         while nl < 0:
             more = os.pread(self._fd, 65536, offset + len(chunk))
             if not more:
-                return None
+                return "mismatch", None
             chunk += more
             nl = chunk.find(b"\n")
-        return _parse_node(chunk[:nl])
+        record = _parse_node(chunk[:nl])
+        if record is None:
+            return "damaged", None
+        if (record["l"], record["i"]) != (level, index):
+            return "mismatch", None
+        return "ok", record
+
+    def forget(self, parts: list[tuple[int, int]]) -> None:
+        """These nodes count as unwritten (their slots cleared; a writer persists it)."""
+        for level, index in parts:
+            if self.built(level, index):
+                self.slots[level][index] = 0
+                self._dirty.setdefault(level, {})[index] = 0
+                self.count -= 1
+                self._texts.pop((level, index), None)
+        self.merged += 1
 
     def close(self) -> None:
         if self._fd is not None:
@@ -215,6 +298,13 @@ class TreeStore:
     def repair_tail(self, quarantine: Path) -> str | None:
         return durable.repair_tail(self.path, self.end, quarantine,
                                    lambda raw: _parse_node(raw) is not None)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 def _parse_node(line: bytes) -> dict | None:

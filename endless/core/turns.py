@@ -30,6 +30,8 @@ class TurnRecord:
     """One whole turn to commit: its chat, its messages, how it ended.
 
     ``at`` is the turn's time (an import keeps the original one); None: now.
+    ``since``: a live turn's first turn number to look at for a copy an
+    import logged while it ran.
     A turn that did not complete gets a closing ``status`` message, ``status_text``
     or the standard note.
     """
@@ -41,6 +43,7 @@ class TurnRecord:
     status_text: str | None = None
     tid: str | None = None
     at: float | None = None
+    since: int | None = None  # a live turn: the log's turn count when it began (see identity.imported_copy)
 
     def closing_note(self) -> str | None:
         if self.status in (COMPLETED, CONTINUED):
@@ -51,9 +54,13 @@ class TurnRecord:
 class TurnInProgress:
     """A turn being logged: messages go to the journal at once, the order log at the end."""
 
-    def __init__(self, memory: "Memory", journal: Journal) -> None:
+    def __init__(self, memory: "Memory", journal: Journal, since: int | None = None) -> None:
         self.memory = memory
         self.journal = journal
+        if since is None:
+            memory.catch_up()
+            since = memory.turns
+        self.since = since  # a copy of this turn logged after this is an import's (identity.imported_copy)
 
     def add(self, kind: str, text: str, at: float | None = None,
             writer_text: str | None = None, sync: bool = True) -> list[Message]:
@@ -82,7 +89,7 @@ class TurnInProgress:
             return None
         info = self.memory.commit_turn(self.journal.session, self.journal.title,
                                        self.journal.messages, status, status_text,
-                                       tid=self.journal.tid, sync=sync)
+                                       tid=self.journal.tid, sync=sync, since=self.since)
         self.journal.finish()
         return info
 

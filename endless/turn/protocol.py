@@ -82,6 +82,7 @@ class Turn:
     rebuilds: int = 0  # how often a long turn rebuilt its head
     reply_tokens: int | None = None  # the reply's room the harness asked for, kept for rebuilt heads
     waiting: bool = False  # in begin(), waiting for the writer (a face may say so)
+    since: int | None = None  # the memory's turn count when the turn began (None: at begin())
     _journal: TurnInProgress | None = None
     _person_id: int | None = None  # the person's message, once a head rebuild has logged it
     _calls: int = 0  # tool calls the turn has made (a head rebuild saves them all)
@@ -96,6 +97,9 @@ class Turn:
         ``reply_room_tokens`` setting).
         """
         memory = self.memory
+        if self.since is None:
+            memory.catch_up()
+            self.since = memory.turns
         self.waiting = True
         try:
             await wait_for_room(memory, timeout)
@@ -115,7 +119,7 @@ class Turn:
                                 f"message {held.ident}")
             return None
         self.delivered_pending = kept
-        self._journal = memory.journal(self.session, self.title)
+        self._journal = memory.journal(self.session, self.title, since=self.since)
         self._journal.add("user", message)  # the kept ones are in the log already, under their own chats
         self._trace = TraceBuilder(memory.settings)
         self.state = state

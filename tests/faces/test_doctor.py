@@ -218,3 +218,98 @@ def test_a_writer_model_without_a_price_is_named_once(env, memory) -> None:
     assert code == 0 and len(priced) == 1 and priced[0]["status"] == "warning"
     assert "no price for" in priced[0]["message"] and "'unlisted-writer-model-x'" in priced[0]["message"]
     assert "counted at cost 0" in priced[0]["message"]
+
+
+# -- issue 17: the full scan ------------------------------------------------------------------
+
+
+def _replace_line(path: Path, k: int, garbage: bytes) -> None:
+    lines = path.read_bytes().split(b"\n")
+    lines[k] = garbage[:len(lines[k])].ljust(len(lines[k]), b" ")
+    path.write_bytes(b"\n".join(lines))
+
+
+@pytest.mark.parametrize("garbage", [b"\x00" * 80, b"#garbage, not a turn"], ids=["nul", "garbage"])
+def test_mid_log_damage_is_an_error_naming_every_record(env, memory, garbage) -> None:
+    code, report = doctor(env)
+    assert code == 0
+    _replace_line(memory.log.path, 1, garbage)
+    _replace_line(memory.log.path, 3, garbage)
+    code, report = doctor(env)
+    damage = [f for f in findings(report, "memory.damage") if f["status"] == "error"]
+    assert code == 1 and len(damage) == 1, report
+    assert "turn 1 (messages 2..3)" in damage[0]["message"] and "turn 3 (messages 6..7)" in damage[0]["message"]
+    assert "restore the order log from a backup" in damage[0]["fix"]
+
+
+def test_a_damaged_last_line_stays_an_error_after_a_writer_indexes_past_it(env, memory) -> None:
+    with open(memory.log.path, "ab") as handle:
+        handle.write(b"{not a turn}\n")
+    memory.commit_turn("s1", "Chat", [Message("user", "later", 2000.0)])  # a writer indexes past it
+    code, report = doctor(env)
+    assert code == 1 and "turn 5 (" in findings(report, "memory.damage")[0]["message"]
+
+
+def test_a_shortened_log_is_named_and_repair_sets_aside_what_lay_past_it(env, memory) -> None:
+    data = memory.log.path.read_bytes()
+    memory.log.path.write_bytes(data[:data[:-1].rfind(b"\n") + 1])  # the last turn cut away
+    code, report = doctor(env)
+    short = findings(report, "memory.shortened")
+    assert code == 1 and len(short) == 1 and "holds 8 messages" in short[0]["message"]
+    assert "named 10" in short[0]["message"] and "--repair" in short[0]["fix"]
+    code, report = doctor(env, "--repair")
+    assert code == 0 and not findings(report, "memory.shortened"), report
+    assert "past a shortened log's end" in findings(report, "memory.quarantine")[0]["message"]
+
+
+def test_swapped_index_rows_are_a_warning_that_repair_mends(env, memory) -> None:
+    from array import array
+
+    rows = array("Q")
+    rows.frombytes(memory.log.index_path.read_bytes())
+    rows[5:10], rows[15:20] = rows[15:20], rows[5:10]
+    memory.log.index_path.write_bytes(rows.tobytes())
+    code, report = doctor(env)
+    index = findings(report, "memory.index")
+    assert code == 0 and index and index[0]["status"] == "warning" and "turns 1, 3" in index[0]["message"]
+    code, report = doctor(env, "--repair")
+    assert not findings(report, "memory.index"), report
+
+
+def test_foreign_files_and_permissions_are_findings_never_crashes(env, memory) -> None:
+    view = memory.folder / "view.json"
+    view.unlink(missing_ok=True)
+    os.mkfifo(view)  # a reader that opened it would hang
+    code, report = doctor(env)
+    files = findings(report, "memory.files")
+    assert code == 1 and "is a fifo" in files[0]["message"] and "move" in files[0]["fix"]
+    code, report = doctor(env, "--repair")
+    assert code == 1 and findings(report, "memory.files")
+    view.unlink()
+    (memory.folder / "tree.turn.v1.jsonl").unlink()  # a missing file: the tree is rebuilt as empty
+    code, report = doctor(env)
+    assert not [f for f in report["findings"] if f["status"] == "error"], report
+    if os.geteuid() != 0:  # root reads whatever the mode says
+        key = memory.folder / "key.json"
+        key.chmod(0)
+        try:
+            code, report = doctor(env)
+        finally:
+            key.chmod(0o600)
+        perm = [f for f in report["findings"] if f["check"] == "memory.permissions" and f["status"] == "error"]
+        assert code == 1 and perm and "chmod" in perm[0]["fix"]
+
+
+def test_a_search_index_of_other_files_is_a_warning(env, memory) -> None:
+    import sqlite3
+
+    from endless.core.search import corpus_of, search
+
+    search(corpus_of(memory), "question", 0, 5, 5.0)  # builds the index
+    code, report = doctor(env)
+    assert not findings(report, "memory.index")
+    with sqlite3.connect(memory.search_index.path) as db:
+        db.execute("UPDATE state SET value = value + 100 WHERE name = 'messages'")
+    code, report = doctor(env)
+    index = findings(report, "memory.index")
+    assert code == 0 and index and "search index" in index[0]["message"] and "builds it again" in index[0]["fix"]

@@ -164,14 +164,93 @@ def check_memory(report: Report, folder: Path, settings: Settings, now: float) -
         report.add("memory.key", "error", f"memory {mid} has no key.json",
                    "restore it from a backup, or move the folder away", mid)
         return
+    if not _plain_files(report, folder, mid):
+        return
     try:
         memory = Memory.open(memory_id=mid, settings=settings, root=folder.parent.parent, readonly=True)
+    except PermissionError as exc:
+        report.add("memory.permissions", "error", f"memory {mid}: cannot read {exc.filename or folder}",
+                   f"run Endless as the memory's owner, or give it back: chmod -R u+rwX {folder}", mid)
+        return
     except (MemoryUseError, OSError, ValueError) as exc:
-        report.add("memory.format", "error", f"memory {mid}: {exc}", None, mid)
+        report.add("memory.format", "error", f"memory {mid}: {exc}",
+                   "upgrade endless-memory if it names a newer format; else restore the memory from a backup", mid)
         return
     with memory:
         _memory_findings(report, memory, settings, now)
+        _integrity_findings(report, memory)
         _price_findings(report, memory)
+
+
+def _plain_files(report: Report, folder: Path, mid: str) -> bool:
+    """Every file Endless reads in the memory is a regular file (a fifo would hang the open, a folder fail it)."""
+    for sub in (folder, folder / "index"):
+        try:
+            entries = list(sub.iterdir()) if sub.is_dir() else []
+        except PermissionError:
+            report.add("memory.permissions", "error", f"memory {mid}: cannot list {sub}",
+                       f"run Endless as the memory's owner, or give it back: chmod -R u+rwX {folder}", mid)
+            return False
+        for path in entries:
+            if path.name in ("journal", "index", "pending") or path.name.startswith("."):
+                continue
+            try:
+                mode = path.lstat().st_mode
+            except OSError:
+                continue
+            if not stat.S_ISREG(mode):
+                kind = ("a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
+                        else "a fifo" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                        else "not a regular file")
+                report.add("memory.files", "error", f"memory {mid}: {path} is {kind}, not a file Endless wrote",
+                           f"move {path} out of the memory folder (a file under index/ is rebuilt by itself; "
+                           "the order log or the tree: restore it from a backup)", mid)
+                return False
+    return True
+
+
+def _integrity_findings(report: Report, memory: Memory) -> None:
+    """The full pass: every record of the log and the tree, every index row and slot (issue 17)."""
+    from endless.core import integrity
+
+    mid = memory.memory_id
+    if memory.shortened is not None:
+        report.add("memory.shortened", "error", f"memory {mid}: {memory.shortened.sentence(done=False)}",
+            "`endless doctor --repair` sets them aside now (kept in damaged.jsonl); the lost messages come back "
+            "only from a backup of the order log", mid)
+    try:
+        found = integrity.scan(memory)
+    except OSError as exc:
+        report.add("memory.scan", "error", f"memory {mid}: cannot read {exc.filename or memory.folder}: "
+                                           f"{exc.strerror or exc}",
+                   f"run Endless as the memory's owner, or give it back: chmod -R u+rwX {memory.folder}", mid)
+        return
+    if found.damaged_turns:
+        which = "; ".join(f"turn {turn} ({ids}) at byte {offset}" for turn, offset, ids in found.damaged_turns)
+        report.add("memory.damage", "error",
+                   f"memory {mid}: {count(len(found.damaged_turns), 'damaged turn record')} in the order log "
+                   f"{memory.log.path.name}: {which}; they are kept in place and read as damaged",
+                   "restore the order log from a backup to recover those messages; every other turn is intact", mid)
+    if found.damaged_lines:
+        which = "; ".join(f"{what} at byte {offset}" for offset, what in found.damaged_lines)
+        report.add("memory.damage", "warning",
+                   f"memory {mid}: {count(len(found.damaged_lines), 'unreadable summary line')} in "
+                   f"{memory.tree.path.name}: {which}; each counts as unwritten",
+                   "nothing to lose (the writer writes them again); `endless doctor --repair` marks them now", mid)
+    if found.bad_rows:
+        report.add("memory.index", "warning",
+                   f"memory {mid}: the turn index disagrees with the order log at "
+                   f"{count(len(found.bad_rows), 'row')} (turns {', '.join(map(str, found.bad_rows[:20]))}"
+                   f"{', …' if len(found.bad_rows) > 20 else ''}); readers rebuild it as they meet it",
+                   "`endless doctor --repair` rebuilds it from the log (derived data: nothing is lost)", mid)
+    _search_index_finding(report, memory)
+    if found.bad_slots:
+        report.add("memory.index", "warning",
+                   f"memory {mid}: the tree index disagrees with the tree file at "
+                   f"{count(len(found.bad_slots), 'slot')} (lines "
+                   f"{', '.join(f'{l}/{i}' for l, i in found.bad_slots[:20])}"
+                   f"{', …' if len(found.bad_slots) > 20 else ''}); readers rebuild it as they meet it",
+                   "`endless doctor --repair` rebuilds it from the tree file (derived data: nothing is lost)", mid)
 
 
 def _price_findings(report: Report, memory: Memory) -> None:
@@ -224,18 +303,14 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                        "(a write cut short, or one in progress)",
                        "the next process that opens the memory for writing moves it to damaged.jsonl "
                        "(`endless doctor --repair` does it now)", mid)
-    damage = memory.damage
-    if damage:
-        first = damage[0]
-        report.add("memory.damage", "error",
-                   f"memory {mid}: {count(len(damage), 'damaged line')} inside its files (first: {first.file} at byte "
-                   f"{first.offset}, {first.reason}); they are kept in place and skipped",
-                   "restore the memory from a backup to recover those messages", mid)
     if memory.quarantine.exists():
-        torn = sum(1 for line in memory.quarantine.read_bytes().splitlines() if line.strip())
+        torn, past = _quarantined(memory.quarantine)
+        what = [f"{count(torn, 'torn line')}"] if torn else []
+        if past:
+            what.append(f"{count(past, 'line or index row', 'lines or index rows')} past a shortened log's end")
         report.add("memory.quarantine", "ok",
-                   f"memory {mid}: {count(torn, 'torn line')} {agree(torn, 'was', 'were')} moved aside earlier "
-                   f"to {memory.quarantine.name}",
+                   f"memory {mid}: {' and '.join(what) or 'nothing'} {agree(torn + past, 'was', 'were')} moved "
+                   f"aside earlier to {memory.quarantine.name}",
                    memory=mid)
 
     # Locks, lease, journal.
@@ -329,6 +404,47 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     if routes:
         report.add("memory.routes", "ok", f"memory {mid}: chats write their lines with "
                                           + "; ".join(sorted(routes)), memory=mid)
+
+
+def _search_index_finding(report: Report, memory: Memory) -> None:
+    """The full-text index's watermark against the files it was read from (it is rebuilt when they disagree)."""
+    import sqlite3
+
+    from endless.core import index_upkeep
+
+    index = memory.search_index
+    if not index.exists():
+        return
+    try:
+        with index.lock:
+            mark = index.watermark()
+    except sqlite3.Error as exc:
+        report.add("memory.index", "warning", f"memory {memory.memory_id}: the search index cannot be read ({exc})",
+                   "nothing to lose: the next search sets it aside and builds it again from the log", memory.memory_id)
+        return
+    if mark.messages > memory.total or not index_upkeep.agrees(mark, memory.log.path, memory.tree.path):
+        report.add("memory.index", "warning",
+                   f"memory {memory.memory_id}: the search index describes {count(mark.messages, 'message')} and "
+                   f"files that are not the memory's now (it holds {count(memory.total, 'message')})",
+                   "nothing to lose: the next search (or `endless search`) builds it again from the log",
+                   memory.memory_id)
+
+
+def _quarantined(path: Path) -> tuple[int, int]:
+    """(torn lines, lines and rows set aside past a shortened log's end) in the quarantine file."""
+    torn = past = 0
+    for line in path.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        try:
+            reason = orjson.loads(line).get("reason", "")
+        except (orjson.JSONDecodeError, AttributeError):
+            reason = ""
+        if "past the order log" in reason or "past the order log's end" in reason:
+            past += len(orjson.loads(line).get("rows", [None]))
+        else:
+            torn += 1
+    return torn, past
 
 
 def _recent_overflow(memory: Memory, limit: int) -> int:
@@ -449,7 +565,7 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
             names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
         except OSError as exc:
             report.add("paths.memories", "error", f"cannot list {folder}: {exc.strerror or exc}",
-                       f"run endless as its owner, or fix its mode (chmod 700 {folder})")
+                       f"run Endless as the folder's owner, or give it back: chmod u+rwx {folder}")
             names = []
         if memory_ids is not None:
             wanted = list(memory_ids)
@@ -462,10 +578,10 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
         for name in names:
             try:
                 check_memory(report, folder / name, settings, now)
-            except OSError as exc:  # a file the checks cannot read: named, and the next memory checked
-                report.add("memory.access", "error", f"memory {name}: cannot read {exc.filename or 'a file'}: "
-                                                     f"{exc.strerror or exc}", "run endless as the memory's owner",
-                           name)
+            except OSError as exc:  # a file Endless cannot read, whatever it is: said, never a crash
+                report.add("memory.permissions", "error",
+                           f"memory {name}: cannot read {exc.filename or folder / name}: {exc.strerror or exc}",
+                           f"run Endless as the memory's owner, or give it back: chmod -R u+rwX {folder / name}", name)
     check_writer_route(report, settings, environ)
     check_hermes(report, environ)
     return report
@@ -479,9 +595,15 @@ def repair(settings: Settings, memory_ids: Iterable[str] | None = None) -> list[
     for name in names:
         if memory_ids is not None and name not in memory_ids or not MEMORY_ID.match(name):
             continue
+        if not _plain_files(Report(), folder / name, name):
+            done.append(f"memory {name}: not repaired (a file in it is not a regular file; `endless doctor` names it)")
+            continue
         try:
             with Memory.open(memory_id=name, settings=settings, create=False) as memory:
+                from endless.core import integrity
+
                 done.extend(f"memory {name}: {what}" for what in memory.reports)
+                done.extend(f"memory {name}: {what}" for what in integrity.repair(memory))
         except (MemoryUseError, OSError) as exc:
             done.append(f"memory {name}: not repaired ({exc})")
     return done

@@ -112,6 +112,7 @@ class TurnState:
     phase: Phase = Phase.RUNNING
     reason: str = ""  # BYPASSED: why it runs without Endless; FAILED, REFUSED_FAILED: what failed
     turn: Turn | None = None
+    since: int | None = None  # the memory's turn count when the turn began (a copy logged after it is an import's)
     head: Request | None = None
     frozen: dict | None = None
     view_msg: Any = None  # the head's view message object when it was frozen
@@ -207,6 +208,9 @@ class Plugin:
                 if found:
                     log(f"session {session_id}: {found} message(s) Hermes kept but Endless never saw are now "
                         "in the memory as interrupted turns")
+            # Hermes stores the message in its state.db from here on: an import of it logging this
+            # turn meanwhile is found at the commit (identity.imported_copy), not logged twice.
+            state.since = state.memory.turns
             self._wait_for_room(state, agent)
         except Exception as exc:  # never break Hermes's turn, never send the full history: say why
             failure = f"{type(exc).__name__}: {exc}"
@@ -295,7 +299,7 @@ class Plugin:
         own = conv[anchor + 1:]
         if state.turn is None:
             tools = turn_tools(wire.neutral_tools(request, mode), rt.settings.recall_search)
-            turn = Turn(state.memory, state.session, state.title, system_prompt(system), tools)
+            turn = Turn(state.memory, state.session, state.title, system_prompt(system), tools, since=state.since)
             head = rt.loop.run(turn.begin(state.user_message, per_turn_state(state), route=state.route,
                                           timeout=0, reply_tokens=_reply_tokens(request)))
             if head is None:  # no bounded head fits the window (the message is kept)

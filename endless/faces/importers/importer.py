@@ -38,6 +38,7 @@ import orjson
 from endless.core import durable
 from endless.core import moments
 from endless.core import lookback
+from endless.core.identity import Presence, identity, identity_key
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
@@ -71,39 +72,9 @@ class PlannedTurn:
         return hashlib.sha256(f"{self.base}#{self.occurrence}".encode()).hexdigest()[:16]
 
 
-def identity(session: str, kind: str, text: str) -> str:
-    return hashlib.sha256(f"{session}\0{kind}\0{text}".encode("utf-8")).hexdigest()[:32]
-
-
-def record_identity(record: dict) -> str | None:
-    """A logged turn's identity: its session and its first message's kind and whole text."""
-    messages = record.get("m") or []
-    if not messages:
-        return None
-    kind = messages[0]["k"]
-    text = []
-    for m in messages:  # a very long message is logged as consecutive parts: join them back
-        if m["k"] != kind:
-            break
-        text.append(m["x"])
-        if kind != "user":
-            break
-    return identity(record["s"], kind, "".join(text))
-
-
-def identity_key(base: str) -> int:
-    """A turn identity as a 64-bit number: what the import's counters keep, a tenth of the text's memory."""
-    return int(base[:16], 16)
-
-
-def present(memory: Memory) -> Counter:
+def present(memory: Memory) -> Presence:
     """How many turns of the memory begin with each identity (reads every turn record once)."""
-    counts: Counter = Counter()
-    for turn in range(memory.turns):
-        record = memory.log.read_record(turn)
-        if record is not None and (ident := record_identity(record)) is not None:
-            counts[identity_key(ident)] += 1
-    return counts
+    return Presence.of(memory)
 
 
 # -- grouping entries into turns -----------------------------------------------------------
@@ -230,6 +201,7 @@ class Plan:
 
     def add(self, turn: PlannedTurn, settings: Settings) -> None:
         line = orjson.dumps({"s": turn.session, "t": turn.title, "at": turn.at, "tid": turn.tid,
+                             "key": identity_key(turn.base), "n": turn.occurrence,
                              "m": [m.to_record() for m in turn.messages]})
         self.offsets.append(self.spill.tell())
         self.lengths.append(len(line))
@@ -245,12 +217,17 @@ class Plan:
 
     def in_order(self) -> Iterator[TurnRecord]:
         """The new turns, oldest first."""
+        for record, _, _ in self.planned():
+            yield record
+
+    def planned(self) -> Iterator[tuple[TurnRecord, int, int]]:
+        """The new turns, oldest first, each with its identity key and occurrence (for the commit's check)."""
         self.spill.flush()
         fd = self.spill.fileno()
         for k in sorted(range(len(self.ats)), key=self.ats.__getitem__):
             raw = orjson.loads(os.pread(fd, self.lengths[k], self.offsets[k]))
             messages = [Message(m["k"], m["x"], m["at"], m.get("w")) for m in raw["m"]]
-            yield TurnRecord(raw["s"], raw["t"], messages, tid=raw["tid"], at=raw["at"])
+            yield (TurnRecord(raw["s"], raw["t"], messages, tid=raw["tid"], at=raw["at"]), raw["key"], raw["n"])
 
     def close(self) -> None:
         self.spill.close()
@@ -275,7 +252,7 @@ def open_sources(paths: list[Path], fmt: str, sessions: list[str] | None, projec
     return out
 
 
-def make_plan(sources: list[Source], settings: Settings, granularity: str, have: Counter,
+def make_plan(sources: list[Source], settings: Settings, granularity: str, have: Presence,
               spill_dir: Path | None) -> Plan:
     """Read every source to its end and keep the turns the memory does not hold yet.
 
@@ -291,7 +268,7 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
                 key = identity_key(turn.base)
                 turn.occurrence = occurrences[key]
                 occurrences[key] += 1
-                if have[key] > turn.occurrence:
+                if have.counts[key] > turn.occurrence:
                     plan.skipped += 1
                 else:
                     plan.add(turn, settings)
@@ -445,13 +422,17 @@ def catch_up_cost(settings: Settings, writer: str, leaves: int, merges: int, lon
 
 
 def commit(memory: Memory, plan: Plan, show_progress: bool,
-           landed: Callable[[int, int], None] | None = None) -> int:
-    """Append the new turns in durable batches, then plan the views once; returns how many landed.
+           landed: Callable[[int, int], None] | None = None, have: Presence | None = None) -> Landed:
+    """Append the new turns in durable batches, then plan the views once; says what landed.
 
     ``landed(first, end)`` hears of each batch's messages once they are durable (the offline
     choice is recorded batch by batch, so an interrupted import keeps it for what landed).
+    Each batch is checked again under the memory's lock against the log as it is then
+    (``have``, the count the plan was made from, brought up to date): a turn another
+    import or a live chat logged since the plan was made is skipped, not logged twice.
     """
-    done = 0
+    have = have if have is not None else Presence()
+    done = Landed()
     progress = None
     task = None
     if show_progress:
@@ -463,21 +444,21 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
         progress.start()
         task = progress.add_task("turns", total=plan.turns)
     try:
-        batch: list[TurnRecord] = []
+        batch: list[tuple[TurnRecord, int, int]] = []
         size = 0
-        for turn in plan.in_order():
-            batch.append(turn)
-            size += sum(len(m.text) for m in turn.messages)
+        for planned in plan.planned():
+            batch.append(planned)
+            size += sum(len(m.text) for m in planned[0].messages)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
-                done += _commit_batch(memory, batch, landed)
+                done.add(_commit_batch(memory, batch, landed, have), len(batch))
                 batch, size = [], 0
                 if progress is not None:
-                    progress.update(task, completed=done)
+                    progress.update(task, completed=done.turns + done.skipped)
         if batch:
-            done += _commit_batch(memory, batch, landed)
+            done.add(_commit_batch(memory, batch, landed, have), len(batch))
             if progress is not None:
-                progress.update(task, completed=done)
-        if done:
+                progress.update(task, completed=done.turns + done.skipped)
+        if done.turns:
             memory.plan_views()
     finally:
         if progress is not None:
@@ -485,11 +466,27 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
     return done
 
 
-def _commit_batch(memory: Memory, batch: list[TurnRecord], landed: Callable[[int, int], None] | None) -> int:
-    infos = memory.commit_turns(batch, plan=False)
+@dataclass
+class Landed:
+    """What an import's commit logged, and what it found there already at commit time."""
+
+    turns: int = 0
+    messages: int = 0
+    skipped: int = 0  # planned turns another process logged between the plan and the commit
+
+    def add(self, infos: list, planned: int) -> None:
+        self.turns += len(infos)
+        self.messages += sum(i.count for i in infos)
+        self.skipped += planned - len(infos)
+
+
+def _commit_batch(memory: Memory, batch: list[tuple[TurnRecord, int, int]],
+                  landed: Callable[[int, int], None] | None, have: Presence) -> list:
+    infos = memory.commit_turns([b[0] for b in batch], plan=False, admit=lambda m: have.admit(m, batch))
+    have.committed(infos)
     if infos and landed is not None:
         landed(infos[0].first, infos[-1].first + infos[-1].count)
-    return len(infos)
+    return infos
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -532,7 +529,8 @@ def _import_command(args: argparse.Namespace) -> int:
             sources = open_sources([Path(p) for p in args.paths], args.format, args.session or None, project,
                                    args.all_sessions)
             # Every source is read to its end here, before the memory is opened for writing.
-            plan = make_plan(sources, settings, granularity, present(memory) if memory else Counter(),
+            have = present(memory) if memory else Presence()
+            plan = make_plan(sources, settings, granularity, have,
                              memory.folder if memory and not args.dry_run else None)
         except FormatError as exc:
             print(f"[endless.import] {exc}. Nothing was imported; fix the source and run the import again.",
@@ -561,8 +559,12 @@ def _import_command(args: argparse.Namespace) -> int:
             from endless.writer.stretches import offline_stretches
 
             record = offline_stretches(memory).add
-        landed = commit(memory, plan, show, record)
-        summary["turns"] = landed
+        if memory.turns < have.scanned:  # the log got shorter since it was read: count it again
+            have = Presence()
+        done = commit(memory, plan, show, record, have)
+        landed = done.turns
+        summary["turns"], summary["messages"] = landed, done.messages
+        summary["skipped"] = plan.skipped + done.skipped
         guess = None
         if landed:
             guess = left_after(memory, plan, writer, time.time())
@@ -570,9 +572,10 @@ def _import_command(args: argparse.Namespace) -> int:
         if args.json:
             sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            sys.stdout.write(f"imported {count(landed, 'turn')} ({count(plan.messages, 'message')}) into memory "
-                             f"{memory.memory_id}; {count(plan.skipped, 'turn')} "
-                             f"{agree(plan.skipped, 'was', 'were')} there already\n")
+            skipped = summary["skipped"]
+            sys.stdout.write(f"imported {count(landed, 'turn')} ({count(done.messages, 'message')}) into memory "
+                             f"{memory.memory_id}; {count(skipped, 'turn')} "
+                             f"{agree(skipped, 'was', 'were')} there already\n")
             if guess is not None:
                 sys.stdout.write(f"catching up: {guess.sentence()}; `endless doctor` shows the progress\n")
         return EXIT_OK

@@ -1,0 +1,271 @@
+"""Is what the derived files say still true of the order log?  (issue #17 items 2-4)
+
+The order log is the truth; the turn index, the tree's slot files, the tree
+itself (as far as it covers messages) and the full-text index are derived
+from it.  Three checks keep them honest:
+
+* at open, cheaply: a few index rows and tree slots, sampled, are read back
+  against the records they point to (every read checks its own row or slot
+  too, see ``OrderLog.read_record`` and ``TreeStore.record``); a mismatch
+  rebuilds that index, loudly;
+* at open, under the lock: a log that got shorter than the tree and the
+  indexes describe (a torn or zeroed tail cut away, a file restored from an
+  older copy).  Tree lines and index rows past its end are set aside in the
+  quarantine file (``damaged.jsonl``), never shown again; the full-text index
+  is rebuilt and the view recomputed (a read-only open only hides them);
+* in ``endless doctor``, fully: every line of the log and the tree is read,
+  and every row and slot checked (:func:`scan`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import orjson
+
+from endless.core import durable, tiling
+from endless.core.log import _parse_turn, tid_number
+from endless.core.search_index import IndexBusy
+from endless.core.tree import _parse_node
+
+if TYPE_CHECKING:
+    from endless.core.memory import Memory
+
+SAMPLE_ROWS = 8  # index rows and tree slots read back at each open (and the last few)
+
+
+# -- at open --------------------------------------------------------------------------------
+
+
+def sample(memory: "Memory", rng: random.Random | None = None) -> None:
+    """Read back a few rows of the turn index and slots of the tree against the files (cheap, at open)."""
+    rng = rng or random.Random()
+    log, tree = memory.log, memory.tree
+    turns = len(log.offsets)
+    if turns:
+        picks = {turns - 1, *(rng.randrange(turns) for _ in range(SAMPLE_ROWS))}
+        for turn in sorted(picks):
+            if turn < len(log.offsets) and log.check_row(turn)[0] == "mismatch":
+                log.read_record(turn)  # rebuilds it, and says so
+                break
+    for level, slots in enumerate(tree.slots):
+        if not slots:
+            continue
+        picks = {len(slots) - 1, *(rng.randrange(len(slots)) for _ in range(SAMPLE_ROWS // (level + 1) + 1))}
+        for index in sorted(picks):
+            if tree.built(level, index):
+                tree.record(level, index)  # a mismatch rebuilds, a damaged line is written again
+        if tree.slots is not slots:  # rebuilt: the rest was read again from the file
+            break
+
+
+@dataclass
+class Shortened:
+    """The log holds fewer messages than the memory's other files describe."""
+
+    total: int  # messages the log holds
+    claimed: int  # messages the tree or the indexes named
+    lines: int = 0  # tree lines past the log's end, set aside
+    rows: int = 0  # turn-index rows past it, set aside
+
+    def sentence(self, done: bool = True) -> str:
+        """What was found, and (``done``) what was done about it or (not) what a reader does meanwhile."""
+        lines = f"{self.lines} summary line{'' if self.lines == 1 else 's'}"
+        rows = f"{self.rows} index row{'' if self.rows == 1 else 's'}"
+        found = (f"the order log holds {self.total} messages but the tree and the indexes named {self.claimed}: "
+                 f"it got shorter (a cut or zeroed tail, an older copy restored); {lines} and {rows} past its end ")
+        if done:
+            return found + ("were set aside in damaged.jsonl and are never shown; the search index is rebuilt "
+                            "and the view recomputed")
+        return found + "are hidden from this reader until the memory is next opened for writing"
+
+
+def past_end(memory: "Memory") -> list[tuple[int, int]]:
+    """Built tree nodes covering a message the log does not hold (only the slots past the end are read)."""
+    total = memory.total
+    found = []
+    for level, slots in enumerate(memory.tree.slots):
+        for index in range(total >> level, len(slots)):
+            if slots[index] and ((index + 1) << level) > total:
+                found.append((level, index))
+    return found
+
+
+def check_length(memory: "Memory", writable: bool) -> Shortened | None:
+    """After the log is caught up at open: set aside what describes messages past its end."""
+    log, tree, total = memory.log, memory.tree, memory.total
+    parts = past_end(memory)
+    # Index rows past the end count only when the rows before them are the log's own (a shorter log);
+    # an index that disagrees everywhere was just damaged, and is rebuilt as before.
+    kept = log.stale_rows[:len(log.offsets)]
+    prefix = all(tuple(row) == (log.offsets[t], log.lengths[t], log.firsts[t], log.counts[t], log.tids[t])
+                 for t, row in enumerate(kept))
+    stale = log.stale_rows[len(log.offsets):] if prefix else []
+    claimed = max([log.indexed_total, tree.free_upto, total]
+                  + [tiling.end(p) for p in parts] + [row[2] + row[3] for row in stale])
+    log.stale_rows = []
+    if claimed <= total:
+        return None
+    found = Shortened(total, claimed, len(parts), len(stale))
+    tree.forget(parts)
+    tree.free_upto = min(tree.free_upto, total)
+    if writable:
+        _set_aside(memory, parts, stale)
+    return found
+
+
+def _set_aside(memory: "Memory", parts: list[tuple[int, int]], stale: list[tuple[int, ...]]) -> None:
+    """Under the lock: the lines past the end leave the tree file (kept in the quarantine), the index follows."""
+    tree, quarantine = memory.tree, memory.quarantine
+    moved = []
+    tmp = tree.path.with_name(f".{tree.path.name}.{os.getpid()}.tmp")
+    offset = 0
+    if not tree.path.exists():
+        durable.make_dir(tree.path.parent)
+        tree.path.touch(mode=durable.FILE_MODE)
+    # Streamed: the tree of a long memory is hundreds of megabytes.
+    with open(tree.path, "rb") as source, os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                                            durable.FILE_MODE), "wb") as out:
+        for line in source:
+            if not line.endswith(b"\n"):
+                break  # a torn tail (already cut by repair_tail under this lock)
+            record = _parse_node(line[:-1])
+            part = None if record is None else (record["l"], record["i"])
+            if part is not None and tiling.end(part) > memory.total:
+                moved.append(durable.dumps_line({"file": tree.path.name, "offset": offset, "reason":
+                                                 f"past the order log's end (message {memory.total})",
+                                                 "bytes": line[:-1].decode("utf-8", "replace")}))
+            else:
+                out.write(line)
+            offset += len(line)
+        out.flush()
+        os.fsync(out.fileno())
+    lines_moved = len(moved)
+    if stale:
+        moved.append(durable.dumps_line({"file": memory.log.index_path.name, "reason":
+                                         f"index rows past the order log's end (message {memory.total})",
+                                         "rows": [list(row) for row in stale]}))
+    if moved:
+        durable.append_lines(quarantine, moved)  # kept durably before they leave the tree
+    if lines_moved:
+        os.replace(tmp, tree.path)
+        durable.fsync_dir(tree.path.parent)
+    else:
+        os.unlink(tmp)
+    tree.rebuild()
+    tree.write_index(force=True)
+    try:
+        with memory.search_index.write():
+            memory.search_index._clear()  # rebuilt from the log at the next search
+    except (sqlite3.Error, IndexBusy, OSError) as exc:  # derived data: one that cannot be cleared is set aside
+        durable.log("search", f"the search index could not be cleared ({exc}); setting it aside")
+        memory.search_index.close()
+        memory.search_index._set_aside()
+
+
+# -- in doctor ------------------------------------------------------------------------------
+
+
+@dataclass
+class Scan:
+    """Everything a full pass over the log and the tree found wrong."""
+
+    damaged_turns: list[tuple[int, int, str]] = field(default_factory=list)  # (turn, byte offset, messages)
+    damaged_lines: list[tuple[int, str]] = field(default_factory=list)  # (byte offset, which line if known)
+    bad_rows: list[int] = field(default_factory=list)  # turn-index rows that do not match their record
+    bad_slots: list[tuple[int, int]] = field(default_factory=list)  # tree slots that do not match their line
+    past_end: list[tuple[int, int]] = field(default_factory=list)  # tree lines for messages the log lacks
+    past_end_parts: set = field(default_factory=set)
+
+
+def scan(memory: "Memory") -> Scan:
+    """Read every line of the log and the tree, and check every index row and slot against them."""
+    found = Scan()
+    log, tree = memory.log, memory.tree
+    data, _ = durable.read_complete(log.path, 0)
+    stored = _table(log.index_path)  # the index as stored, whatever this process rebuilt in memory
+    turn, at = 0, 0
+    for offset, line in durable.iter_lines(data, 0):
+        if offset >= log.end:
+            break
+        record = _parse_turn(line, turn, None)
+        row = tuple(stored[turn * 5:turn * 5 + 5]) if turn * 5 + 5 <= len(stored) else None
+        if record is None:
+            first = row[2] if row else at
+            count = row[3] if row else 0
+            ids = f"messages {first}..{first + count - 1}" if count else f"messages from {first}"
+            found.damaged_turns.append((turn, offset, ids))
+            if row is not None and row[:2] != (offset, len(line)):
+                found.bad_rows.append(turn)
+        else:
+            at = record["id"] + len(record["m"])
+            if row is None or row != (offset, len(line), record["id"], len(record["m"]), tid_number(record["tid"])):
+                found.bad_rows.append(turn)
+        turn += 1
+    found.past_end = past_end(memory)
+    found.past_end_parts = set(found.past_end)
+    data, _ = durable.read_complete(tree.path, 0)
+    lines: dict[int, tuple[int, int]] = {}
+    for offset, line in durable.iter_lines(data, 0):
+        record = _parse_node(line)
+        if record is None:
+            head = line[:40].decode("utf-8", "replace")
+            found.damaged_lines.append((offset, _guess_part(line) or head))
+            continue
+        lines[offset] = (record["l"], record["i"])
+    level = 0
+    while tree._slot_path(level).exists():
+        slots = _table(tree._slot_path(level))
+        level += 1
+        for index, slot in enumerate(slots):
+            if slot and (level - 1, index) in found.past_end_parts:
+                continue
+            if slot and lines.get(slot - 1) != (level - 1, index):
+                if not any(offset == slot - 1 for offset, _ in found.damaged_lines):
+                    found.bad_slots.append((level - 1, index))
+    return found
+
+
+def _table(path) -> array:
+    table = array("Q")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return table
+    table.frombytes(raw[:len(raw) - len(raw) % 8])
+    return table
+
+
+def _guess_part(line: bytes) -> str | None:
+    try:
+        head = orjson.loads(line[:line.index(b',"text"')] + b"}")
+        return f"line {head['l']}/{head['i']}"
+    except (ValueError, orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+def repair(memory: "Memory") -> list[str]:
+    """``endless doctor --repair``: the full scan, then every index that disagrees rebuilt (under the lock)."""
+    done: list[str] = []
+    with memory.lock:
+        found = scan(memory)
+        if found.bad_rows:
+            memory.log.rebuild()
+            memory.log.write_index()
+            done.append(f"rebuilt the turn index ({len(found.bad_rows)} rows did not match the log)")
+        if found.bad_slots:
+            memory.tree.rebuild()
+            done.append(f"rebuilt the tree index ({len(found.bad_slots)} slots did not match the tree file)")
+        damaged_slots = [(level, index) for level, slots in enumerate(memory.tree.slots)
+                         for index, slot in enumerate(slots)
+                         if slot and any(offset == slot - 1 for offset, _ in found.damaged_lines)]
+        if damaged_slots:
+            memory.tree.forget(damaged_slots)
+            done.append(f"{len(damaged_slots)} damaged summary lines count as unwritten and are written again")
+        memory.tree.write_index(force=True)
+    return done

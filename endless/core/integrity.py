@@ -127,10 +127,10 @@ def _set_aside(memory: "Memory", parts: list[tuple[int, int]], stale: list[tuple
     offset = 0
     if not tree.path.exists():
         durable.make_dir(tree.path.parent)
-        tree.path.touch(mode=durable.FILE_MODE)
+        os.close(durable.open_fd(tree.path, os.O_WRONLY | os.O_CREAT))
     # Streamed: the tree of a long memory is hundreds of megabytes.
-    with open(tree.path, "rb") as source, os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                                                            durable.FILE_MODE), "wb") as out:
+    with durable.open_read(tree.path) as source, os.fdopen(durable.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                                           "wb") as out:
         for line in source:
             if not line.endswith(b"\n"):
                 break  # a torn tail (already cut by repair_tail under this lock)

@@ -36,6 +36,8 @@ CONTINUED = "continued"  # the status of a long turn's parts before its last
 REFUSAL = ("I can't answer yet: my memory is still catching up on the last messages. "
            "I have kept your message and will answer it with your next one, in this chat or another "
            "of this memory; no need to send it again.")
+# what the person reads when they stopped a turn while it waited for the memory (nothing was asked of a model)
+STOPPED_WAITING = "Stopped before I answered. Your message is in my memory."
 
 
 async def wait_for_room(memory: Memory, limit: float | None = None) -> bool:

@@ -33,9 +33,11 @@ from endless.turn.pending import Kept, adopt_per_session, delivered, keep, waiti
 from endless.writer.recorded import recorded_routes
 
 CONTINUED = "continued"  # the status of a long turn's parts before its last
-REFUSAL = ("I can't answer yet: my memory is still catching up on the last messages. "
-           "I have kept your message and will answer it with your next one, in this chat or another "
-           "of this memory; no need to send it again.")
+# what the person reads when a turn is refused: the one case is a head that cannot fit (HeadTooLarge)
+REFUSAL = ("I can't answer this one: this chat's own instructions and tools fill the model's whole window, "
+           "leaving no room for my memory. I have kept your message and will answer it with your next one, "
+           "in this chat or another of this memory, once there is room (a shorter system prompt or a model "
+           "with a larger window); no need to send it again.")
 # what the person reads when they stopped a turn while it waited for the memory (nothing was asked of a model)
 STOPPED_WAITING = "Stopped before I answered. Your message is in my memory."
 

@@ -8,8 +8,9 @@ One turn of a chat, as Hermes runs it:
     window of at least 32,768 tokens; not switched off), picks the chat's
     memory (DESIGN §2.1), closes a turn of this session that never finished
     (an API error skips Hermes's finalising hooks) as ``interrupted``, and
-    settles: it waits while the recent block is too long, watching Hermes's
-    interrupt flag.  After the wait limit the turn is refused.
+    settles: it waits while the recent block is too long and the writer
+    stores lines, watching Hermes's interrupt flag; then the turn goes on with
+    a bounded head (refused only when none fits the window).
 ``llm_request`` middleware (every request of the turn, retries included)
     the first request builds the head (DESIGN §4) through
     :class:`endless.turn.protocol.Turn` and freezes it in wire form; every request

@@ -29,7 +29,8 @@ pytestmark = pytest.mark.skipif(not hermes_ready(), reason=f"no Hermes venv with
 
 NEVER_ON_SCREEN = ("[endless.", "waiting.", "Preflight compression", "Compacting context", "Session compressed",
                    "Traceback")
-MESSAGES = [f"Note {n} for the log, crane-{n}{n}. [[tools:0]] [[reply:60]]" for n in range(1, 7)]
+OFF = "Plain Hermes, please, grebe-11. [[tools:0]] [[reply:60]]"
+MESSAGES = [f"Note {n} for the log, crane-{n}{n}. [[tools:0]] [[reply:60]]" for n in range(2, 7)]
 REFUSED = "Where did we moor the skiff, puffin-66? [[tools:0]] [[reply:60]]"
 AFTER = "Back again, a new launch: hello, tern-77. [[tools:0]] [[reply:60]]"
 DUNLIN = "And once more, dunlin-88. [[tools:0]] [[reply:60]]"
@@ -60,16 +61,23 @@ def clean(screen: Screen) -> None:
 
 
 def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
-    """Items 1, 2, 4, 7 and 8 of issue 15 as a person meets them in ``hermes``."""
+    """Items 1, 2, 4, 7 and 8 of issue 15 as a person meets them in ``hermes``: four launches in one folder."""
     dead_writer = {"ENDLESS_WRITER_ROUTE": f'{{"provider": "openai", "model": "w", "base_url": '
                                            f'"http://127.0.0.1:{free_port()}/v1", "max_retries": 0, "timeout": 2}}',
                    "ENDLESS_HERMES_TRANSCRIPT_MESSAGES": "8", "ENDLESS_TURN_STALL_SECONDS": "1"}
     env = Env(tmp_path, config={"model": {"context_length": 65536}}, endless_env=dead_writer)
     screens: list[Screen] = []
     try:
-        # 1. a writer that cannot write; Hermes compacts its transcript at the 11th message (it asks for more than 10)
+        # 1. off before the first message: a plain Hermes turn, nothing kept; then on again
         screens.append(first := Screen(env))
-        first.command("/endless status", "no memory for this folder yet")
+        first.command("/endless off", "Endless is off for this chat")
+        first.command("/endless status", "no memory for this folder yet: the first message starts it. Endless is off")
+        first.ask(OFF)
+        plain = [r["prompt"] for r in env.chat_requests() if OFF in (users(r["prompt"]) or [""])[-1]]
+        assert plain and not users(plain[0])[0].lstrip().startswith("<chat>"), plain  # Hermes's own request
+        assert not (env.endless_home / "memories").exists() or not any((env.endless_home / "memories").iterdir())
+        first.command("/endless on", "Endless is on for this chat again")
+        # a writer that cannot write; Hermes compacts its transcript at the 11th message (it asks for more than 10)
         for message in MESSAGES:
             reply = first.ask(message)
             assert len(reply.split()) >= 3 and "waiting" not in reply, reply  # the model's own answer
@@ -106,9 +114,11 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
         with env.memory() as memory:
             people = [m.text for t in range(memory.turns) for m in memory.turn_messages(t) if m.kind == "user"]
         assert people == MESSAGES + [REFUSED, AFTER, DUNLIN, SLOW], people  # each message typed, once
-        for word in ("puffin-66", "ibis-99"):  # the refused and the stopped message: searchable once the chat ended
-            found = env.hermes_cli(["endless", "search", word])
-            assert found.returncode == 0 and word in found.stdout, (word, found.stdout, found.stderr[-2000:])
+        # the refused and the stopped message are searchable once the chat ended
+        found = subprocess.run(endless_command() + ["search", "--workspace", str(env.workspace), "--kind", "person",
+                                                    "puffin-66", "ibis-99"],
+                               capture_output=True, text=True, timeout=60, env=env.env())
+        assert found.returncode == 0 and "puffin-66" in found.stdout and "ibis-99" in found.stdout, found
 
         # 4. uninstall: Hermes's transcript of the first session is whole again for --resume
         undo = subprocess.run(endless_command() + ["hermes", "uninstall", "--home", str(env.home)],
@@ -119,7 +129,7 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
         resumed = [r["prompt"] for r in env.chat_requests()[before:]
                    if "After uninstall" in (users(r["prompt"]) or [""])[-1]]
         assert resumed, env.chat_requests()[before:]
-        for message in MESSAGES:
+        for message in [OFF] + MESSAGES:
             assert message in resumed[0], (message, resumed[0][-3000:])
         assert "kept word for word in Endless's memory" not in resumed[0]
     finally:
@@ -127,21 +137,3 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
             screen.close()
         env.close()
 
-
-def test_off_before_the_first_message_in_the_terminal(tmp_path: Path) -> None:
-    env = Env(tmp_path)
-    screen = None
-    try:
-        screen = Screen(env)
-        screen.command("/endless off", "Endless is off for this chat")
-        screen.command("/endless status", "Endless is off for this chat.")
-        screen.ask("Plain Hermes, please, grebe-99. [[tools:0]] [[reply:60]]")
-        screen.exit()
-        clean(screen)
-        sent = [r["prompt"] for r in env.chat_requests() if "grebe-99" in (users(r["prompt"]) or [""])[-1]]
-        assert sent and not users(sent[0])[0].lstrip().startswith("<chat>"), sent
-        assert not (env.endless_home / "memories").exists() or not any((env.endless_home / "memories").iterdir())
-    finally:
-        if screen is not None:
-            screen.close()
-        env.close()

@@ -21,14 +21,14 @@ import yaml
 
 from commands import endless_command
 from endless.sim.server import free_port
+from endless.faces.hermes.plugin import REFUSED_PROMPT
 from endless.turn import protocol as turn_protocol
 from hermes_env import Env, HERMES_PYTHON, hermes_ready, segments
 from hermes_tui import Screen
 
 pytestmark = pytest.mark.skipif(not hermes_ready(), reason=f"no Hermes venv with Endless: {HERMES_PYTHON}")
 
-NEVER_ON_SCREEN = ("[endless.", "waiting.", "Preflight compression", "Compacting context", "Session compressed",
-                   "Traceback")
+NEVER_ON_SCREEN = ("[endless.", "Preflight compression", "Compacting context", "Session compressed", "Traceback")
 OFF = "Plain Hermes, please, grebe-11. [[tools:0]] [[reply:60]]"
 MESSAGES = [f"Note {n} for the log, crane-{n}{n}. [[tools:0]] [[reply:60]]" for n in range(2, 7)]
 REFUSED = "Where did we moor the skiff, puffin-66? [[tools:0]] [[reply:60]]"
@@ -80,7 +80,7 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
         # a writer that cannot write; Hermes compacts its transcript at the 11th message (it asks for more than 10)
         for message in MESSAGES:
             reply = first.ask(message)
-            assert len(reply.split()) >= 3 and "waiting" not in reply, reply  # the model's own answer
+            assert len(reply.split()) >= 3, reply  # the model's own answer to the message
         session = first.exit()
         clean(first)
 
@@ -132,6 +132,7 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
         for message in [OFF] + MESSAGES:
             assert message in resumed[0], (message, resumed[0][-3000:])
         assert "kept word for word in Endless's memory" not in resumed[0]
+        assert not any(REFUSED_PROMPT in r["prompt"] for r in env.requests())  # no internal prompt ever went out
     finally:
         for screen in screens:
             screen.close()

@@ -135,6 +135,17 @@ def anthropic_usage(usage: Any) -> Usage:
                  output=_int(getattr(usage, "output_tokens", 0)), cache_write_long=long)
 
 
+def anthropic_reply(text: str, model: str) -> Any:
+    """A finished message holding ``text``, as the SDK returns one, for a harness that takes an answer
+    Endless gives itself instead of a model's (no request was sent; no tokens were used)."""
+    from anthropic.types import Message
+
+    return Message.model_validate({
+        "id": "endless-own-answer", "type": "message", "role": "assistant", "model": model or "endless",
+        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0}})
+
+
 def _overloaded_class() -> type | None:
     anthropic = sys.modules.get("anthropic")
     if anthropic is None:

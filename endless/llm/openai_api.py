@@ -104,6 +104,18 @@ def openai_usage(usage: Any) -> Usage:
                  output=_int(getattr(usage, "completion_tokens", 0)))
 
 
+def openai_reply(text: str, model: str) -> Any:
+    """A finished chat completion holding ``text``, as the SDK returns one, for a harness that takes an
+    answer Endless gives itself instead of a model's (no request was sent; no tokens were used)."""
+    from openai.types.chat import ChatCompletion
+
+    return ChatCompletion.model_validate({
+        "id": "endless-own-answer", "object": "chat.completion", "created": 0, "model": model or "endless",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+
+
 # -- the client ----------------------------------------------------------------------------------
 
 

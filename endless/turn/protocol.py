@@ -34,10 +34,15 @@ from endless.turn.pending import Kept, adopt_per_session, delivered, keep, waiti
 from endless.writer.recorded import recorded_routes
 
 CONTINUED = "continued"  # the status of a long turn's parts before its last
-REFUSAL = ("I can't answer this message here: beside the instructions and tools every request carries, it "
-           "does not fit in this model's window. I have kept it in the memory, and your next message, in this "
-           "chat or another of this memory, will bring it along in a shorter form I can open in full; no need "
-           "to send it again.")
+# what the person reads when a turn is refused: the one case is a head that cannot fit (HeadTooLarge): the
+# message itself is too long, or this chat's own instructions and tools fill the window
+REFUSAL = ("I can't answer this one: with this chat's own instructions and tools, your message does not fit in "
+           "the model's window, which leaves no room for my memory. I have kept it whole in my memory and will "
+           "answer it with your next message, in this chat or another of this memory, showing it in a shorter "
+           "form I can open in full (a shorter system prompt or a model with a larger window makes more room); "
+           "no need to send it again.")
+# what the person reads when they stopped a turn while it waited for the memory (nothing was asked of a model)
+STOPPED_WAITING = "Stopped before I answered. Your message is in my memory."
 
 
 async def wait_for_room(memory: Memory, limit: float | None = None) -> bool:

@@ -9,6 +9,7 @@ Skipped when the Hermes venv (with Endless installed in it) is missing.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,13 @@ def test_a_refused_message_is_kept_in_the_memory_and_shown_once_to_the_next_chat
         set_system_prompt(env, "Follow the house rules. " + "rule " * 62_000)  # no room left for the memory
         refused = env.chat(REFUSED)
         assert turn_protocol.REFUSAL in refused.stdout, refused.diagnostics()
+        # Endless answered it itself: no chat request went out (its own would overflow this window), and
+        # Hermes stored the sentence as the reply, not a model's answer to an internal prompt
+        assert env.chat_requests() == [], [r["prompt"][-300:] for r in env.chat_requests()]
+        with sqlite3.connect(env.home / "state.db") as db:
+            replies = [row[0] for row in db.execute("SELECT content FROM messages WHERE session_id = ? AND "
+                                                    "role = 'assistant'", (refused.session,))]
+        assert replies == [turn_protocol.REFUSAL], replies
         found = env.hermes_cli(["endless", "search", "puffin-261"])
         assert found.returncode == 0 and found.stdout.startswith("0+0 · "), found.stderr[-2000:]
         history = env.hermes_cli(["endless", "history"])

@@ -111,3 +111,46 @@ def test_a_home_installed_before_the_plugin_moved_keeps_working(tmp_path: Path) 
     said = uninstall(tmp_path)
     assert said and (tmp_path / "config.yaml").read_bytes() == (old / "config.before.yaml").read_bytes()
     assert not (tmp_path / STATE_FILE).exists()
+
+
+def _state_db(home: Path, rows: list[tuple[str, str, int, int]]) -> None:
+    """A ``state.db`` with the columns Hermes 0.19.0 uses here: (role, content, active, compacted) rows of one session."""
+    import sqlite3
+
+    with sqlite3.connect(home / "state.db") as db:
+        db.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, message_count INTEGER, tool_call_count INTEGER)")
+        db.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, role TEXT, "
+                   "content TEXT, tool_calls TEXT, active INTEGER DEFAULT 1, compacted INTEGER DEFAULT 0)")
+        db.execute("INSERT INTO sessions VALUES ('s1', 3, 0)")
+        db.executemany("INSERT INTO messages (session_id, role, content, tool_calls, active, compacted) "
+                       "VALUES ('s1', ?, ?, ?, ?, ?)",
+                       [(role, content, '[{"id": "c1"}]' if "tool" in content else None, active, compacted)
+                        for role, content, active, compacted in rows])
+
+
+def test_uninstall_puts_back_the_transcripts_endless_compacted(tmp_path: Path) -> None:
+    import sqlite3
+
+    from endless.faces.hermes.transcripts import TRANSCRIPT_ACK, TRANSCRIPT_NOTE
+
+    (tmp_path / "config.yaml").write_bytes(CONFIG)
+    install(tmp_path)
+    # what Hermes's in-place compaction leaves after a summary of its own, then two of Endless's
+    _state_db(tmp_path, [
+        ("user", "before the summary", 0, 1), ("assistant", "archived by Hermes's own summary", 0, 1),
+        ("user", "[CONTEXT COMPACTION — REFERENCE ONLY] a summary", 0, 1),
+        ("user", "one", 0, 1), ("assistant", "one, with a tool call", 0, 1), ("user", "taken back", 0, 0),
+        ("user", TRANSCRIPT_NOTE, 0, 1), ("assistant", TRANSCRIPT_ACK, 0, 1),
+        ("user", "two", 0, 1), ("assistant", "two back", 0, 1),
+        ("user", TRANSCRIPT_NOTE, 1, 0), ("assistant", TRANSCRIPT_ACK, 1, 0),
+        ("user", "three", 1, 0), ("assistant", "three back", 1, 0)])
+    said = uninstall(tmp_path)
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        live = [row[0] for row in db.execute("SELECT content FROM messages WHERE active = 1 ORDER BY id")]
+        counts = db.execute("SELECT message_count, tool_call_count FROM sessions").fetchone()
+        hidden = db.execute("SELECT count(*) FROM messages WHERE content = ? AND active = 0 AND compacted = 0",
+                            (TRANSCRIPT_NOTE,)).fetchone()[0]
+    assert live == ["[CONTEXT COMPACTION — REFERENCE ONLY] a summary", "one", "one, with a tool call",
+                    "two", "two back", "three", "three back"], live
+    assert counts == (7, 1) and hidden == 2
+    assert any("session s1: 5 earlier message(s) back" in line for line in said), said

@@ -111,3 +111,44 @@ def test_without_marks_nothing_is_marked_and_the_safe_request_is_minimal() -> No
     safe = wire.safe_request(openai_request(), "chat_completions", SYSTEM, "the new message", "notice")
     assert [m["role"] for m in safe["messages"]] == ["system", "user"]
     assert safe["messages"][1]["content"] == "the new message\n\n[notice]" and not wire.has_marks(safe)
+
+
+def test_an_answer_endless_gives_itself_has_each_sdk_s_own_shape() -> None:
+    """What the ``llm_execution`` middleware hands Hermes for a refused turn: the SDK's answer object."""
+    text = "One sentence for the person."
+    completion = wire.own_answer("chat_completions", "sim-model", text)
+    assert type(completion).__name__ == "ChatCompletion" and completion.model == "sim-model"
+    assert completion.choices[0].message.content == text and completion.choices[0].finish_reason == "stop"
+    assert completion.usage.prompt_tokens == 0 and not completion.choices[0].message.tool_calls
+    message = wire.own_answer("anthropic_messages", "claude-sim", text)
+    assert type(message).__name__ == "Message" and message.stop_reason == "end_turn"
+    assert [block.text for block in message.content] == [text] and message.usage.input_tokens == 0
+    with pytest.raises(wire.WireError):
+        wire.own_answer("codex_responses", "m", text)
+
+
+def test_llm_execution_answers_only_refused_and_stopped_turns() -> None:
+    from endless.faces.hermes.plugin import PLUGIN, Phase, TurnState
+    from endless.turn.protocol import REFUSAL, STOPPED_WAITING
+
+    sent = []
+
+    def next_call(request):
+        sent.append(request)
+        return "the model's answer"
+
+    cases = [(Phase.RUNNING, None), (Phase.BYPASSED, None), (Phase.FAILED, None),
+             (Phase.REFUSED, REFUSAL), (Phase.REFUSED_FAILED, REFUSAL), (Phase.INTERRUPTED_WAITING, STOPPED_WAITING)]
+    for n, (phase, sentence) in enumerate(cases):
+        state = TurnState(f"s-exec-{n}", "t1", "hello", phase=phase)
+        PLUGIN.turns[(state.session, state.turn_id)] = state
+        try:
+            before = len(sent)
+            answer = PLUGIN.llm_execution(request={"messages": []}, next_call=next_call, session_id=state.session,
+                                          turn_id="t1", api_mode="chat_completions", model="m")
+        finally:
+            PLUGIN.turns.pop((state.session, state.turn_id), None)
+        if sentence is None:
+            assert answer == "the model's answer" and len(sent) == before + 1, phase
+        else:
+            assert answer.choices[0].message.content == sentence and len(sent) == before, phase

@@ -23,6 +23,7 @@ def register(ctx: Any) -> None:
 
     ctx.register_context_engine(EndlessEngine(load_settings().hermes_transcript_messages))
     ctx.register_middleware("llm_request", PLUGIN.llm_request)
+    ctx.register_middleware("llm_execution", PLUGIN.llm_execution)  # refused turns: answered without a model
     for hook in ("pre_llm_call", "transform_llm_output", "post_llm_call", "on_session_end",
                  "on_session_finalize"):
         ctx.register_hook(hook, getattr(PLUGIN, hook))

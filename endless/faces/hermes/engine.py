@@ -7,8 +7,17 @@ list and session store would grow forever.  So at the start of a turn, once
 the transcript passes ``hermes_transcript_messages`` messages, the engine
 asks for one compaction that keeps only a note and the current message;
 with ``compression.in_place: true`` (set by ``endless hermes install``)
-Hermes archives the old rows and keeps the session id.  Hermes shows its
-"compacting" notice when that happens.
+Hermes archives the old rows and keeps the session id, and
+``endless hermes uninstall`` makes them live again (``transcripts.py``).
+
+Hermes would announce it with "📦 Preflight compression: ~N tokens >= M
+threshold" and "🗜️ Compacting context — summarizing earlier conversation",
+both untrue here (no summary is made, nothing the model sees changes), and
+count it as a summary ("🗜️ N" in the status bar, "Session compressed N
+times — accuracy may degrade").  So while this compaction runs, those two
+lines go to the log instead of the screen (the agent's own ``_emit_status``
+shadowed from ``should_compress`` answering True until ``compress``), and it
+is not counted.
 
 Hermes deep-copies the engine for every agent; copies share the plugin's
 process-wide state (open memories, turns) through module globals, never
@@ -23,10 +32,13 @@ from typing import Any, Dict, List, Optional
 from agent.context_engine import ContextEngine
 
 from endless.faces.hermes.install import ENGINE_NAME
-from endless.faces.hermes.reconcile import TRANSCRIPT_NOTE
+from endless.faces.hermes.runtime import log
+from endless.faces.hermes.transcripts import TRANSCRIPT_ACK, TRANSCRIPT_NOTE
 
 NOTE = TRANSCRIPT_NOTE
-ACK = "Understood."
+ACK = TRANSCRIPT_ACK
+# Hermes's status lines about this compaction (agent/turn_context.py:643-647, agent/conversation_compression.py:52-55)
+UNTRUE_NOTICES = ("Preflight compression", "Compacting context")
 
 
 class EndlessEngine(ContextEngine):
@@ -36,6 +48,7 @@ class EndlessEngine(ContextEngine):
         self.transcript_limit = transcript_limit
         self.session_id: str | None = None
         self.model_info: dict[str, Any] = {}
+        self._quieted: Any = None  # the agent whose compaction notices are held back until compress()
 
     @property
     def name(self) -> str:
@@ -67,9 +80,33 @@ class EndlessEngine(ContextEngine):
             agent = frame.f_locals.get("agent")
             from endless.faces.hermes.plugin import PLUGIN, chat_of
             # a chat switched off with /endless off runs on this transcript: never cut it
-            return not PLUGIN.is_off(chat_of(agent, "", str(getattr(agent, "session_id", "") or "")))
+            if PLUGIN.is_off(chat_of(agent, "", str(getattr(agent, "session_id", "") or ""))):
+                return False
+            self._hold_notices(agent)
+            return True
         finally:
             del frame
+
+    def _hold_notices(self, agent: Any) -> None:
+        """Until :meth:`compress`, Hermes's untrue lines about this compaction go to the log, not the screen."""
+        if agent is None or "_emit_status" in getattr(agent, "__dict__", {}):
+            return
+        emit = agent._emit_status
+
+        def emit_status(message: str) -> None:
+            if any(mark in str(message) for mark in UNTRUE_NOTICES):
+                log(f"Hermes's transcript of session {getattr(agent, 'session_id', '')} is cut to its last "
+                    "message (its rows stay in state.db; `endless hermes uninstall` makes them live again); "
+                    f"not shown: {message}")
+                return
+            emit(message)
+        agent._emit_status = emit_status
+        self._quieted = agent
+
+    def _release_notices(self) -> None:
+        agent, self._quieted = self._quieted, None
+        if agent is not None:
+            agent.__dict__.pop("_emit_status", None)
 
     def compress(self, messages: List[Dict[str, Any]], current_tokens: Optional[int] = None,
                  focus_topic: Optional[str] = None, force: bool = False, memory_context: str = "",
@@ -80,7 +117,7 @@ class EndlessEngine(ContextEngine):
             if messages[index].get("role") == "user":
                 start = index
                 break
-        self.compression_count += 1
+        self._release_notices()  # not counted as a summary: compression_count stays as it was
         return [{"role": "user", "content": NOTE}, {"role": "assistant", "content": ACK}] + messages[start:]
 
     def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",

@@ -8,7 +8,9 @@ its own transcript in place (the session id stays).  Every other setting is
 kept.  What it changed, and the file as it was, are remembered in
 ``<home>/endless-install.json``; uninstall puts back exactly that: the old
 bytes when nobody touched the file since, else each changed key's old value
-(a key the person changed since is left alone, and said so).
+(a key the person changed since is left alone, and said so).  Uninstall also
+makes each session transcript Endless compacted in ``state.db`` whole again
+(``transcripts.py``), so ``hermes --resume`` sees every earlier message.
 
 Writes are atomic (a temporary file renamed over the old one).
 """
@@ -174,8 +176,8 @@ def uninstall(home: Path) -> list[str]:
     if not state:
         raise InstallError(f"Endless was not installed in {home} by `endless hermes install` "
                            f"(no {state_path.name}); nothing to undo")
+    said = _restore_transcripts(home)  # first: should it fail, nothing is undone yet and a retry does all
     current = config_path.read_bytes() if config_path.exists() else None
-    said: list[str] = []
     if current is not None and _sha(current) == state.get("written"):
         # Nobody touched the file since: put back the very bytes.
         if state.get("existed"):
@@ -213,6 +215,21 @@ def uninstall(home: Path) -> list[str]:
     state_path.unlink()
     durable.fsync_dir(home)
     return said
+
+
+def _restore_transcripts(home: Path) -> list[str]:
+    """Hermes's transcripts Endless compacted, whole again in ``state.db`` (see ``transcripts.py``)."""
+    import sqlite3
+
+    from endless.faces.hermes.transcripts import restore
+
+    try:
+        done = restore(home)
+    except sqlite3.Error as exc:
+        raise InstallError(f"could not put back the chats Endless shortened in {home / 'state.db'} ({exc}); "
+                           "close every Hermes using this home and run uninstall again") from exc
+    return [f"session {r.session}: {r.put_back} earlier message(s) back in Hermes's transcript "
+            f"({r.messages} in all; `hermes --resume {r.session}` sees the whole chat)" for r in done]
 
 
 def _prune_empty(config: dict, parents: list[tuple[str, ...]]) -> None:

@@ -8,8 +8,9 @@ One turn of a chat, as Hermes runs it:
     window of at least 32,768 tokens; not switched off), picks the chat's
     memory (DESIGN §2.1), closes a turn of this session that never finished
     (an API error skips Hermes's finalising hooks) as ``interrupted``, and
-    settles: it waits while the recent block is too long, watching Hermes's
-    interrupt flag.  After the wait limit the turn is refused.
+    settles: it waits while the recent block is too long and the writer
+    stores lines, watching Hermes's interrupt flag; then the turn goes on with
+    a bounded head (refused only when none fits the window).
 ``llm_request`` middleware (every request of the turn, retries included)
     the first request builds the head (DESIGN §4) through
     :class:`endless.turn.protocol.Turn` and freezes it in wire form; every request
@@ -18,9 +19,14 @@ One turn of a chat, as Hermes runs it:
     ``/steer`` text inside results, Hermes's synthetic nudges).  New complete
     tool steps are journalled.  It never raises: on an internal failure it
     sends the system prompt, the message and a one-line notice.
+``llm_execution`` middleware (every request, after ``llm_request``)
+    a refused turn, or one stopped while it waited, is answered by Endless
+    itself: no model is asked, and the answer Hermes streams, prints and
+    stores is the one sentence for the person (``REFUSAL``, ``STOPPED_WAITING``).
 ``transform_llm_output`` / ``post_llm_call`` / ``on_session_end``
-    a refused turn's answer becomes the one sentence; a finished turn is
-    committed as ``completed``; an interrupted one as ``stopped``.
+    a refused turn's answer becomes the one sentence (should a model have
+    answered after all); a finished turn is committed as ``completed``; an
+    interrupted one as ``stopped``.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import Any
 
 from endless.core import lookback
 from endless.turn.head import system_prompt, turn_tools
-from endless.turn.protocol import REFUSAL, Turn, wait_for_room
+from endless.turn.protocol import REFUSAL, STOPPED_WAITING, Turn, wait_for_room
 from endless.faces.hermes import notices, reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
 from endless.core.keys import Key, gateway_key, workspace_key
@@ -62,13 +68,13 @@ class Phase(enum.Enum):
     ``FAILED``
         Endless could not prepare it (``reason``): it goes out as system prompt + message + notice.
     ``REFUSED``
-        the recent block stayed too long: the model is asked to wait, the person gets ``REFUSAL``.
+        no bounded head fits the window: Endless answers ``REFUSAL`` itself, no model is asked.
     ``REFUSED_FAILED``
-        refused, then Endless failed (``reason``; keeping the message, say): sent as ``FAILED``
-        is, answered with ``REFUSAL`` as ``REFUSED`` is.
+        refused, then Endless failed (``reason``; keeping the message, say): answered with
+        ``REFUSAL`` as ``REFUSED`` is.
     ``INTERRUPTED_WAITING``
-        Hermes was interrupted during the settle wait: the model is asked to wait, and when
-        the turn ends its message alone is committed as ``stopped``.
+        Hermes was interrupted during the settle wait: Endless answers ``STOPPED_WAITING``
+        itself, and when the turn ends its message alone is committed as ``stopped``.
     ``FINISHED``
         committed: its turn (from ``RUNNING``) or its message alone (from ``INTERRUPTED_WAITING``).
     """
@@ -288,11 +294,15 @@ class Plugin:
     def _build(self, state: TurnState, request: dict, mode: str) -> dict:
         rt = runtime()
         system = wire.system_text(request, mode)
-        if state.phase in (Phase.REFUSED, Phase.INTERRUPTED_WAITING) or (
-                state.phase is Phase.FINISHED and state.turn is None):  # its message alone was committed
-            out = wire.safe_request(request, mode, system, REFUSED_PROMPT, "Endless: the memory is catching up")
+        if _own_answer(state) is not None:
+            # answered by ``llm_execution`` without a model; should that fail open, the least request goes
+            out = wire.safe_request(request, mode, "", REFUSED_PROMPT, "Endless: the memory is catching up")
             out.pop("tools", None)
             out.pop("tool_choice", None)
+            if mode == "anthropic_messages":
+                out.pop("system", None)
+            else:
+                out["messages"] = out["messages"][1:]
             return out
         conv = wire.conversation(request, mode)
         anchor = wire.find_anchor(conv, mode, state.user_message)
@@ -321,6 +331,24 @@ class Plugin:
                 state.folded = len(own)
         assert state.frozen is not None
         return wire.assemble(request, mode, state.frozen, own[state.folded:], state.style)
+
+    def llm_execution(self, request: dict | None = None, next_call: Any = None, session_id: str = "",
+                      turn_id: str = "", api_mode: str = "", model: str = "", **_: Any) -> Any:
+        """The provider call of each request: Endless answers a refused or stopped turn itself.
+
+        Hermes's ``llm_execution`` middleware wraps the SDK call
+        (``agent/conversation_loop.py:1455-1472``); a callback that returns
+        an answer without calling ``next_call`` is the answer (SEAMS.md, seam
+        8).  So such a turn sends no request at all, and what Hermes shows,
+        stores in state.db and hands to its hooks is the sentence for the
+        person.  Every other request goes on to the model unchanged.
+        """
+        state = self.state_for(session_id, str(turn_id))
+        text = None if state is None else _own_answer(state)
+        if text is None:
+            return next_call(request)
+        log(f"session {session_id}: answered by Endless itself, no model asked ({state.phase.value})")
+        return wire.own_answer(api_mode, model, text)
 
     def summary_request(self, agent: Any, kwargs: dict) -> dict:
         """Hermes's iteration-limit summary request, as Endless sends it: the turn's head, never the transcript.
@@ -469,6 +497,15 @@ PLUGIN = Plugin()
 
 _FAILED = (Phase.FAILED, Phase.REFUSED_FAILED)  # sent as system prompt + message + notice
 _REFUSED = (Phase.REFUSED, Phase.REFUSED_FAILED)  # answered with the refusal sentence
+
+
+def _own_answer(state: TurnState) -> str | None:
+    """The sentence Endless answers a turn with itself, or None when a model answers it."""
+    if state.phase in _REFUSED:
+        return REFUSAL
+    if state.phase is Phase.INTERRUPTED_WAITING or (state.phase is Phase.FINISHED and state.turn is None):
+        return STOPPED_WAITING  # stopped while it waited (FINISHED: its message alone was committed)
+    return None
 
 
 def _reply_tokens(request: dict) -> int | None:

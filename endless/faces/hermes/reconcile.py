@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from endless.faces.hermes.transcripts import TRANSCRIPT_NOTE
 from endless.faces.hermes.wire import content_text
 from endless.core.memory import Memory
 
-# the note the engine leaves at the start of Hermes's compacted transcript (never a message of the person)
-TRANSCRIPT_NOTE = ("(Earlier messages of this chat are kept word for word in Endless's memory. "
-                   "Every request shows them through the memory's view instead of this transcript.)")
 LOOKBACK_TURNS = 400  # how far back to look for the session's last turn in a shared memory
 NOTE = "Endless did not see this turn's requests; only the person's message is kept."
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from endless.llm.anthropic_api import ANTHROPIC_MAX_MARKS, anthropic_mark_positions, to_anthropic
-from endless.llm.openai_api import to_openai
+from endless.llm.anthropic_api import ANTHROPIC_MAX_MARKS, anthropic_mark_positions, anthropic_reply, to_anthropic
+from endless.llm.openai_api import openai_reply, to_openai
 from endless.llm.request import Request, ToolCallOut
 
 MODES = ("chat_completions", "anthropic_messages")
@@ -254,3 +254,13 @@ def safe_request(kwargs: dict, mode: str, system: str, message: str, notice: str
     else:
         out["messages"] = [{"role": "system", "content": system}, {"role": "user", "content": text}]
     return strip_marks(out)
+
+
+def own_answer(mode: str, model: str, text: str) -> Any:
+    """The provider's answer object for ``mode``, holding ``text``: what Hermes takes from the ``llm_execution``
+    middleware when Endless answers a request itself (no model is asked)."""
+    if mode == "anthropic_messages":
+        return anthropic_reply(text, model)
+    if mode == "chat_completions":
+        return openai_reply(text, model)
+    raise WireError(f"no answer shape for {mode!r} requests")

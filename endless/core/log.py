@@ -64,6 +64,7 @@ class OrderLog:
         self.total = 0
         self.damage: list[Damage] = []
         self._fd: int | None = None
+        self.forgotten: dict[int, float] = {}  # id -> when it was forgotten (endless.core.forget)
 
     # -- loading and catching up -------------------------------------------------
 
@@ -235,7 +236,15 @@ class OrderLog:
         record = self.read_record(turn)
         if record is None:
             return None
-        return stored_from(record, message_id - record["id"], turn)
+        return self.shown(stored_from(record, message_id - record["id"], turn))
+
+    def shown(self, stored: Stored) -> Stored:
+        """A forgotten message as its tombstone (what :mod:`endless.core.forget` registered)."""
+        if stored.id not in self.forgotten:
+            return stored
+        from endless.core.forget import shown
+
+        return shown(stored, self.forgotten)
 
     def has_tid(self, tid: str) -> bool:
         return tid_number(tid) in self.tids

@@ -39,6 +39,7 @@ LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-
 INDEX_BATCH_MESSAGES = 20_000
 INDEX_BUSY_SECONDS = 5.0
 INDEX_PROGRESS_STEPS = 2_000
+FORGET_CHECKPOINT_TRIES = 20  # a forget's WAL checkpoint waits for readers this many times
 INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled only as pages are read)
 # A ranked search looks at every row holding one of its words: it takes the rarest words while the
 # rows they are in stay under this many (measured on 2 cores: about 2 ms per 1,000 rows at 1M messages);

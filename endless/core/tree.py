@@ -37,6 +37,7 @@ class TreeStore:
         self._dirty: dict[int, dict[int, int]] = {}
         self._fd: int | None = None
         self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
+        self.erased: set[tuple[int, int]] = set()  # erased by a forget (endless.core.forget)
 
     def _slot_path(self, level: int) -> Path:
         return self.index_dir / f"tree-L{level:02d}.v{FORMAT}.bin"
@@ -78,6 +79,10 @@ class TreeStore:
             handle.seek(offset - 1)
             return handle.read(1) == b"\n"
 
+    def built_or_erased(self, level: int, index: int) -> bool:
+        """Built, or erased by a forget and not written again yet: a view keeps such a part."""
+        return self.built(level, index) or (level, index) in self.erased
+
     def built(self, level: int, index: int) -> bool:
         if level >= len(self.slots):
             return False
@@ -106,6 +111,8 @@ class TreeStore:
         found = []
         for offset, line in durable.iter_lines(data, self.end):
             record = _parse_node(line)
+            if record is None and line.startswith(b'{"gone":'):
+                continue  # a line erased by a forget: its node is unwritten again
             if record is None:
                 self.damage.append(Damage(self.path.name, offset, len(line), "not a readable node"))
                 durable.log("tree", f"damaged line at byte {offset} of {self.path.name}: skipped")

@@ -110,6 +110,8 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     _method("search", readers.search, {"memoryId", "query", "limit", "offset", "below", "chat", "kind",
                                        "since", "before", "scope"}, {"memoryId", "query"},
             page=True, runs=Runs.PROCESSES),
+    _method("forget", readers.forget, {"memoryId", "ids", "turns", "since", "before", "query", "dryRun"},
+            {"memoryId"}, page=False, runs=Runs.THREADS),
 )}
 
 

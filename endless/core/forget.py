@@ -60,7 +60,7 @@ from endless import prompts
 from endless.core import durable, index_upkeep, tiling
 from endless.core.errors import MemoryUseError
 from endless.core.messages import Stored
-from endless.core.search_index import line_key
+from endless.core.search_index import ZEROED, line_key
 from endless.core.settings import FORGET_CHECKPOINT_TRIES
 
 if TYPE_CHECKING:
@@ -381,7 +381,6 @@ def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:
     if not index.exists():
         return _patch_files(memory, plan)
     db = index.db()
-    db.execute("PRAGMA secure_delete=ON")
     db.execute("CREATE TABLE IF NOT EXISTS forgot(id INTEGER PRIMARY KEY)")
     stale = False
     with index.write():
@@ -414,6 +413,11 @@ def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:
     for table in ("words", "line_words"):
         db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
         step("optimized")
+    if not db.execute("SELECT 1 FROM state WHERE name = ?", (ZEROED,)).fetchone():
+        # Pages freed before secure_delete was on may still hold words: rewrite the file once.
+        db.execute("VACUUM")
+        db.execute("INSERT OR IGNORE INTO state(name, value) VALUES (?, 1)", (ZEROED,))
+        step("vacuumed")
     _checkpoint(memory)
     return written
 
@@ -484,11 +488,10 @@ def _recover_texts(memory: "Memory", plan: _Plan) -> None:
     """The old texts still in the files (if the crash came before the patches), for the index rows."""
     with open(memory.log.path, "rb") as handle:
         for offset, length in plan.log_patches:
-            handle.seek(offset)
-            token = handle.read(length)
-            if token.startswith(b'""') and not token[2:].strip():
-                continue
-            # The text's JSON string is the first patch of each message; the writer text the second.
+            handle.seek(offset - 4)
+            key, token = handle.read(4), handle.read(length)
+            if key != b'"x":' or (token.startswith(b'""') and not token[2:].strip()):
+                continue  # a writer text (the index holds the text only), or patched already
             mid = _id_at(memory, offset)
             if mid is not None and mid not in plan.texts:
                 plan.texts[mid] = orjson.loads(token)

@@ -55,6 +55,7 @@ def child(root: Path, which: int) -> dict:
     target = memory.total // 3 + which * 7
     while memory.message(target).kind != "user" or len(memory.message(target).text) < 40:
         target += 1
+    built_before = [p for p in _ancestors(target, memory.total) if memory.is_built(*p)]
     steps: list[tuple[str, float]] = []
     forget.step = lambda name: steps.append((name, time.perf_counter()))
     io0 = _written_bytes()
@@ -68,7 +69,7 @@ def child(root: Path, which: int) -> dict:
         spans[name] = spans.get(name, 0.0) + at - last
         last = at
     spans["after (tombstone line, views)"] = t0 + seconds - last
-    unwritten = sum(1 for level, index in _ancestors(target, memory.total) if not memory.is_built(level, index))
+    unwritten = sum(1 for part in built_before if not memory.is_built(*part))  # erased, not free again
     result = {"target": target, "seconds": seconds, "patched": outcome.bytes_rewritten, "io_written": io,
               "nodes": outcome.nodes, "writer_lines": unwritten, "spans": spans, "catch_up_s": catch_up_s,
               "index_bytes": memory.search_index.path.stat().st_size}

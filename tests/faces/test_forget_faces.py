@@ -72,3 +72,24 @@ def test_cli_forget(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "there is no message 999999" in bad.stderr
     none = run("forget", "--memory", mid)
     assert none.returncode == 2 and "say what to forget" in none.stderr
+
+
+def test_hermes_slash_forget_asks_then_forgets(tmp_path: Path) -> None:
+    from endless.faces.hermes.commands import forget_text
+
+    memory = F.build(tmp_path)
+    target = 11
+    original = memory.message(target).text
+    asked = forget_text(memory, f"{target}")
+    assert "would forget 1 message" in asked and f"/endless forget {target} confirm" in asked
+    assert memory.message(target).text == original  # asking changed nothing
+    done = forget_text(memory, f"{target} confirm")
+    assert done.startswith("Forgot 1 message") and "state.db" in done
+    assert memory.message(target).text.startswith("(forgotten on ")
+    assert forget_text(memory, f"{target} confirm").startswith("Nothing to forget")
+    assert "Nothing was forgotten: there is no message 99999" in forget_text(memory, "99999 confirm")
+    assert forget_text(memory, "eleven").startswith("Give message numbers")
+    turn = memory.turn(4)
+    asked = forget_text(memory, "turn 4")
+    assert f"would forget {turn.count} messages" in asked
+    memory.close()

@@ -91,6 +91,7 @@ def unreachable() -> str:
 class _Known:
     end: int = 0  # bytes of the registry read
     ops: set[str] = field(default_factory=set)
+    kept_from: int = 0  # retention: the first turn not known to be past the cutoff
 
 
 _known: "weakref.WeakKeyDictionary[Memory, _Known]" = weakref.WeakKeyDictionary()
@@ -207,6 +208,35 @@ def select(memory: "Memory", *, ids: Iterable[int] = (), turns: Iterable[int] = 
                     continue
                 chosen.add(record["id"] + k)
     return sorted(m for m in chosen if m not in memory.log.forgotten and m < memory.total)
+
+
+def retention(memory: "Memory") -> Outcome | None:
+    """Forget every message older than ``forget_after_days`` (the same forget, with its guarantees).
+
+    Turns are committed in time order (an import sorts its own), so the scan
+    starts at the first turn not yet past the cutoff and stops at the first
+    turn inside it: a look that finds nothing reads one record.
+    """
+    days = memory.settings.forget_after_days
+    if days is None or memory.readonly:
+        return None
+    cutoff = memory.clock() - days * 86_400
+    known = _known.setdefault(memory, _Known())
+    ids: list[int] = []
+    turn = known.kept_from
+    if turn < memory.turns:
+        start = memory.log.offsets[turn]
+        for turn, _, record in index_upkeep.read_turns(memory.log.path, start, memory.log.end, turn):
+            at = record.get("at")
+            if isinstance(at, (int, float)) and at >= cutoff:
+                break
+            ids += [record["id"] + k for k in range(len(record["m"])) if record["id"] + k not in memory.log.forgotten]
+            known.kept_from = turn + 1
+    if not ids:
+        return None
+    _log.info("%s: forgetting %d message(s) older than %g days (forget_after_days)", memory.memory_id,
+              len(ids), days)
+    return forget(memory, ids)
 
 
 # -- the plan: where the words are ------------------------------------------------------------------

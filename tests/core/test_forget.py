@@ -244,3 +244,25 @@ def test_forget_while_another_commits_and_a_third_searches(tmp_path: Path) -> No
     assert search.search(search.corpus_of(memory), "Quokka", 0, 5, 10.0).hits == []
     assert found_in_folder(memory.folder, SECRET) == []
     memory.close()
+
+
+# -- retention -----------------------------------------------------------------------------------------------
+
+def test_retention_forgets_what_is_older_than_the_setting(tmp_path: Path) -> None:
+    """``forget_after_days``: the writer's process forgets old messages with the same machinery."""
+    now = [1_790_000_000.0]
+    settings = Settings(**SMALL, forget_after_days=2.0)
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=settings, root=tmp_path, clock=lambda: now[0])
+    for day in range(5):
+        now[0] = 1_790_000_000.0 + day * 86_400
+        memory.commit_turn("c1", "Days", [Message("user", f"day {day}: {SECRET}" if day == 0 else f"day {day} notes",
+                                                  now[0])])
+    write_all(memory)  # the pool runs retention as it starts: days 0 and 1 are more than 2 days old
+    assert [memory.message(k).text.startswith("(forgotten on ") for k in range(5)] == [True, True, False, False, False]
+    assert found_in_folder(memory.folder, SECRET) == []
+    assert forget.retention(memory) is None  # nothing more to do until time moves on
+    now[0] += 86_400
+    assert forget.retention(memory).ids == [2]
+    memory.close()
+    with pytest.raises(Exception, match="forget_after_days must be a positive"):
+        Settings(forget_after_days=0.0).replace(forget_after_days=-1.0)

@@ -266,3 +266,40 @@ def test_retention_forgets_what_is_older_than_the_setting(tmp_path: Path) -> Non
     memory.close()
     with pytest.raises(Exception, match="forget_after_days must be a positive"):
         Settings(forget_after_days=0.0).replace(forget_after_days=-1.0)
+
+
+def test_the_change_lock_excludes_other_threads_of_the_process(tmp_path: Path) -> None:
+    """A History page forgetting on its own ``Memory`` while the chat's thread commits: one at a time."""
+    import threading
+
+    from endless.core.locks import ChangeLock, LockBusy
+
+    path = tmp_path / "lock"
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with ChangeLock(path):
+            with ChangeLock(path):  # reentrant in its own thread
+                held.set()
+                release.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert held.wait(30)
+    outcome: list[str] = []
+
+    def other() -> None:
+        try:
+            with ChangeLock(path, timeout=0.2):
+                outcome.append("entered")
+        except LockBusy as exc:
+            outcome.append(str(exc))
+
+    second = threading.Thread(target=other)
+    second.start()
+    second.join(30)
+    assert outcome and "another thread of this process" in outcome[0]
+    release.set()
+    thread.join(30)
+    with ChangeLock(path, timeout=0.2):
+        pass  # free again

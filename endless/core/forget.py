@@ -285,8 +285,12 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
                 token = orjson.dumps(m[key])
                 inner = enc.find(b'"' + key.encode() + b'":' + token)
                 plan.log_patches.append((base + found + inner + 4, len(token)))
+    seen: set[tuple[int, int]] = set()
     for mid in ids:
         for part in _written_from(memory, mid):
+            if part in seen:
+                continue  # an ancestor two forgotten messages share
+            seen.add(part)
             offset = memory.tree.slots[part[0]][part[1]] - 1
             raw = _line_at(memory.tree.path, offset)
             record = orjson.loads(raw)
@@ -343,7 +347,7 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False) -> Outcom
                 raise MemoryUseError(f"there is no message {mid}; nothing was forgotten")
         previews = [s for s in (memory.message(i) for i in ids) if s is not None]
         if dry_run or not ids:
-            nodes = sum(len(_written_from(memory, i)) for i in ids)
+            nodes = len({part for i in ids for part in _written_from(memory, i)})
             return Outcome(ids, previews, nodes, 0, time.monotonic() - start, True, unreachable())
         plan = _plan(memory, ids, memory.clock())
         _scrub_copies(memory, list(plan.texts.values()))

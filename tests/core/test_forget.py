@@ -303,3 +303,14 @@ def test_the_change_lock_excludes_other_threads_of_the_process(tmp_path: Path) -
     thread.join(30)
     with ChangeLock(path, timeout=0.2):
         pass  # free again
+
+
+def test_forgetting_two_neighbours_erases_their_shared_lines_once(tmp_path: Path) -> None:
+    memory = build(tmp_path, 32, 5)
+    mine = {p for m in (10, 11) for p in forget._written_from(memory, m)}
+    each = [len(forget._written_from(memory, m)) for m in (10, 11)]
+    outcome = forget.forget(memory, [10, 11])
+    assert outcome.nodes == len(mine) < sum(each)
+    assert found_in_folder(memory.folder, SECRET) == []
+    assert search.search(search.corpus_of(memory), "tomatoes", 0, 5, 10.0).hits  # the index is sound
+    memory.close()

@@ -34,9 +34,9 @@ Why it is done this way:
   patches but before that commit leaves rows whose text is gone: the index
   is derived, so it is removed and rebuilt from the log.
 * **Copies elsewhere in the folder** (``pending/kept.jsonl``, torn lines in
-  ``damaged.jsonl``, in-flight journals, set-aside index files) are scrubbed
-  before the redo is written, while the text is still in hand: a crash then
-  leaves the memory as before, only without a redundant copy.
+  ``damaged.jsonl``, in-flight journals) are blanked in place, and set-aside
+  index files removed, before the redo is written, while the text is in hand:
+  a crash then leaves the memory as before, only without a redundant copy.
 
 Everything runs under the memory's change lock; readers never lock, and read
 the registry before the log, so once the registry line exists no reader shows
@@ -45,8 +45,10 @@ the text.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
+import re
 import secrets
 import time
 import weakref
@@ -153,11 +155,6 @@ def _relearn(memory: "Memory", start: int, parts: set) -> None:
         part = index_upkeep.node_part(line)
         if part in parts and tree._set(part[0], part[1], offset):
             memory._built(part)
-
-
-def forgotten_at(memory: "Memory", message_id: int) -> float | None:
-    """When message ``message_id`` was forgotten, or None."""
-    return memory.log.forgotten.get(message_id)
 
 
 def shown(stored: Stored | None, forgotten: dict[int, float]) -> Stored | None:
@@ -342,9 +339,8 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False) -> Outcom
     with memory.lock:
         memory._catch_up(locked=True)
         ids = sorted(set(i for i in ids if i not in memory.log.forgotten))
-        for mid in ids:
-            if not 0 <= mid < memory.total:
-                raise MemoryUseError(f"there is no message {mid}; nothing was forgotten")
+        if ids and not 0 <= ids[0] <= ids[-1] < memory.total:
+            raise MemoryUseError(f"there is no message {ids[0] if ids[0] < 0 else ids[-1]}; nothing was forgotten")
         previews = [s for s in (memory.message(i) for i in ids) if s is not None]
         if dry_run or not ids:
             nodes = len({part for i in ids for part in _written_from(memory, i)})
@@ -385,10 +381,8 @@ def _apply(memory: "Memory", plan: _Plan, replay: bool = False) -> int:
 
 
 def _in_registry(memory: "Memory", op: str) -> bool:
-    try:
-        return f'"op":"{op}"'.encode() in _registry(memory).read_bytes()
-    except FileNotFoundError:
-        return False
+    path = _registry(memory)
+    return path.exists() and f'"op":"{op}"'.encode() in path.read_bytes()
 
 
 def _patch_files(memory: "Memory", plan: _Plan) -> int:
@@ -541,8 +535,6 @@ def _recover_texts(memory: "Memory", plan: _Plan) -> None:
 
 def _id_at(memory: "Memory", offset: int) -> int | None:
     """The message whose text's JSON string starts at byte ``offset`` of the log."""
-    import bisect
-
     turn = bisect.bisect_right(memory.log.offsets, offset) - 1
     if turn < 0:
         return None
@@ -561,16 +553,16 @@ def _id_at(memory: "Memory", offset: int) -> int | None:
     return None
 
 
-# -- copies outside the log and the tree --------------------------------------------------------------------
-
 def _scrub_copies(memory: "Memory", texts: list[str]) -> None:
-    """Remove the texts from the folder's side copies, each file replaced whole (before the redo)."""
-    forms: list[bytes] = []
+    """Blank the texts in the folder's side copies in place: each occurrence (as written, JSON-escaped,
+    or escaped twice in a quarantined line) becomes spaces, so a JSON string stays one and a line another
+    process appends meanwhile (a kept message, a journal line) is never lost to a rewrite."""
+    forms: set[bytes] = set()
     for text in texts:
         if not text:
             continue
         escaped = orjson.dumps(text)[1:-1]
-        forms += [text.encode("utf-8"), escaped, orjson.dumps(escaped.decode("utf-8"))[1:-1]]
+        forms |= {text.encode("utf-8"), escaped, orjson.dumps(escaped.decode("utf-8"))[1:-1]}
     if not forms:
         return
     folder = memory.folder
@@ -581,10 +573,27 @@ def _scrub_copies(memory: "Memory", texts: list[str]) -> None:
             data = path.read_bytes()
         except FileNotFoundError:
             continue
-        cleaned = data
-        for form in sorted(set(forms), key=len, reverse=True):
-            cleaned = cleaned.replace(form, b"")
-        if cleaned != data:
-            durable.replace_file(path, cleaned)
+        spans = [(at, len(form)) for form in forms for at in _occurrences(data, form)]
+        if path.name == "damaged.jsonl":  # a torn line holds pieces: blank every line holding one
+            spans += _torn_lines(data, forms)
+        if not spans:
+            continue
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for at, length in spans:
+                os.pwrite(fd, b" " * length, at)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     for damaged in (folder / "index").glob("*.damaged"):
         damaged.unlink()  # an index set aside: derived data, and it may hold the words
+
+
+def _occurrences(data: bytes, form: bytes) -> list[int]:
+    return [m.start() for m in re.finditer(re.escape(form), data)]
+
+
+def _torn_lines(data: bytes, forms: set[bytes], piece: int = 12) -> list[tuple[int, int]]:
+    """(offset, length) of each quarantined line holding any ``piece`` bytes of a form."""
+    pieces = {form[k:k + piece] for form in forms for k in range(max(1, len(form) - piece + 1))}
+    return [(at, len(line)) for at, line in durable.iter_lines(data, 0) if any(p in line for p in pieces)]

@@ -314,3 +314,24 @@ def test_forgetting_two_neighbours_erases_their_shared_lines_once(tmp_path: Path
     assert found_in_folder(memory.folder, SECRET) == []
     assert search.search(search.corpus_of(memory), "tomatoes", 0, 5, 10.0).hits  # the index is sound
     memory.close()
+
+
+def test_side_copies_are_blanked(tmp_path: Path) -> None:
+    """A kept message (``pending/kept.jsonl``) and a torn line moved to ``damaged.jsonl`` hold the words too."""
+    from endless.turn import pending
+
+    memory = build(tmp_path, 8, 2)
+    kept = pending.keep(memory, "c1", "Garden", SECRET + " (sent again)")
+    memory.close()
+    torn = json.dumps({"turn": 99, "m": [{"k": "user", "x": SECRET}]})[:-10].encode()
+    with open(memory.log.path, "ab") as handle:
+        handle.write(torn)  # a torn last line: moved aside at the next open
+    memory = Memory.open(memory_id=memory.memory_id, settings=memory.settings, root=tmp_path)
+    assert SECRET[:40].encode() in (memory.folder / "damaged.jsonl").read_bytes()
+    assert forget.select(memory, query="Quokka") == [4, kept.ident]
+    forget.forget(memory, forget.select(memory, query="Quokka"))
+    assert found_in_folder(memory.folder, SECRET) == []
+    for line in (memory.folder / "pending" / "kept.jsonl").read_bytes().splitlines():
+        json.loads(line)  # still one JSON record a line
+    assert pending.waiting(memory)[0].ident == kept.ident  # still waiting to be delivered, its words gone
+    memory.close()

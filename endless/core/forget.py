@@ -17,7 +17,7 @@ Why it is done this way:
   record has no room for a date (a two-letter message has two bytes to
   give), and every reader (zoom, history, the page, the writer) shows a
   forgotten id as the tombstone text, never what it said.
-* **Crash-atomic by a redo record** (``forget.redo``), written and fsynced
+* **Crash-atomic by a redo record** (``forget.<op>.redo``), written and fsynced
   first.  It holds only ids, offsets, lengths and node names (the tombstone
   bytes follow from them), never the text.  Once it is on disk the forget is
   decided: the registry line is appended, the full-text rows are deleted and
@@ -30,7 +30,11 @@ Why it is done this way:
   transaction, so it sees the text and its rows are deleted, or sees the
   patched log).  Deleted terms stay in old FTS segments until they merge,
   so both tables are then ``optimize``d with ``secure_delete`` on (freed
-  pages zeroed) and the WAL checkpointed and truncated.  A crash after the
+  pages zeroed) and the WAL checkpointed and truncated
+  (:mod:`endless.core.forget_copies`).  That merge rewrites the whole index
+  (about a minute at a million messages), so it runs after the memory's
+  lock is released, under the index's own; a marker file stands for it
+  until it is done, and the next open finishes it after a crash.  A crash after the
   patches but before that commit leaves rows whose text is gone: the index
   is derived, so it is removed and rebuilt from the log.
 * **Copies elsewhere in the folder** (``pending/kept.jsonl``, torn lines in
@@ -48,7 +52,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import re
 import secrets
 import time
 import weakref
@@ -59,17 +62,16 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import orjson
 
 from endless import prompts
-from endless.core import durable, index_upkeep, tiling
+from endless.core import durable, forget_copies as copies, index_upkeep, tiling
 from endless.core.errors import MemoryUseError
 from endless.core.messages import Stored
-from endless.core.search_index import ZEROED, line_key
-from endless.core.settings import FORGET_CHECKPOINT_TRIES
+from endless.core.search_index import line_key
 
 if TYPE_CHECKING:
     from endless.core.memory import Memory
 
 REGISTRY = "forgotten.jsonl"
-REDO = "forget.redo"
+REDO, PURGE = "forget.{op}.redo", "forget.{op}.purge"  # one of each per forget, by its op
 _log = logging.getLogger("endless.forget")
 
 # Set by the crash test's child to report each durable step (and so be killed between them).
@@ -346,9 +348,9 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False) -> Outcom
             nodes = len({part for i in ids for part in _written_from(memory, i)})
             return Outcome(ids, previews, nodes, 0, time.monotonic() - start, True, unreachable())
         plan = _plan(memory, ids, memory.clock())
-        _scrub_copies(memory, list(plan.texts.values()))
+        copies.scrub(memory.folder, list(plan.texts.values()))
         step("scrubbed")
-        durable.replace_file(memory.folder / REDO, orjson.dumps(plan.to_json()))
+        durable.replace_file(_marker(memory, REDO, plan.op), orjson.dumps(plan.to_json()))
         step("redo")
         written = _apply(memory, plan)
         for mid in ids:  # the tombstones' own lines, and the free parents above them
@@ -357,6 +359,9 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False) -> Outcom
                 memory.store_line(0, mid, stored.writer_source(memory.settings, memory.agent_name))
         memory.views.update(memory.total, save=True)
     memory._waiters.notify()
+    step("unlocked")
+    if not copies.purge_pending(memory, PURGE.format(op="*"), step):
+        memory.report("the search index was busy; its old pages are merged away when the memory is next opened")
     _log.info("%s: forgot %d message(s), erased %d line(s), %d bytes rewritten", memory.memory_id,
               len(ids), len(plan.nodes), written)
     return Outcome(ids, previews, len(plan.nodes), written, time.monotonic() - start, False, unreachable())
@@ -374,10 +379,17 @@ def _apply(memory: "Memory", plan: _Plan, replay: bool = False) -> int:
     _clear_slots(memory, plan)
     catch_up(memory)
     step("slots")
-    (memory.folder / REDO).unlink()
+    # What is left, merging the index's segments, is long at a million messages (a minute): it runs
+    # after the memory's lock is released, under the index's own, and a crash leaves it to the next open.
+    durable.replace_file(_marker(memory, PURGE, plan.op), b"{}\n")
+    _marker(memory, REDO, plan.op).unlink()
     durable.fsync_dir(memory.folder)
-    step("done")
+    step("purge-pending")
     return written
+
+
+def _marker(memory: "Memory", form: str, op: str) -> Path:
+    return memory.folder / form.format(op=op)
 
 
 def _in_registry(memory: "Memory", op: str) -> bool:
@@ -435,42 +447,10 @@ def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:
         step("index-rows")
         written = _patch_files(memory, plan)
     if stale:
-        _drop_index(memory)
+        copies.drop_index(memory)
         return written
     step("index-commit")
-    for table in ("words", "line_words"):
-        db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-        step("optimized")
-    if not db.execute("SELECT 1 FROM state WHERE name = ?", (ZEROED,)).fetchone():
-        # Pages freed before secure_delete was on may still hold words: rewrite the file once.
-        db.execute("VACUUM")
-        db.execute("INSERT OR IGNORE INTO state(name, value) VALUES (?, 1)", (ZEROED,))
-        step("vacuumed")
-    _checkpoint(memory)
     return written
-
-
-def _checkpoint(memory: "Memory") -> None:
-    db = memory.search_index.db()
-    for _ in range(FORGET_CHECKPOINT_TRIES):
-        busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        if not busy:
-            step("checkpoint")
-            return
-    memory.report("the search index's old pages stay in its write-ahead file until its next checkpoint "
-                  "(another process was reading it)")
-
-
-def _drop_index(memory: "Memory") -> None:
-    """The index holds rows whose text is gone: remove it (derived data, rebuilt by the next search)."""
-    index = memory.search_index
-    index.close()
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            os.unlink(index.path.with_name(index.path.name + suffix))
-        except FileNotFoundError:
-            pass
-    memory.report("the search index was removed after an interrupted forget; the next search rebuilds it")
 
 
 def _clear_slots(memory: "Memory", plan: _Plan) -> None:
@@ -491,18 +471,18 @@ def _clear_slots(memory: "Memory", plan: _Plan) -> None:
 # -- at open: finishing a forget a crash interrupted -----------------------------------------------------
 
 def on_open(memory: "Memory") -> None:
-    """Under the lock at open: replay a redo left behind, learn the registry, store missing tombstone lines."""
-    redo = memory.folder / REDO
-    try:
-        data = orjson.loads(redo.read_bytes())
-    except FileNotFoundError:
-        data = None
-    except orjson.JSONDecodeError:
-        # A redo is written to a sibling and renamed: a torn one never took effect.
-        memory.report(f"an unreadable {REDO} was removed (the forget it began had not started)")
-        redo.unlink()
-        data = None
-    if data is not None:
+    """Under the lock at open: replay redos left behind, learn the registry, merge the index if due.
+
+    The merge waits for nobody: if another process holds the index, it is
+    the one merging (or it finishes its batch and a later open merges).
+    """
+    for redo in sorted(memory.folder.glob(REDO.format(op="*")), key=lambda p: p.stat().st_mtime):
+        try:
+            data = orjson.loads(redo.read_bytes())
+        except orjson.JSONDecodeError:  # written to a sibling and renamed: a torn one never took effect
+            memory.report(f"an unreadable {redo.name} was removed (the forget it began had not started)")
+            redo.unlink()
+            continue
         plan = _Plan(data["op"], float(data["at"]), [int(i) for i in data["ids"]],
                      [tuple(p) for p in data["log"]], [tuple(n) for n in data["nodes"]],
                      tree_end=int(data.get("tree_end", 0)))
@@ -510,6 +490,7 @@ def on_open(memory: "Memory") -> None:
         _apply(memory, plan, replay=True)
         memory.report(f"finished forgetting {len(plan.ids)} message(s) that a crash had interrupted")
     catch_up(memory)
+    copies.purge_pending(memory, PURGE.format(op="*"), step, wait=False)
 
 
 def _recover_texts(memory: "Memory", plan: _Plan) -> None:
@@ -551,49 +532,3 @@ def _id_at(memory: "Memory", offset: int) -> int | None:
         if base + found <= offset < base + found + len(enc):
             return record["id"] + k
     return None
-
-
-def _scrub_copies(memory: "Memory", texts: list[str]) -> None:
-    """Blank the texts in the folder's side copies in place: each occurrence (as written, JSON-escaped,
-    or escaped twice in a quarantined line) becomes spaces, so a JSON string stays one and a line another
-    process appends meanwhile (a kept message, a journal line) is never lost to a rewrite."""
-    forms: set[bytes] = set()
-    for text in texts:
-        if not text:
-            continue
-        escaped = orjson.dumps(text)[1:-1]
-        forms |= {text.encode("utf-8"), escaped, orjson.dumps(escaped.decode("utf-8"))[1:-1]}
-    if not forms:
-        return
-    folder = memory.folder
-    candidates = [folder / "damaged.jsonl", folder / "pending" / "kept.jsonl"]
-    candidates += sorted((folder / "journal").glob("*.jsonl")) if (folder / "journal").exists() else []
-    for path in candidates:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            continue
-        spans = [(at, len(form)) for form in forms for at in _occurrences(data, form)]
-        if path.name == "damaged.jsonl":  # a torn line holds pieces: blank every line holding one
-            spans += _torn_lines(data, forms)
-        if not spans:
-            continue
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            for at, length in spans:
-                os.pwrite(fd, b" " * length, at)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    for damaged in (folder / "index").glob("*.damaged"):
-        damaged.unlink()  # an index set aside: derived data, and it may hold the words
-
-
-def _occurrences(data: bytes, form: bytes) -> list[int]:
-    return [m.start() for m in re.finditer(re.escape(form), data)]
-
-
-def _torn_lines(data: bytes, forms: set[bytes], piece: int = 12) -> list[tuple[int, int]]:
-    """(offset, length) of each quarantined line holding any ``piece`` bytes of a form."""
-    pieces = {form[k:k + piece] for form in forms for k in range(max(1, len(form) - piece + 1))}
-    return [(at, len(line)) for at, line in durable.iter_lines(data, 0) if any(p in line for p in pieces)]

@@ -43,7 +43,7 @@ def _written_bytes() -> int:
     return 0
 
 
-def child(root: Path, which: int) -> dict:
+def child(root: Path, which: int, at: float) -> dict:
     from endless.core import forget, search
     from endless.core.memory import Memory
 
@@ -52,7 +52,7 @@ def child(root: Path, which: int) -> dict:
     t0 = time.perf_counter()
     search.search(search.corpus_of(memory), "qz9missmark", 0, 5, 3600.0)  # the index caught up (untimed)
     catch_up_s = time.perf_counter() - t0
-    target = memory.total // 3 + which * 7
+    target = int(memory.total * at) + which * 7
     while memory.message(target).kind != "user" or len(memory.message(target).text) < 40:
         target += 1
     built_before = [p for p in _ancestors(target, memory.total) if memory.is_built(*p)]
@@ -86,8 +86,8 @@ def _ancestors(mid: int, total: int) -> list[tuple[int, int]]:
     return found
 
 
-def run_child(root: Path, which: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", str(which), "--root", str(root)],
+def run_child(root: Path, which: int, at: float) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", str(which), "--root", str(root), "--at", str(at)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -97,11 +97,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--keep", default="/tmp/bench-forget", help="build the fixtures in DIR and keep them")
     parser.add_argument("--reuse", action="store_true", help="measure fixtures already built in --keep")
+    parser.add_argument("--at", type=float, default=1 / 3,
+                        help="where the forgotten message is, as a share of the history (pick a fresh place "
+                             "with --reuse: a place forgotten before has fewer lines left to erase)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(Path(args.root), args.child)))
+        print(json.dumps(child(Path(args.root), args.child, args.at)))
         return
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     base = Path(args.keep)
@@ -118,7 +121,7 @@ def main() -> None:
             built = engine.build(folder, size, engine.SEED, 2000, 2000, 10, 8)
             (folder / "build.json").write_text(json.dumps(built))
         for which in (0, 1):
-            result = run_child(folder, which)
+            result = run_child(folder, which, args.at)
             engine.say(f"{size:,} forget #{which + 1}: {json.dumps(result)}")
             rows.append((size, which, result))
     print(f"| messages | forget | time | under the memory's lock | patched in place | bytes written (all) "

@@ -111,7 +111,7 @@ class TreeStore:
         found = []
         for offset, line in durable.iter_lines(data, self.end):
             record = _parse_node(line)
-            if record is None and line.startswith(b'{"gone":'):
+            if record is None and is_erased_line(line):
                 continue  # a line erased by a forget: its node is unwritten again
             if record is None:
                 self.damage.append(Damage(self.path.name, offset, len(line), "not a readable node"))
@@ -222,6 +222,11 @@ class TreeStore:
     def repair_tail(self, quarantine: Path) -> str | None:
         return durable.repair_tail(self.path, self.end, quarantine,
                                    lambda raw: _parse_node(raw) is not None)
+
+
+def is_erased_line(line: bytes) -> bool:
+    """A node line a forget overwrote (``{"gone":[l,i]}`` and spaces): not damage, an unwritten node."""
+    return line.startswith(b'{"gone":')
 
 
 def _parse_node(line: bytes) -> dict | None:

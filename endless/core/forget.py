@@ -334,8 +334,12 @@ class Outcome:
     unreachable: str
 
 
-def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False) -> Outcome:
-    """Forget messages ``ids`` (from :func:`select`); ``dry_run`` only lists what would go."""
+def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bool = True) -> Outcome:
+    """Forget messages ``ids`` (from :func:`select`); ``dry_run`` only lists what would go.
+
+    ``purge=False`` leaves the index's merge (about a minute at a million
+    messages) to the caller's :func:`purge_index`, on a thread of its own.
+    """
     memory._writable()
     start = time.monotonic()
     with memory.lock:
@@ -360,7 +364,7 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False) -> Outcom
         memory.views.update(memory.total, save=True)
     memory._waiters.notify()
     step("unlocked")
-    if not copies.purge_pending(memory, PURGE.format(op="*"), step):
+    if purge and not purge_index(memory.folder):
         memory.report("the search index was busy; its old pages are merged away when the memory is next opened")
     _log.info("%s: forgot %d message(s), erased %d line(s), %d bytes rewritten", memory.memory_id,
               len(ids), len(plan.nodes), written)
@@ -386,6 +390,11 @@ def _apply(memory: "Memory", plan: _Plan, replay: bool = False) -> int:
     durable.fsync_dir(memory.folder)
     step("purge-pending")
     return written
+
+
+def purge_index(folder: Path, wait: bool = True) -> bool:
+    """Merge deleted words out of the memory's search index, for every forget waiting for it."""
+    return copies.purge_pending(folder, PURGE.format(op="*"), step, wait)
 
 
 def _marker(memory: "Memory", form: str, op: str) -> Path:
@@ -490,7 +499,7 @@ def on_open(memory: "Memory") -> None:
         _apply(memory, plan, replay=True)
         memory.report(f"finished forgetting {len(plan.ids)} message(s) that a crash had interrupted")
     catch_up(memory)
-    copies.purge_pending(memory, PURGE.format(op="*"), step, wait=False)
+    copies.purge_pending(memory.folder, PURGE.format(op="*"), step, wait=False)
 
 
 def _recover_texts(memory: "Memory", plan: _Plan) -> None:

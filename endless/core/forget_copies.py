@@ -11,61 +11,68 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import orjson
 
 from endless.core import durable
-from endless.core.search_index import ZEROED, IndexBusy
+from endless.core.search_index import ZEROED, IndexBusy, SearchIndex
 from endless.core.settings import FORGET_CHECKPOINT_TRIES
 
 if TYPE_CHECKING:
     from endless.core.memory import Memory
 
 
-def purge_pending(memory: "Memory", pattern: str, step: Callable[[str], None], wait: bool = True) -> bool:
+def purge_pending(folder: Path, pattern: str, step: Callable[[str], None], wait: bool = True) -> bool:
     """Merge the index's segments so deleted words leave its file; False if the index was busy.
 
-    One merge serves every forget waiting for it.  Deleted rows' terms stay
-    in the old FTS segments until they merge (SQLite 3.42's FTS5
-    ``secure-delete`` would remove them in place; Python's SQLite may be older).
+    One merge serves every forget waiting for it (the markers ``pattern``
+    names).  Deleted rows' terms stay in the old FTS segments until they
+    merge (SQLite 3.42's FTS5 ``secure-delete`` would remove them in place;
+    Python's SQLite may be older).  It uses a connection of its own, so a
+    host may run it on another thread while the memory goes on: commits
+    meanwhile leave their rows to the next search (the index is busy), and
+    searches read the index as it was.
     """
-    markers = sorted(memory.folder.glob(pattern))
+    markers = sorted(folder.glob(pattern))
     if not markers:
         return True
-    index = memory.search_index
-    if index.exists():
-        try:
-            with index.write(wait=wait):
-                db = index.db()
-                for table in ("words", "line_words"):
-                    db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-                    step("optimized")
-        except IndexBusy:
-            return False
-        if not db.execute("SELECT 1 FROM state WHERE name = ?", (ZEROED,)).fetchone():
-            # Pages freed before secure_delete was on may still hold words: rewrite the file once.
-            db.execute("VACUUM")
-            db.execute("INSERT OR IGNORE INTO state(name, value) VALUES (?, 1)", (ZEROED,))
-            step("vacuumed")
-        _checkpoint(memory, step)
+    index = SearchIndex(folder)
+    try:
+        if index.exists():
+            try:
+                with index.write(wait=wait):
+                    db = index.db()
+                    for table in ("words", "line_words"):
+                        db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+                        step("optimized")
+            except IndexBusy:
+                return False
+            if not db.execute("SELECT 1 FROM state WHERE name = ?", (ZEROED,)).fetchone():
+                # Pages freed before secure_delete was on may still hold words: rewrite the file once.
+                db.execute("VACUUM")
+                db.execute("INSERT OR IGNORE INTO state(name, value) VALUES (?, 1)", (ZEROED,))
+                step("vacuumed")
+            if not _checkpoint(db, step):
+                durable.log("forget", "the search index's old pages stay in its write-ahead file until its "
+                                      "next checkpoint (another process was reading it)")
+    finally:
+        index.close()
     for marker in markers:
         marker.unlink(missing_ok=True)
-    durable.fsync_dir(memory.folder)
+    durable.fsync_dir(folder)
     step("done")
     return True
 
 
-def _checkpoint(memory: "Memory", step: Callable[[str], None]) -> None:
-    db = memory.search_index.db()
+def _checkpoint(db: sqlite3.Connection, step: Callable[[str], None]) -> bool:
     for _ in range(FORGET_CHECKPOINT_TRIES):
-        busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        if not busy:
+        if not db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
             step("checkpoint")
-            return
-    memory.report("the search index's old pages stay in its write-ahead file until its next checkpoint "
-                  "(another process was reading it)")
+            return True
+    return False
 
 
 def drop_index(memory: "Memory") -> None:

@@ -88,7 +88,11 @@ def forget_text(memory, rest: str) -> str:
             chosen = forget.select(memory, ids=[int(w.split("+")[0]) for w in words])
         if not chosen:
             return "Nothing to forget: no message matched (or it was forgotten already)."
-        outcome = forget.forget(memory, chosen, dry_run=not confirmed)
+        outcome = forget.forget(memory, chosen, dry_run=not confirmed, purge=False)
+        if confirmed:  # the index's merge takes a minute at a million messages: not on the chat's loop
+            import threading
+            threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
+                             daemon=True).start()
     except ValueError:
         return "Give message numbers (as /endless history and zoom show them), turn <n>, or matching <words>."
     except MemoryUseError as exc:

@@ -9,6 +9,7 @@ own session files, backups).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,14 @@ def _moment(name: str, value: Any) -> float | None:
     return at
 
 
-def forget_value(settings: Settings, args: dict, root: Path | None = None) -> dict:
-    """Select messages by ``ids``, ``turns``, ``since``/``before`` and ``query``; forget them unless ``dryRun``."""
+def forget_value(settings: Settings, args: dict, root: Path | None = None, merge_apart: bool = False) -> dict:
+    """Select messages by ``ids``, ``turns``, ``since``/``before`` and ``query``; forget them unless ``dryRun``.
+
+    ``merge_apart``: the search index's merge (a minute at a million
+    messages) runs on a thread of its own, so an RPC answers before its
+    time limit; the words are out of the log, the lines and the index rows
+    already, and the merge is finished by the next open if the process ends.
+    """
     mid = memory_id_arg(args.get("memoryId"))
     ids, turns = _ints("ids", args.get("ids")), _ints("turns", args.get("turns"))
     since, before = _moment("since", args.get("since")), _moment("before", args.get("before"))
@@ -56,7 +63,10 @@ def forget_value(settings: Settings, args: dict, root: Path | None = None) -> di
     try:
         try:
             chosen = forget.select(memory, ids=ids, turns=turns, since=since, before=before, query=query)
-            outcome = forget.forget(memory, chosen, dry_run=dry)
+            outcome = forget.forget(memory, chosen, dry_run=dry, purge=not merge_apart)
+            if merge_apart and not dry:
+                threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
+                                 daemon=True).start()
         except MemoryUseError as exc:
             raise AnswerError(BAD_REQUEST, str(exc)) from None
         messages = []

@@ -194,4 +194,4 @@ def forget(readers: Readers, args: dict) -> dict:
     """The one method that changes a memory: it opens it writable, under its lock."""
     from endless.faces.forgetting import forget_value
 
-    return forget_value(readers.settings, args, readers.root)
+    return forget_value(readers.settings, args, readers.root, merge_apart=True)

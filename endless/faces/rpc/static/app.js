@@ -330,7 +330,7 @@
       const ok = window.confirm("Forget " + name + "? Its words are removed from this memory for good " +
                                 "and every summary line written from them is written again.\n\n" +
                                 dry.cannotReach);
-      if (!ok) return;
+      if (!ok) return say("Nothing was forgotten.", true);
       const done = await call("forget", Object.assign({ memoryId: state.memory }, what));
       const page = await call("history", { memoryId: state.memory, from: turnNumber, limit: 1 });
       state.turns = state.turns.map((t) => (t.turn === turnNumber && page.turns.length ? page.turns[0] : t));

@@ -108,6 +108,9 @@ def _registry(memory: "Memory") -> Path:
 def catch_up(memory: "Memory") -> None:
     """Learn of forgets other processes made: tombstones, and erased nodes cleared from the slots."""
     known = _known.setdefault(memory, _Known())
+    if memory.log.recheck is None:
+        ref = weakref.ref(memory)
+        memory.log.recheck = lambda: catch_up(ref()) if ref() is not None else None  # type: ignore[arg-type]
     data, tail = durable.read_complete(_registry(memory), known.end)
     known.end = tail.complete_end
     for _, line in durable.iter_lines(data, 0):

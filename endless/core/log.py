@@ -14,6 +14,7 @@ import os
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import orjson
 
@@ -65,6 +66,7 @@ class OrderLog:
         self.damage: list[Damage] = []
         self._fd: int | None = None
         self.forgotten: dict[int, float] = {}  # id -> when it was forgotten (endless.core.forget)
+        self.recheck: Callable[[], None] | None = None  # reads forgets made since (endless.core.forget)
 
     # -- loading and catching up -------------------------------------------------
 
@@ -240,6 +242,8 @@ class OrderLog:
 
     def shown(self, stored: Stored) -> Stored:
         """A forgotten message as its tombstone (what :mod:`endless.core.forget` registered)."""
+        if stored.id not in self.forgotten and stored.text == "" and self.recheck is not None:
+            self.recheck()  # blanked by a forget this process has not read of yet?
         if stored.id not in self.forgotten:
             return stored
         from endless.core.forget import shown

@@ -228,12 +228,22 @@ def test_forget_while_another_commits_and_a_third_searches(tmp_path: Path) -> No
                               "150", stderr_path=tmp_path / "commit.err")
     searcher = harness.spawn("forget_child.py", "search", str(tmp_path), memory.memory_id, json.dumps(SMALL),
                              "60", "Quokka tomatoes", stderr_path=tmp_path / "search.err")
-    readers = [harness.LineReader(p.stdout.fileno()) for p in (committer, searcher)]
-    assert readers[0].readline(60) is not None and readers[1].readline(60) is not None  # both running
+    watcher = harness.spawn("forget_child.py", "read", str(tmp_path), memory.memory_id, json.dumps(SMALL),
+                            "400", str(target), stderr_path=tmp_path / "read.err")
+    readers = [harness.LineReader(p.stdout.fileno()) for p in (committer, searcher, watcher)]
+    assert all(r.readline(60) is not None for r in readers)  # all three running
+    neighbour = memory.message(target + 1).text
     forget.forget(memory, [target])
     committed = [json.loads(x) for x in readers[0].drain(120)]
     hits = [json.loads(x)["hits"] for x in readers[1].drain(120)]
+    seen = [json.loads(x) for x in readers[2].drain(120)]
     assert committer.wait(60) == 0 and searcher.wait(60) == 0, (tmp_path / "commit.err").read_text()
+    assert watcher.wait(60) == 0, (tmp_path / "read.err").read_text()
+    # The reader never saw a torn state: the message whole, then only its tombstone; its neighbour intact.
+    texts = [s["text"] for s in seen]
+    assert all(t == SECRET or t.startswith("(forgotten on ") for t in texts), set(texts)
+    assert texts == sorted(texts, key=lambda t: t != SECRET)  # once gone, gone
+    assert all(s["neighbour"] == neighbour for s in seen)
     assert committed  # commits went on around the forget
     memory.catch_up()
     assert memory.total == 400 + 150

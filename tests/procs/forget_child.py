@@ -1,4 +1,4 @@
-"""A child for the forget tests: forgets (reporting each durable step), commits turns, or searches.
+"""A child for the forget tests: forgets (reporting each durable step), commits turns, searches or reads.
 
 ``forget ROOT MID SETTINGS ID STOP``: forget message ID, printing each step of
 :mod:`endless.core.forget`; at step number STOP (if not -1) it waits on stdin,
@@ -50,6 +50,14 @@ def main() -> None:
             memory.catch_up()
             result = search.search(search.corpus_of(memory), words, 0, 20, 5.0)
             say(hits=[h.id for h in result.hits])
+    elif mode == "read":  # read-only, as a History page reads: the message is whole or a tombstone
+        reader = Memory.open(memory_id=mid, settings=settings, root=root, readonly=True)
+        for _ in range(int(sys.argv[5])):
+            reader.catch_up()
+            stored = reader.message(int(sys.argv[6]))
+            neighbour = reader.message(int(sys.argv[6]) + 1)
+            say(text=None if stored is None else stored.text, neighbour=None if neighbour is None else neighbour.text)
+        reader.close()
     memory.close()
 
 

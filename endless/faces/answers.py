@@ -28,7 +28,7 @@ import orjson
 from endless.core import moments, recall
 from endless.core import query as query_language
 from endless.core import search as search_mod
-from endless.core import forget, sessions
+from endless.core import sessions
 from endless.core import tiling
 from endless.core.keys import Key, InvalidKey, memory_id as key_memory_id
 from endless.core.log import stored_from
@@ -348,7 +348,7 @@ def history(memory: Memory, args: dict, settings: Settings,
             before = snap.turns if before is None else min(int_arg("before", before, 0), snap.turns)
             first = before
             numbers = range(before - 1, max(0, before - limit) - 1, -1)
-        turns = _page(fd, numbers, offsets, lengths, budget, memory.log.forgotten)
+        turns = _page(fd, numbers, offsets, lengths, budget, memory.log)
     turns.sort(key=lambda t: t["turn"])
     low = turns[0]["turn"] if turns else first
     high = turns[-1]["turn"] + 1 if turns else first
@@ -368,12 +368,12 @@ def _since_arg(value: Any) -> float | None:
 
 
 def _page(fd: int | None, numbers: range, offsets: Any, lengths: Any, budget: int,
-          forgotten: dict[int, float] | None = None) -> list[dict]:
+          log: Any = None) -> list[dict]:
     """The turns ``numbers`` in the order given, until the next would pass ``budget`` bytes of JSON."""
     turns: list[dict] = []
     used = 0
     for k in numbers:
-        turn = _turn_value(fd, k, offsets[k], lengths[k], forgotten or {})
+        turn = _turn_value(fd, k, offsets[k], lengths[k], log)
         size = len(orjson.dumps(turn)) + 1
         if used + size > budget:
             if turns:
@@ -414,13 +414,14 @@ def _reader(path: Path) -> Iterator[int | None]:
         os.close(fd)
 
 
-def _turn_value(fd: int | None, turn: int, offset: int, length: int, forgotten: dict[int, float] | None = None) -> dict:
+def _turn_value(fd: int | None, turn: int, offset: int, length: int, log: Any = None) -> dict:
+    """``log``: the memory's order log, to show forgotten messages as tombstones."""
     record = None
     if fd is not None:
         try:
             record = orjson.loads(os.pread(fd, length, offset))
-            messages = [forget.shown(stored_from(record, k, turn), forgotten or {})
-                        for k in range(len(record["m"]))]
+            messages = [stored_from(record, k, turn) for k in range(len(record["m"]))]
+            messages = [log.shown(m) for m in messages] if log is not None else messages
         except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
             record = None
     if record is None:
@@ -428,7 +429,7 @@ def _turn_value(fd: int | None, turn: int, offset: int, length: int, forgotten: 
                 "entries": []}
     return {"turn": turn, "at": moments.moment_or_none(record.get("at")), "sessionId": record.get("s"),
             "sessionTitle": record.get("t"), "status": record.get("st"),
-            "entries": [_entry(m, forgotten) for m in messages]}
+            "entries": [_entry(m, None if log is None else log.forgotten) for m in messages]}
 
 
 def _entry(m: Any, forgotten: dict[int, float] | None) -> dict:

@@ -353,7 +353,7 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bo
         previews = [s for s in (memory.message(i) for i in ids) if s is not None]
         if dry_run or not ids:
             nodes = len({part for i in ids for part in _written_from(memory, i)})
-            return Outcome(ids, previews, nodes, 0, time.monotonic() - start, True, unreachable())
+            return Outcome(ids, previews, nodes, 0, time.monotonic() - start, dry_run, unreachable())
         plan = _plan(memory, ids, memory.clock())
         copies.scrub(memory.folder, list(plan.texts.values()))
         step("scrubbed")

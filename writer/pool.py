@@ -20,10 +20,11 @@ from typing import Callable
 
 import orjson
 
-from endless.core import durable
+from endless.core import durable, forget
 from endless.core import tiling
+from endless.core.errors import MemoryUseError
 from endless.llm.request import Msg, Request
-from endless.core.settings import Settings
+from endless.core.settings import RETENTION_CHECK_SECONDS, Settings
 from endless.core.words import count
 from endless.writer import checks, offline
 from endless.llm.client import Completion
@@ -116,6 +117,7 @@ class WriterPool:
         self._offline_noted = False
         self._wrote_offline = False
         self._paused_noted = False
+        self._retention_due = 0.0  # loop time of the next look for messages past forget_after_days
 
     # -- running ---------------------------------------------------------------------
 
@@ -136,6 +138,7 @@ class WriterPool:
                     keeper = asyncio.create_task(self.memory.keep_lease(lease_stop))
                 self.memory.catch_up()
                 now = loop.time()
+                self._retention(now)
                 launched = self._launch(now)
                 if until_idle and not self._tasks and not launched and not self._waiting_work(now):
                     break
@@ -156,6 +159,16 @@ class WriterPool:
             if keeper is not None:
                 await asyncio.gather(keeper, return_exceptions=True)
         return self.stats
+
+    def _retention(self, now: float) -> None:
+        """Forget messages past ``forget_after_days`` (the lease holder's job), once an hour."""
+        if self.settings.forget_after_days is None or now < self._retention_due:
+            return
+        self._retention_due = now + RETENTION_CHECK_SECONDS
+        try:
+            forget.retention(self.memory)  # type: ignore[arg-type]  # the core's own Memory
+        except (OSError, MemoryUseError) as exc:
+            log(f"retention (forget_after_days) did not run: {exc}; it tries again in an hour", logging.WARNING)
 
     async def _wait(self, stop: asyncio.Event, timeout: float) -> None:
         snapshot = (self.memory.total, self.memory.lines_built)

@@ -31,7 +31,7 @@ import orjson
 from endless.core import durable, tiling
 from endless.core.log import _parse_turn, tid_number
 from endless.core.search_index import IndexBusy
-from endless.core.tree import _parse_node
+from endless.core.tree import _parse_node, is_erased_line
 
 if TYPE_CHECKING:
     from endless.core.memory import Memory
@@ -213,6 +213,8 @@ def scan(memory: "Memory") -> Scan:
     lines: dict[int, tuple[int, int]] = {}
     for offset, line in durable.iter_lines(data, 0):
         record = _parse_node(line)
+        if record is None and is_erased_line(line):
+            continue  # erased by a forget: an unwritten node, not damage
         if record is None:
             head = line[:40].decode("utf-8", "replace")
             found.damaged_lines.append((offset, _guess_part(line) or head))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,20 @@ class LockBusy(RuntimeError):
     """Another process holds the memory's lock for longer than we can wait."""
 
 
+_THREAD_LOCKS: dict[str, threading.RLock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+def _thread_lock(path: Path) -> threading.RLock:
+    """One lock per memory and process, held with the file lock: the file lock is shared by every
+    thread of the process (``thread_local=False``), so two threads holding two ``Memory`` objects of
+    one folder (a Hermes chat committing while its History page forgets) would not exclude each other."""
+    with _THREAD_LOCKS_GUARD:
+        return _THREAD_LOCKS.setdefault(str(path), threading.RLock())
+
+
 class ChangeLock:
-    """The memory's short lock; reentrant within one process, names its holder's pid."""
+    """The memory's short lock; reentrant within one thread, excluding other threads and processes."""
 
     def __init__(self, path: Path, timeout: float = 60.0) -> None:
         self.path = path
@@ -52,12 +65,21 @@ class ChangeLock:
     def __enter__(self) -> "ChangeLock":
         from filelock import Timeout
 
+        threads = _thread_lock(self.path)
+        if not threads.acquire(timeout=self.timeout):
+            raise LockBusy(f"the memory lock {self.path} is held by another thread of this process for more "
+                           f"than {self.timeout:.0f} s; if it hangs, stop this process")
         if self._lock.lock_counter == 0:
-            durable.refuse_link(self.path)  # filelock opens it with O_TRUNC: never through a link
-            durable.refuse_link(self.holder_path)
+            try:
+                durable.refuse_link(self.path)  # filelock opens it with O_TRUNC: never through a link
+                durable.refuse_link(self.holder_path)
+            except BaseException:
+                threads.release()
+                raise
         try:
             self._lock.acquire()
         except Timeout as exc:
+            threads.release()
             raise LockBusy(f"the memory lock {self.path} is held by pid {holder_pid(self.holder_path)}"
                            f" for more than {self.timeout:.0f} s; if that process hangs, stop it") from exc
         if self._lock.lock_counter == 1:
@@ -65,7 +87,10 @@ class ChangeLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        try:
+            self._lock.release()
+        finally:
+            _thread_lock(self.path).release()
 
     @property
     def held(self) -> bool:

@@ -76,6 +76,8 @@ class OrderLog:
         self.indexed_total = 0  # the message count the index claimed when loaded (before any rebuild)
         self.on_problem: Callable[[str], None] = lambda what: durable.log("log", what)
         self._fd: int | None = None
+        self.forgotten: dict[int, float] = {}  # id -> when it was forgotten (endless.core.forget)
+        self.recheck: Callable[[], None] | None = None  # reads forgets made since (endless.core.forget)
 
     # -- loading and catching up -------------------------------------------------
 
@@ -267,6 +269,8 @@ class OrderLog:
         if (offset and raw[:1] != b"\n") or raw[-1:] != b"\n" or len(raw) != length + 1 + (offset - start):
             return "mismatch", None
         record = _parse_turn(raw[offset - start:-1], turn, None)
+        if record is None:  # a forget patching it in place at this instant reads whole a moment later
+            record = _parse_turn(os.pread(self._reader(), length, offset), turn, None)
         if record is None:
             return "damaged", None  # a whole line, unreadable: damage in the log, not in its index
         if (self.tids[turn] == 0 or record["id"] != self.firsts[turn] or len(record["m"]) != self.counts[turn]
@@ -316,7 +320,17 @@ class OrderLog:
             record = None if turn is None else self.read_record(turn)
         if record is None or not record["id"] <= message_id < record["id"] + len(record["m"]):
             return None
-        return stored_from(record, message_id - record["id"], turn)
+        return self.shown(stored_from(record, message_id - record["id"], turn))
+
+    def shown(self, stored: Stored) -> Stored:
+        """A forgotten message as its tombstone (what :mod:`endless.core.forget` registered)."""
+        if stored.id not in self.forgotten and stored.text == "" and self.recheck is not None:
+            self.recheck()  # blanked by a forget this process has not read of yet?
+        if stored.id not in self.forgotten:
+            return stored
+        from endless.core.forget import shown
+
+        return shown(stored, self.forgotten)
 
     def has_tid(self, tid: str) -> bool:
         return tid_number(tid) in self.tids

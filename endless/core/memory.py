@@ -17,7 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from endless.core import durable, identity, index_upkeep, integrity, journal, keyfile, redact, search_index, sessions, tiling
+from endless.core import (durable, forget, identity, index_upkeep, integrity, journal, keyfile, redact,
+                          search_index, sessions, tiling)
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.free_nodes import free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
@@ -111,6 +112,7 @@ class Memory:
         self.log.load_index()
         self.tree.load_index()
         if self.readonly:
+            forget.catch_up(self)
             self.log.catch_up(False)
             self.tree.catch_up(False)
             self.log.catch_up(False)  # the log is written before its lines: now it covers every line read
@@ -124,6 +126,7 @@ class Memory:
                     self.report(what)
             self.log.catch_up(True)
             self.tree.catch_up(True)
+            forget.on_open(self)  # a forget a crash cut short is finished first
             self._check(writable=True)
             reported = len(self.reports)
             self.views.load(self.total, repair=True)
@@ -193,7 +196,7 @@ class Memory:
         record = self.log.read_record(turn)
         if record is None:
             return []
-        return [stored_from(record, k, turn) for k in range(len(record["m"]))]
+        return [self.log.shown(stored_from(record, k, turn)) for k in range(len(record["m"]))]
 
     # -- committing turns ------------------------------------------------------------
 
@@ -384,6 +387,7 @@ class Memory:
 
     def _catch_up(self, locked: bool) -> bool:
         before = (self.total, self.tree.count)
+        forget.catch_up(self)
         new_nodes = self.tree.catch_up(locked and not self.readonly)
         self.log.catch_up(locked and not self.readonly)
         for part in new_nodes:

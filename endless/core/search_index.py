@@ -82,6 +82,7 @@ def line_part(key: int) -> tuple[int, int]:
     return key >> 48, key & ((1 << 48) - 1)
 
 
+ZEROED = "zeroed"  # a state row: freed pages were zeroed since the index was created
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(text, content='', tokenize='{TOKENIZER}');
@@ -124,7 +125,8 @@ class SearchIndex:
     def _connect(self) -> sqlite3.Connection:
         durable.make_dir(self.path.parent)
         durable.refuse_link(self.path)  # SQLite would follow it
-        if not self.path.exists():
+        fresh = not self.path.exists()
+        if fresh:
             # Created 0600 before SQLite opens it; its -wal and -shm files take the same mode.
             os.close(durable.open_fd(self.path, os.O_WRONLY | os.O_CREAT))
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
@@ -138,6 +140,11 @@ class SearchIndex:
             db.execute(f"PRAGMA cache_size={-INDEX_CACHE_KIB}")
             db.executescript(_SCHEMA)
             db.execute("SELECT count(*) FROM state").fetchone()
+            # Freed pages are zeroed, so a forgotten message's words never linger in free space
+            # (endless.core.forget); ``zeroed`` says every page was freed so since the file began.
+            db.execute("PRAGMA secure_delete=ON")
+            if fresh:
+                db.execute(f"INSERT OR IGNORE INTO state(name, value) VALUES ('{ZEROED}', 1)")
         except sqlite3.DatabaseError:
             db.close()
             raise

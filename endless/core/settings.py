@@ -39,6 +39,8 @@ LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-
 INDEX_BATCH_MESSAGES = 20_000
 INDEX_BUSY_SECONDS = 5.0
 INDEX_PROGRESS_STEPS = 2_000
+RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days
+FORGET_CHECKPOINT_TRIES = 20  # a forget's WAL checkpoint waits for readers this many times
 INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled only as pages are read)
 # A ranked search looks at every row holding one of its words: it takes the rarest words while the
 # rows they are in stay under this many (measured on 2 cores: about 2 ms per 1,000 rows at 1M messages);
@@ -145,6 +147,9 @@ class Settings:
     # Secrets (API keys, tokens, private keys, passwords in URLs) replaced by [redacted: kind] before
     # a message is kept (endless.core.redact); the turn that carried them reaches the model as sent.
     redact_secrets: bool = True
+    # Retention (endless.core.forget): messages older than this many days are forgotten automatically
+    # by the process running the writer (not set: kept forever).
+    forget_after_days: float | None = None
     # Processes (DESIGN §2.5).
     lease_renew_seconds: float = 5.0
     lease_expiry_seconds: float = 30.0
@@ -252,6 +257,7 @@ MEANINGS: dict[str, str] = {
     "search_hits_rpc": "most hits of one RPC or CLI search",
     "recall_search": "whether the chat model is offered the recall_search tool",
     "redact_secrets": "replace API keys, tokens, private keys and passwords by [redacted: kind] before a message is kept",
+    "forget_after_days": "messages older than this many days are forgotten automatically (not set: kept forever)",
     "lease_renew_seconds": "seconds between renewals of the writer lease",
     "lease_expiry_seconds": "a writer lease not renewed for this long is taken over",
     "settle_poll_seconds": "seconds between looks while waiting for the memory to settle",
@@ -346,7 +352,7 @@ def _apply(settings: Settings, values: Mapping[str, Any], layer: str, *,
 
 def _coerce(name: str, raw: Any, default: Any, where: str, from_text: bool) -> Any:
     kind = type(default)
-    if name == "spend_cap_per_day":
+    if name in ("spend_cap_per_day", "forget_after_days"):
         kind = float
         if raw is None or (from_text and str(raw).strip().lower() in ("", "none", "off")):
             return None
@@ -394,6 +400,8 @@ def _check(s: Settings) -> None:
         problems.append("view_floor must be below view_ceiling")
     if s.writer_view_floor >= s.writer_view_ceiling:
         problems.append("writer_view_floor must be below writer_view_ceiling")
+    if s.forget_after_days is not None and not s.forget_after_days > 0:
+        problems.append("forget_after_days must be a positive number of days (or not set)")
     if s.spend_cap_per_day is not None and s.spend_cap_per_day < 0:
         problems.append("spend_cap_per_day must not be negative")
     for f in fields(Settings):

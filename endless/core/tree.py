@@ -41,6 +41,7 @@ class TreeStore:
         self.on_problem: Callable[[str], None] = lambda what: durable.log("tree", what)
         self._fd: int | None = None
         self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
+        self.erased: set[tuple[int, int]] = set()  # erased by a forget (endless.core.forget)
 
     def _slot_path(self, level: int) -> Path:
         return self.index_dir / f"tree-L{level:02d}.v{FORMAT}.bin"
@@ -100,6 +101,10 @@ class TreeStore:
             handle.seek(offset - 1)
             return handle.read(1) == b"\n"
 
+    def built_or_erased(self, level: int, index: int) -> bool:
+        """Built, or erased by a forget and not written again yet: a view keeps such a part."""
+        return self.built(level, index) or (level, index) in self.erased
+
     def built(self, level: int, index: int) -> bool:
         if level >= len(self.slots):
             return False
@@ -136,6 +141,8 @@ class TreeStore:
         found = []
         for offset, line in durable.iter_lines(data, self.end):
             record = _parse_node(line)
+            if record is None and is_erased_line(line):
+                continue  # a line erased by a forget: its node is unwritten again
             if record is None:
                 self.damage.append(Damage(self.path.name, offset, len(line), "not a readable node"))
                 durable.log("tree", f"damaged line at byte {offset} of {self.path.name}: skipped")
@@ -247,6 +254,9 @@ class TreeStore:
             if not self.built(level, index):
                 return None
             verdict, record = self.check_slot(level, index)
+        if verdict == "erased":  # a forget in another process erased it: unwritten again, not damage
+            self.forget([(level, index)])
+            return None
         if verdict == "damaged":
             offset = self.slots[level][index] - 1
             self.damage.append(Damage(self.path.name, offset, 0, f"line {level}/{index} is not a readable node"))
@@ -257,7 +267,8 @@ class TreeStore:
         return record
 
     def check_slot(self, level: int, index: int) -> tuple[str, dict | None]:
-        """``ok`` (the record), ``damaged`` (its whole line does not parse) or ``mismatch`` (the slot is wrong)."""
+        """``ok`` (the record), ``damaged`` (its whole line does not parse), ``erased`` (by a forget) or
+        ``mismatch`` (the slot is wrong)."""
         offset = self.slots[level][index] - 1
         if self._fd is None:
             self._fd = durable.open_fd(self.path, os.O_RDONLY)
@@ -275,7 +286,7 @@ class TreeStore:
             nl = chunk.find(b"\n")
         record = _parse_node(chunk[:nl])
         if record is None:
-            return "damaged", None
+            return ("erased" if is_erased_line(chunk[:nl]) else "damaged"), None
         if (record["l"], record["i"]) != (level, index):
             return "mismatch", None
         return "ok", record
@@ -305,6 +316,11 @@ def _inode(path: Path) -> int | None:
         return os.stat(path).st_ino
     except FileNotFoundError:
         return None
+
+
+def is_erased_line(line: bytes) -> bool:
+    """A node line a forget overwrote (``{"gone":[l,i]}`` and spaces): not damage, an unwritten node."""
+    return line.startswith(b'{"gone":')
 
 
 def _parse_node(line: bytes) -> dict | None:

@@ -214,7 +214,7 @@ class ViewKeeper:
     def _read(self, path: Path, label: str, total: int, repair: bool, writer: bool = False) -> _Read:
         try:
             state = ViewState.from_json(durable.read_json(path))
-            tiling.validate(state, total, self.tree.built)
+            tiling.validate(state, total, self.tree.built_or_erased)
             return _Read(state)
         except FileNotFoundError:
             return _Read(None if writer else ViewState())

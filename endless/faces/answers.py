@@ -350,7 +350,7 @@ def history(memory: Memory, args: dict, settings: Settings,
             before = snap.turns if before is None else min(int_arg("before", before, 0), snap.turns)
             first = before
             numbers = range(before - 1, max(0, before - limit) - 1, -1)
-        turns = _page(fd, numbers, offsets, lengths, budget)
+        turns = _page(fd, numbers, offsets, lengths, budget, memory.log)
     turns.sort(key=lambda t: t["turn"])
     low = turns[0]["turn"] if turns else first
     high = turns[-1]["turn"] + 1 if turns else first
@@ -369,12 +369,13 @@ def _since_arg(value: Any) -> float | None:
         raise AnswerError(BAD_REQUEST, str(exc)) from None
 
 
-def _page(fd: int | None, numbers: range, offsets: Any, lengths: Any, budget: int) -> list[dict]:
+def _page(fd: int | None, numbers: range, offsets: Any, lengths: Any, budget: int,
+          log: Any = None) -> list[dict]:
     """The turns ``numbers`` in the order given, until the next would pass ``budget`` bytes of JSON."""
     turns: list[dict] = []
     used = 0
     for k in numbers:
-        turn = _turn_value(fd, k, offsets[k], lengths[k])
+        turn = _turn_value(fd, k, offsets[k], lengths[k], log)
         size = len(orjson.dumps(turn)) + 1
         if used + size > budget:
             if turns:
@@ -415,12 +416,14 @@ def _reader(path: Path) -> Iterator[int | None]:
         os.close(fd)
 
 
-def _turn_value(fd: int | None, turn: int, offset: int, length: int) -> dict:
+def _turn_value(fd: int | None, turn: int, offset: int, length: int, log: Any = None) -> dict:
+    """``log``: the memory's order log, to show forgotten messages as tombstones."""
     record = None
     if fd is not None:
         try:
             record = orjson.loads(os.pread(fd, length, offset))
             messages = [stored_from(record, k, turn) for k in range(len(record["m"]))]
+            messages = [log.shown(m) for m in messages] if log is not None else messages
         except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
             record = None
     if record is None:
@@ -428,7 +431,14 @@ def _turn_value(fd: int | None, turn: int, offset: int, length: int) -> dict:
                 "entries": []}
     return {"turn": turn, "at": moments.moment_or_none(record.get("at")), "sessionId": record.get("s"),
             "sessionTitle": record.get("t"), "status": record.get("st"),
-            "entries": [{"id": m.id, "kind": m.kind, "text": m.text} for m in messages]}
+            "entries": [_entry(m, None if log is None else log.forgotten) for m in messages]}
+
+
+def _entry(m: Any, forgotten: dict[int, float] | None) -> dict:
+    entry = {"id": m.id, "kind": m.kind, "text": m.text}
+    if forgotten and m.id in forgotten:
+        entry["forgottenAt"] = forgotten[m.id]  # the text is its tombstone
+    return entry
 
 
 def _cut_to_fit(turn: dict, budget: int) -> tuple[dict, int]:

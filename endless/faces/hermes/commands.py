@@ -18,7 +18,9 @@ from endless.core.words import count
 from endless.faces.hermes.runtime import log, runtime
 
 USAGE = ("/endless history (the History page's address) | view | search <words> | status | "
+         "forget <ids> | forget turn <n> | forget matching <words> (then again with confirm) | "
          "off (this chat runs on Hermes's own history) | on")
+FORGET_SHOWN = 10  # messages a /endless forget lists before it is confirmed
 
 
 def slash(raw_args: str = "") -> str:
@@ -39,10 +41,12 @@ def slash(raw_args: str = "") -> str:
                 return ("Endless is off for this chat: from the next message Hermes sends its own history. "
                         "Turns meanwhile are not remembered. /endless on switches it back.")
             return "Endless is on for this chat again: the next message starts from its memory's view."
-        if command not in ("history", "view", "search", "status"):
+        if command not in ("history", "view", "search", "status", "forget"):
             return f"Unknown /endless command {command!r}. {USAGE}"
         if command == "search" and not rest.strip():
             return "Usage: /endless search <words>"
+        if command == "forget" and not rest.strip():
+            return "Usage: /endless forget <message ids> | turn <n> | matching <words>, then the same with confirm"
         try:
             memory = PLUGIN.command_memory(chat)
         except NoMemory:
@@ -55,6 +59,8 @@ def slash(raw_args: str = "") -> str:
             return history_address(memory)
         if command == "view":
             return runtime().loop.call(render_view, memory)
+        if command == "forget":
+            return runtime().loop.call(forget_text, memory, rest)
         if command == "search":
             from endless.core import lookback
             return runtime().loop.call(lookback.call, memory, "recall_search", {"query": rest})
@@ -62,6 +68,43 @@ def slash(raw_args: str = "") -> str:
     except Exception as exc:
         log(f"/endless {command} failed: {exc!r}")
         return f"/endless {command} failed: {exc}"
+
+
+def forget_text(memory, rest: str) -> str:
+    """``/endless forget …``: first what would go; only ``… confirm`` forgets (a chat has no dialog)."""
+    from endless.core import forget
+    from endless.core.errors import MemoryUseError
+
+    words = rest.split()
+    confirmed = bool(words) and words[-1].lower() == "confirm"
+    words = words[:-1] if confirmed else words
+    try:
+        if words and words[0].lower() == "matching":
+            if len(words) < 2:
+                return "Usage: /endless forget matching <words>"
+            chosen = forget.select(memory, query=" ".join(words[1:]))
+        elif words and words[0].lower() == "turn":
+            chosen = forget.select(memory, turns=[int(w) for w in words[1:]])
+        else:
+            chosen = forget.select(memory, ids=[int(w.split("+")[0]) for w in words])
+        if not chosen:
+            return "Nothing to forget: no message matched (or it was forgotten already)."
+        outcome = forget.forget(memory, chosen, dry_run=not confirmed, purge=False)
+        if confirmed:  # the index's merge takes a minute at a million messages: not on the chat's loop
+            import threading
+            threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
+                             daemon=True).start()
+    except ValueError:
+        return "Give message numbers (as /endless history and zoom show them), turn <n>, or matching <words>."
+    except MemoryUseError as exc:
+        return f"Nothing was forgotten: {exc}"
+    if not confirmed:
+        shown = "\n".join(f"  {m.id} ({m.kind}): {m.text[:80]!r}" for m in outcome.previews[:FORGET_SHOWN])
+        more = f"\n  … and {count(len(chosen) - FORGET_SHOWN, 'more message')}" if len(chosen) > FORGET_SHOWN else ""
+        return (f"This would forget {count(len(chosen), 'message')} for good:\n{shown}{more}\n"
+                f"To do it, send: /endless forget {rest.strip()} confirm\n{outcome.unreachable}")
+    return (f"Forgot {count(len(outcome.ids), 'message')}; their ids stay as tombstones and "
+            f"{count(outcome.nodes, 'summary line')} are written again. {outcome.unreachable}")
 
 
 def render_view(memory) -> str:

@@ -16,8 +16,8 @@ Who may call, checked on every route before anything else:
   refused;
 * the host RPC refuses any request with an ``Origin`` header (no web page may
   call it); the page's own ``POST /api/endless-ui.<method>`` routes (the five
-  read methods) need the page's cookie *and* an ``Origin`` equal to the
-  page's own origin.
+  read methods, and ``forget`` for the page's Forget buttons) need the page's
+  cookie *and* an ``Origin`` equal to the page's own origin.
 
 Refusals before a method runs (a caller not allowed, a body too large or not
 an envelope) get a 4xx status; once a method runs, the answer is HTTP 200 with
@@ -114,6 +114,8 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     _method("search", readers.search, {"memoryId", "query", "limit", "offset", "below", "chat", "kind",
                                        "since", "before", "scope"}, {"memoryId", "query"},
             page=True, runs=Runs.PROCESSES),
+    _method("forget", readers.forget, {"memoryId", "ids", "turns", "since", "before", "query", "dryRun"},
+            {"memoryId"}, page=True, runs=Runs.THREADS),
 )}
 
 

@@ -188,3 +188,10 @@ def history(readers: Readers, args: dict) -> dict:
 
 def search(readers: Readers, args: dict) -> dict:
     return readers.get(args.get("memoryId")).search(args, readers.settings)
+
+
+def forget(readers: Readers, args: dict) -> dict:
+    """The one method that changes a memory: it opens it writable, under its lock."""
+    from endless.faces.forgetting import forget_value
+
+    return forget_value(readers.settings, args, readers.root, merge_apart=True)

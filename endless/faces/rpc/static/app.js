@@ -311,15 +311,43 @@
     meta.appendChild(el("span", null, when(turn.at)));
     meta.appendChild(el("span", null, "turn " + turn.turn));
     meta.appendChild(el("span", "status status-" + (turn.status || "damaged"), turn.status || "damaged"));
+    if (turn.entries.some((e) => !e.forgottenAt)) {
+      meta.appendChild(forgetButton("Forget turn", { turns: [turn.turn] }, "turn " + turn.turn +
+                                    " (" + turn.entries.length + " messages)", turn.turn));
+    }
     article.appendChild(meta);
-    for (const entry of turn.entries) article.appendChild(renderEntry(entry));
+    for (const entry of turn.entries) article.appendChild(renderEntry(entry, turn.turn));
     return article;
   }
 
-  function renderEntry(entry) {
-    const box = el("div", "entry kind-" + entry.kind);
+  // Forgetting: the words leave the memory for good (ids stay, as tombstones).  Asked first, always.
+  function forgetButton(label, what, name, turnNumber) {
+    const button = el("button", "forget", label);
+    button.type = "button";
+    button.addEventListener("click", guarded(async () => {
+      const dry = await call("forget", Object.assign({ memoryId: state.memory, dryRun: true }, what));
+      if (!dry.messages.length) return say("Nothing to forget there: it was forgotten already.", true);
+      const ok = window.confirm("Forget " + name + "? Its words are removed from this memory for good " +
+                                "and every summary line written from them is written again.\n\n" +
+                                dry.cannotReach);
+      if (!ok) return say("Nothing was forgotten.", true);
+      const done = await call("forget", Object.assign({ memoryId: state.memory }, what));
+      const page = await call("history", { memoryId: state.memory, from: turnNumber, limit: 1 });
+      state.turns = state.turns.map((t) => (t.turn === turnNumber && page.turns.length ? page.turns[0] : t));
+      renderTurns();
+      say("Forgot " + done.messages.length + " message(s). " + done.cannotReach, true);
+    }));
+    return button;
+  }
+
+  function renderEntry(entry, turnNumber) {
+    const box = el("div", "entry kind-" + entry.kind + (entry.forgottenAt ? " forgotten" : ""));
     box.id = "m-" + entry.id;
-    box.appendChild(el("div", "entry-kind", (KIND_LABEL[entry.kind] || entry.kind) + " · " + entry.id));
+    const head = el("div", "entry-kind", (KIND_LABEL[entry.kind] || entry.kind) + " · " + entry.id);
+    if (!entry.forgottenAt && turnNumber !== undefined) {
+      head.appendChild(forgetButton("Forget", { ids: [entry.id] }, "message " + entry.id, turnNumber));
+    }
+    box.appendChild(head);
     const text = el("div", "text");
     text.id = "text-" + entry.id;
     box.appendChild(text);

@@ -1,0 +1,546 @@
+"""Forgetting messages (issue #19): their words leave every file of the memory, their ids stay.
+
+Why it is done this way:
+
+* **In place, same length.**  The turn index holds byte offsets and ids never
+  shift, and rewriting a gigabyte log per forget is not acceptable at a
+  million messages.  So the JSON string of a forgotten message's text (and of
+  its writer text) is overwritten where it lies by ``""`` and spaces (JSON
+  allows whitespace between tokens: the record still parses, every other byte
+  stays where it was).  A tree line written from it (its level-0 line and
+  every built ancestor up to the top) is overwritten by an *erased* line,
+  ``{"gone":[l,i]}`` and spaces, which the tree skips: the node is unwritten
+  again and the writer writes it once more, from the tombstone.  This is the
+  one documented exception to "a line is written once".
+* **The fact and its time live in ``forgotten.jsonl``**, one line per
+  forget (ids, when, the erased nodes and where they were): a message's
+  record has no room for a date (a two-letter message has two bytes to
+  give), and every reader (zoom, history, the page, the writer) shows a
+  forgotten id as the tombstone text, never what it said.
+* **Crash-atomic by a redo record** (``forget.<op>.redo``), written and fsynced
+  first.  It holds only ids, offsets, lengths and node names (the tombstone
+  bytes follow from them), never the text.  Once it is on disk the forget is
+  decided: the registry line is appended, the full-text rows are deleted and
+  the files patched, the slot files cleared, then the redo is removed.
+  Whoever opens the memory next under its lock replays a redo left behind;
+  every step is idempotent.  Before the redo exists nothing visible changed.
+* **The full-text index is contentless**: a row's 'delete' needs the old
+  text, so the rows are deleted inside the same SQLite write transaction as
+  the file patches (a concurrent catch-up reads the log inside its own write
+  transaction, so it sees the text and its rows are deleted, or sees the
+  patched log).  Deleted terms stay in old FTS segments until they merge,
+  so both tables are then ``optimize``d with ``secure_delete`` on (freed
+  pages zeroed) and the WAL checkpointed and truncated
+  (:mod:`endless.core.forget_copies`).  That merge rewrites the whole index
+  (about a minute at a million messages), so it runs after the memory's
+  lock is released, under the index's own; a marker file stands for it
+  until it is done, and the next open finishes it after a crash.  A crash after the
+  patches but before that commit leaves rows whose text is gone: the index
+  is derived, so it is removed and rebuilt from the log.
+* **Copies elsewhere in the folder** (``pending/kept.jsonl``, torn lines in
+  ``damaged.jsonl``, in-flight journals) are blanked in place, and set-aside
+  index files removed, before the redo is written, while the text is in hand:
+  a crash then leaves the memory as before, only without a redundant copy.
+
+Everything runs under the memory's change lock; readers never lock, and read
+the registry before the log, so once the registry line exists no reader shows
+the text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import secrets
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable
+
+import orjson
+
+from endless import prompts
+from endless.core import durable, forget_copies as copies, index_upkeep, tiling
+from endless.core.errors import MemoryUseError
+from endless.core.messages import Stored
+from endless.core.search_index import line_key
+
+if TYPE_CHECKING:
+    from endless.core.memory import Memory
+
+REGISTRY = "forgotten.jsonl"
+REDO, PURGE = "forget.{op}.redo", "forget.{op}.purge"  # one of each per forget, by its op
+_log = logging.getLogger("endless.forget")
+
+# Set by the crash test's child to report each durable step (and so be killed between them).
+step: Callable[[str], None] = lambda name: None  # noqa: E731
+
+
+def tombstone(at: float) -> str:
+    """What a forgotten message reads as: that it was forgotten and when, never what it said."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
+    return prompts.text("forget/tombstone.txt").strip().format(when=when)
+
+
+def unreachable() -> str:
+    """What forgetting cannot reach, in the person's words."""
+    return prompts.text("forget/unreachable.txt").strip()
+
+
+# -- what is known of past forgets (every process, caught up like the log) ----------------------
+
+@dataclass
+class _Known:
+    end: int = 0  # bytes of the registry read
+    ops: set[str] = field(default_factory=set)
+    kept_from: int = 0  # retention: the first turn not known to be past the cutoff
+
+
+_known: "weakref.WeakKeyDictionary[Memory, _Known]" = weakref.WeakKeyDictionary()
+
+
+def _registry(memory: "Memory") -> Path:
+    return memory.folder / REGISTRY
+
+
+def catch_up(memory: "Memory") -> None:
+    """Learn of forgets other processes made: tombstones, and erased nodes cleared from the slots."""
+    known = _known.setdefault(memory, _Known())
+    if memory.log.recheck is None:
+        ref = weakref.ref(memory)
+        memory.log.recheck = lambda: catch_up(ref()) if ref() is not None else None  # type: ignore[arg-type]
+    data, tail = durable.read_complete(_registry(memory), known.end)
+    known.end = tail.complete_end
+    for _, line in durable.iter_lines(data, 0):
+        try:
+            entry = orjson.loads(line)
+            _learn(memory, entry, known)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            _log.warning("%s: a damaged line in %s was skipped", memory.memory_id, REGISTRY)
+
+
+def _learn(memory: "Memory", entry: dict, known: _Known) -> None:
+    if entry["op"] in known.ops:
+        return
+    known.ops.add(entry["op"])
+    at = float(entry["at"])
+    for mid in entry["ids"]:
+        memory.log.forgotten[int(mid)] = at
+        memory.views._src.pop(int(mid), None)
+    tree = memory.tree
+    cleared = []
+    for level, index, offset, *_ in entry["nodes"]:
+        part = (int(level), int(index))
+        tree.erased.add(part)
+        if tree.built(*part) and tree.slots[part[0]][part[1]] == int(offset) + 1:
+            tree.slots[part[0]][part[1]] = 0
+            tree.count -= 1
+            cleared.append(part)
+        tree._texts.pop(part, None)
+        sizes = memory.views._sizes
+        if part[0] < len(sizes) and part[1] < len(sizes[part[0]]):
+            sizes[part[0]][part[1]] = 0
+    if cleared:
+        tree.merged += 1
+        memory.views._needed_stale = True
+        _relearn(memory, int(entry.get("tree_end", tree.end)), set(cleared))
+
+
+def _relearn(memory: "Memory", start: int, parts: set) -> None:
+    """Nodes written again after the forget that this process read while their old slot still stood."""
+    tree = memory.tree
+    if start >= tree.end:
+        return
+    with open(tree.path, "rb") as handle:
+        handle.seek(start)
+        data = handle.read(tree.end - start)
+    for offset, line in durable.iter_lines(data, start):
+        part = index_upkeep.node_part(line)
+        if part in parts and tree._set(part[0], part[1], offset):
+            memory._built(part)
+
+
+def shown(stored: Stored | None, forgotten: dict[int, float]) -> Stored | None:
+    """``stored`` as every reader shows it: a forgotten message as its tombstone."""
+    if stored is None or stored.id not in forgotten:
+        return stored
+    return Stored(stored.id, stored.kind, tombstone(forgotten[stored.id]), stored.at, stored.session,
+                  stored.title, stored.turn, None)
+
+
+# -- choosing what to forget -----------------------------------------------------------------------
+
+def select(memory: "Memory", *, ids: Iterable[int] = (), turns: Iterable[int] = (),
+           since: float | None = None, before: float | None = None, query: str | None = None) -> list[int]:
+    """The message ids a forget would remove, sorted; bad input raises and changes nothing.
+
+    Ids and turns are checked against the memory.  A time range takes every
+    message whose time is in ``[since, before)``; a query every message
+    whose text holds it, case folded (a literal match, not the ranked
+    search: what the person sees in the dry run is exactly what goes).
+    Both scan the log, which is fine for an operation this rare.
+    """
+    chosen: set[int] = set()
+    for mid in ids:
+        if not isinstance(mid, int) or isinstance(mid, bool) or not 0 <= mid < memory.total:
+            raise MemoryUseError(f"there is no message {mid}: this memory holds messages 0 to "
+                                 f"{memory.total - 1}; look them up with `endless history`")
+        chosen.add(mid)
+    for turn in turns:
+        info = memory.turn(turn) if isinstance(turn, int) and not isinstance(turn, bool) else None
+        if info is None:
+            raise MemoryUseError(f"there is no turn {turn}: this memory has turns 0 to {memory.turns - 1}")
+        chosen.update(range(info.first, info.first + info.count))
+    if since is not None or before is not None or query:
+        if query is not None and not query.strip():
+            raise MemoryUseError("the query to forget by is empty; give the words whose messages should go")
+        needle = query.casefold() if query else None
+        for _, _, record in index_upkeep.read_turns(memory.log.path, 0, memory.log.end, 0):
+            for k, m in enumerate(record["m"]):
+                at, text = m.get("at"), m.get("x")
+                if not isinstance(text, str):
+                    continue
+                if since is not None and not (isinstance(at, (int, float)) and at >= since):
+                    continue
+                if before is not None and not (isinstance(at, (int, float)) and at < before):
+                    continue
+                if needle is not None and needle not in text.casefold():
+                    continue
+                chosen.add(record["id"] + k)
+    return sorted(m for m in chosen if m not in memory.log.forgotten and m < memory.total)
+
+
+def retention(memory: "Memory") -> Outcome | None:
+    """Forget every message older than ``forget_after_days`` (the same forget, with its guarantees).
+
+    Turns are committed in time order (an import sorts its own), so the scan
+    starts at the first turn not yet past the cutoff and stops at the first
+    turn inside it: a look that finds nothing reads one record.
+    """
+    days = memory.settings.forget_after_days
+    if days is None or memory.readonly:
+        return None
+    cutoff = memory.clock() - days * 86_400
+    known = _known.setdefault(memory, _Known())
+    ids: list[int] = []
+    turn = known.kept_from
+    if turn < memory.turns:
+        start = memory.log.offsets[turn]
+        for turn, _, record in index_upkeep.read_turns(memory.log.path, start, memory.log.end, turn):
+            at = record.get("at")
+            if isinstance(at, (int, float)) and at >= cutoff:
+                break
+            ids += [record["id"] + k for k in range(len(record["m"])) if record["id"] + k not in memory.log.forgotten]
+            known.kept_from = turn + 1
+    if not ids:
+        return None
+    _log.info("%s: forgetting %d message(s) older than %g days (forget_after_days)", memory.memory_id,
+              len(ids), days)
+    return forget(memory, ids)
+
+
+# -- the plan: where the words are ------------------------------------------------------------------
+
+@dataclass
+class _Plan:
+    op: str
+    at: float
+    ids: list[int]
+    log_patches: list[tuple[int, int]] = field(default_factory=list)  # (offset, length) of a JSON string
+    nodes: list[tuple[int, int, int, int]] = field(default_factory=list)  # (level, index, offset, length)
+    texts: dict[int, str] = field(default_factory=dict)  # in memory only: what the index rows hold
+    line_texts: dict[tuple[int, int], str] = field(default_factory=dict)
+    tree_end: int = 0
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "at": self.at, "ids": self.ids, "log": self.log_patches,
+                "nodes": self.nodes, "tree_end": self.tree_end}
+
+
+def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
+    plan = _Plan(secrets.token_hex(8), at, ids, tree_end=memory.tree.end)
+    by_turn: dict[int, list[int]] = {}
+    for mid in ids:
+        turn = memory.log.turn_of(mid)
+        if turn is None:
+            raise MemoryUseError(f"message {mid} cannot be read (a damaged line); run `endless doctor`")
+        by_turn.setdefault(turn, []).append(mid)
+    for turn, mids in sorted(by_turn.items()):
+        base, length = memory.log.offsets[turn], memory.log.lengths[turn]
+        line = os.pread(memory.log._reader(), length, base)
+        record = orjson.loads(line)
+        pos = line.find(b',"m":[')
+        for k, m in enumerate(record["m"]):
+            enc = orjson.dumps(m)
+            found = line.find(enc, pos)
+            if found < 0:
+                continue  # patched by an earlier forget (it holds spaces now)
+            pos = found + len(enc)
+            if record["id"] + k not in mids:
+                continue
+            plan.texts[record["id"] + k] = m["x"]
+            for key in ("x", "w"):
+                if not isinstance(m.get(key), str) or not m[key]:
+                    continue
+                token = orjson.dumps(m[key])
+                inner = enc.find(b'"' + key.encode() + b'":' + token)
+                plan.log_patches.append((base + found + inner + 4, len(token)))
+    seen: set[tuple[int, int]] = set()
+    for mid in ids:
+        for part in _written_from(memory, mid):
+            if part in seen:
+                continue  # an ancestor two forgotten messages share
+            seen.add(part)
+            offset = memory.tree.slots[part[0]][part[1]] - 1
+            raw = _line_at(memory.tree.path, offset)
+            record = orjson.loads(raw)
+            plan.nodes.append((part[0], part[1], offset, len(raw)))
+            plan.line_texts[part] = record["text"]
+    return plan
+
+
+def _written_from(memory: "Memory", mid: int) -> list[tuple[int, int]]:
+    """The built lines holding words of message ``mid``: its own line and each ancestor up to the top."""
+    found = []
+    part = (0, mid)
+    while memory.tree.built(*part):
+        found.append(part)
+        part = tiling.parent(part)
+    return found
+
+
+def _line_at(path: Path, offset: int) -> bytes:
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        return handle.readline().rstrip(b"\n")
+
+
+def _erased_line(level: int, index: int, length: int) -> bytes:
+    body = orjson.dumps({"gone": [level, index]})
+    return body + b" " * (length - len(body))
+
+
+# -- forgetting ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a forget did (or, dry, would do)."""
+
+    ids: list[int]
+    previews: list[Stored]
+    nodes: int  # tree lines erased, to be written again
+    bytes_rewritten: int
+    seconds: float
+    dry_run: bool
+    unreachable: str
+
+
+def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bool = True) -> Outcome:
+    """Forget messages ``ids`` (from :func:`select`); ``dry_run`` only lists what would go.
+
+    ``purge=False`` leaves the index's merge (about a minute at a million
+    messages) to the caller's :func:`purge_index`, on a thread of its own.
+    """
+    memory._writable()
+    start = time.monotonic()
+    with memory.lock:
+        memory._catch_up(locked=True)
+        ids = sorted(set(i for i in ids if i not in memory.log.forgotten))
+        if ids and not 0 <= ids[0] <= ids[-1] < memory.total:
+            raise MemoryUseError(f"there is no message {ids[0] if ids[0] < 0 else ids[-1]}; nothing was forgotten")
+        previews = [s for s in (memory.message(i) for i in ids) if s is not None]
+        if dry_run or not ids:
+            nodes = len({part for i in ids for part in _written_from(memory, i)})
+            return Outcome(ids, previews, nodes, 0, time.monotonic() - start, dry_run, unreachable())
+        plan = _plan(memory, ids, memory.clock())
+        copies.scrub(memory.folder, list(plan.texts.values()))
+        step("scrubbed")
+        durable.replace_file(_marker(memory, REDO, plan.op), orjson.dumps(plan.to_json()))
+        step("redo")
+        written = _apply(memory, plan)
+        for mid in ids:  # the tombstones' own lines, and the free parents above them
+            stored = memory.message(mid)
+            if stored is not None and not memory.tree.built(0, mid):
+                memory.store_line(0, mid, stored.writer_source(memory.settings, memory.agent_name))
+        memory.views.update(memory.total, save=True)
+    memory._waiters.notify()
+    step("unlocked")
+    if purge and not purge_index(memory.folder):
+        memory.report("the search index was busy; its old pages are merged away when the memory is next opened")
+    _log.info("%s: forgot %d message(s), erased %d line(s), %d bytes rewritten", memory.memory_id,
+              len(ids), len(plan.nodes), written)
+    return Outcome(ids, previews, len(plan.nodes), written, time.monotonic() - start, False, unreachable())
+
+
+def _apply(memory: "Memory", plan: _Plan, replay: bool = False) -> int:
+    """Every step after the redo is durable; each may run again after a crash.  Returns bytes patched."""
+    entry = plan.to_json()
+    known = _known.setdefault(memory, _Known())
+    if plan.op not in known.ops and not _in_registry(memory, plan.op):
+        durable.append_lines(_registry(memory), [durable.dumps_line(entry)])
+    step("registry")
+    written = _index_and_patch(memory, plan, replay)
+    step("patched")
+    _clear_slots(memory, plan)
+    catch_up(memory)
+    step("slots")
+    # What is left, merging the index's segments, is long at a million messages (a minute): it runs
+    # after the memory's lock is released, under the index's own, and a crash leaves it to the next open.
+    durable.replace_file(_marker(memory, PURGE, plan.op), b"{}\n")
+    _marker(memory, REDO, plan.op).unlink()
+    durable.fsync_dir(memory.folder)
+    step("purge-pending")
+    return written
+
+
+def purge_index(folder: Path, wait: bool = True) -> bool:
+    """Merge deleted words out of the memory's search index, for every forget waiting for it."""
+    return copies.purge_pending(folder, PURGE.format(op="*"), step, wait)
+
+
+def _marker(memory: "Memory", form: str, op: str) -> Path:
+    return memory.folder / form.format(op=op)
+
+
+def _in_registry(memory: "Memory", op: str) -> bool:
+    path = _registry(memory)
+    return path.exists() and f'"op":"{op}"'.encode() in path.read_bytes()
+
+
+def _patch_files(memory: "Memory", plan: _Plan) -> int:
+    written = 0
+    for path, patches in ((memory.log.path, [(o, n, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]),
+                          (memory.tree.path, [(o, n, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
+        if not patches:
+            continue
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for offset, length, data in patches:
+                os.pwrite(fd, data, offset)
+                written += length
+                step("patch")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return written
+
+
+def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:
+    """Delete the index rows and patch the files in one index write transaction, then purge old pages."""
+    index = memory.search_index
+    if not index.exists():
+        return _patch_files(memory, plan)
+    db = index.db()
+    db.execute("CREATE TABLE IF NOT EXISTS forgot(id INTEGER PRIMARY KEY)")
+    stale = False
+    with index.write():
+        for mid in plan.ids:
+            if db.execute("SELECT 1 FROM forgot WHERE id = ?", (mid,)).fetchone():
+                continue
+            if db.execute("SELECT 1 FROM msg WHERE id = ?", (mid,)).fetchone():
+                text = plan.texts.get(mid)
+                if text is None:
+                    stale = True  # its text is gone from the log already: the rows cannot be told
+                    break
+                db.execute("INSERT INTO words(words, rowid, text) VALUES ('delete', ?, ?)", (mid, text))
+            db.execute("INSERT INTO forgot(id) VALUES (?)", (mid,))
+        for level, index_, _, _ in plan.nodes:
+            key = line_key(level, index_)
+            if db.execute("SELECT 1 FROM line WHERE key = ?", (key,)).fetchone():
+                text = plan.line_texts.get((level, index_))
+                if text is None:
+                    stale = True
+                    break
+                db.execute("INSERT INTO line_words(line_words, rowid, text) VALUES ('delete', ?, ?)",
+                           (key, text))
+                db.execute("DELETE FROM line WHERE key = ?", (key,))
+        step("index-rows")
+        written = _patch_files(memory, plan)
+    if stale:
+        copies.drop_index(memory)
+        return written
+    step("index-commit")
+    return written
+
+
+def _clear_slots(memory: "Memory", plan: _Plan) -> None:
+    """Zero the erased nodes' slots on disk (derived: the registry corrects a stale slot anyway)."""
+    for level, index, offset, _ in plan.nodes:
+        path = memory.tree._slot_path(level)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        try:
+            if os.pread(fd, 8, index * 8) == int(offset + 1).to_bytes(8, "little"):
+                os.pwrite(fd, bytes(8), index * 8)
+        finally:
+            os.close(fd)
+
+
+# -- at open: finishing a forget a crash interrupted -----------------------------------------------------
+
+def on_open(memory: "Memory") -> None:
+    """Under the lock at open: replay redos left behind, learn the registry, merge the index if due.
+
+    The merge waits for nobody: if another process holds the index, it is
+    the one merging (or it finishes its batch and a later open merges).
+    """
+    for redo in sorted(memory.folder.glob(REDO.format(op="*")), key=lambda p: p.stat().st_mtime):
+        try:
+            data = orjson.loads(redo.read_bytes())
+        except orjson.JSONDecodeError:  # written to a sibling and renamed: a torn one never took effect
+            memory.report(f"an unreadable {redo.name} was removed (the forget it began had not started)")
+            redo.unlink()
+            continue
+        plan = _Plan(data["op"], float(data["at"]), [int(i) for i in data["ids"]],
+                     [tuple(p) for p in data["log"]], [tuple(n) for n in data["nodes"]],
+                     tree_end=int(data.get("tree_end", 0)))
+        _recover_texts(memory, plan)
+        _apply(memory, plan, replay=True)
+        memory.report(f"finished forgetting {len(plan.ids)} message(s) that a crash had interrupted")
+    catch_up(memory)
+    copies.purge_pending(memory.folder, PURGE.format(op="*"), step, wait=False)
+
+
+def _recover_texts(memory: "Memory", plan: _Plan) -> None:
+    """The old texts still in the files (if the crash came before the patches), for the index rows."""
+    with open(memory.log.path, "rb") as handle:
+        for offset, length in plan.log_patches:
+            handle.seek(offset - 4)
+            key, token = handle.read(4), handle.read(length)
+            if key != b'"x":' or (token.startswith(b'""') and not token[2:].strip()):
+                continue  # a writer text (the index holds the text only), or patched already
+            mid = _id_at(memory, offset)
+            if mid is not None and mid not in plan.texts:
+                plan.texts[mid] = orjson.loads(token)
+    for level, index, offset, length in plan.nodes:
+        raw = _line_at(memory.tree.path, offset)
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("text"), str):
+            plan.line_texts[(level, index)] = record["text"]
+
+
+def _id_at(memory: "Memory", offset: int) -> int | None:
+    """The message whose text's JSON string starts at byte ``offset`` of the log."""
+    turn = bisect.bisect_right(memory.log.offsets, offset) - 1
+    if turn < 0:
+        return None
+    base = memory.log.offsets[turn]
+    line = os.pread(memory.log._reader(), memory.log.lengths[turn], base)
+    record = orjson.loads(line)
+    pos = line.find(b',"m":[')
+    for k, m in enumerate(record["m"]):
+        enc = orjson.dumps(m)
+        found = line.find(enc, pos)
+        if found < 0:
+            continue
+        pos = found + len(enc)
+        if base + found <= offset < base + found + len(enc):
+            return record["id"] + k
+    return None

@@ -1,0 +1,81 @@
+"""``endless forget``: remove messages' words from a memory, keeping their ids as tombstones.
+
+``--dry-run`` lists what would go and changes nothing; without it the
+messages are forgotten at once (a person who typed the ids meant them; the
+History page and the Hermes command ask first).  Exit codes as the read
+commands: 0 done, 1 no such memory, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from endless.core import moments
+from endless.faces.answers import BAD_REQUEST, AnswerError
+from endless.faces.cli.choose import memory_id_word
+from endless.faces.cli.read import CLI_NAMES, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, message_word, said
+
+NAMES = {**CLI_NAMES, "ids": "ID", "turns": "--turn", "query": "--matching", "dryRun": "--dry-run"}
+
+
+def add_forget_parser(sub: Any) -> None:
+    parser = sub.add_parser("forget", help="forget messages: their words leave the memory, their ids stay as "
+                                           "tombstones (try --dry-run first)",
+                            epilog="example:\n  endless forget 4242 --dry-run",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("ids", metavar="ID", nargs="*", type=message_word, help="message numbers to forget")
+    parser.add_argument("--turn", dest="turns", metavar="TURN", type=int, action="append",
+                        help="forget every message of this turn (repeatable)")
+    parser.add_argument("--since", metavar="WHEN", help="forget messages from this date or time on")
+    parser.add_argument("--before", metavar="WHEN", help="forget messages before this date or time")
+    parser.add_argument("--matching", metavar="WORDS", help="forget every message holding these words (any case)")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be forgotten; change nothing")
+    parser.add_argument("--memory", metavar="ID", type=memory_id_word,
+                        help="a memory id (16 hex digits; `endless memories` lists them)")
+    parser.add_argument("--workspace", help="the workspace whose memory to change (default: this folder)")
+    parser.add_argument("--json", action="store_true", help="print the endless.forget value as JSON")
+    parser.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from endless.core.keys import workspace_key
+    from endless.core.settings import load_settings
+    from endless.faces.forgetting import forget_value
+
+    settings = load_settings()
+    mid = args.memory or workspace_key(None, Path(args.workspace or ".")).memory_id
+    call = {"memoryId": mid, "ids": args.ids or None, "turns": args.turns, "since": args.since,
+            "before": args.before, "query": args.matching, "dryRun": args.dry_run}
+    try:
+        value = forget_value(settings, call)
+    except AnswerError as exc:
+        error = said(exc)
+        for rpc, cli in NAMES.items():
+            if error.startswith(rpc + " "):
+                error = cli + error[len(rpc):]
+        print(f"[endless] {error}", file=sys.stderr)
+        return EXIT_USAGE if exc.code == BAD_REQUEST else EXIT_NOT_FOUND
+    out = sys.stdout
+    if args.json:
+        out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return EXIT_OK
+    messages = value["messages"]
+    if not messages:
+        print("[endless] nothing to forget: no message matched (or it was forgotten already)", file=sys.stderr)
+        return EXIT_OK
+    for m in messages:
+        head = f"{m['id']:>8}  turn {m['turn']}  {m['kind']:<6} {moments.local(m['at'])}"
+        out.write(head + (f"  {m['text']!r}" if "text" in m else "") + "\n")
+    if value["dryRun"]:
+        out.write(f"would forget {len(messages)} message(s) and rewrite {value['lines']} summary line(s); "
+                  "run again without --dry-run to do it\n")
+    else:
+        out.write(f"forgot {len(messages)} message(s); {value['lines']} summary line(s) are written again "
+                  f"by the writer ({value['bytesRewritten']} bytes erased in place, {value['seconds']} s)\n")
+    print(f"[endless] {value['cannotReach']}", file=sys.stderr)
+    return EXIT_OK

@@ -124,7 +124,8 @@ class SearchIndex:
 
     def _connect(self) -> sqlite3.Connection:
         durable.make_dir(self.path.parent)
-        durable.refuse_link(self.path)  # SQLite would follow it
+        for path in (self.path, f"{self.path}-wal", f"{self.path}-shm"):  # SQLite would follow each
+            durable.refuse_link(path)
         fresh = not self.path.exists()
         if fresh:
             # Created 0600 before SQLite opens it; its -wal and -shm files take the same mode.

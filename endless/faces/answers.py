@@ -186,6 +186,7 @@ def memories(settings: Settings, args: dict, root: Path | None = None,
     agent = text_arg("agent", args.get("agent"), required=False)
     root = Path(root) if root is not None else settings.memory_root()
     found = []
+    unreadable = []
     for mid in memory_ids(root):
         try:
             if summary_of is not None:
@@ -195,10 +196,16 @@ def memories(settings: Settings, args: dict, root: Path | None = None,
                     entry = memory_summary(memory)
         except AnswerError:
             continue  # a folder that is not (or no longer) a readable memory
+        except OSError as exc:  # one memory Endless may not read: named, and the others still listed
+            unreadable.append({"memoryId": mid, "error": f"{exc.strerror or exc}: {exc.filename or root / mid}"})
+            continue
         if agent is None or entry["agent"] == agent:
             found.append(entry)
     found.sort(key=lambda e: (-(e["lastAt"] or 0.0), e["memoryId"]))
-    return {"memories": found}
+    value: dict = {"memories": found}
+    if unreadable:
+        value["unreadable"] = unreadable
+    return value
 
 
 class TimeCache:

@@ -46,3 +46,41 @@ def test_hermes_endless_view_says_a_refused_link_in_words(tmp_path, monkeypatch)
         code = commands._run_cli(parser.parse_args(["view", "--memory", mid]))
     assert code == 1
     assert "is a symbolic link" in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_endless_memories_lists_the_others_when_one_cannot_be_read(tmp_path, monkeypatch, capsys):
+    """One memory behind a refused link is named on stderr; the readable ones are still listed (exit 0)."""
+    from endless.cli import main
+    from endless.core.keys import workspace_key
+
+    root = tmp_path / "root"
+    good = F.build(root, turns=2, key=workspace_key(None, tmp_path / "a"))
+    bad = F.build(root, turns=2, key=workspace_key(None, tmp_path / "b"))
+    good.close()
+    bad.close()
+    log = bad.folder / "turns.turn.v1.jsonl"
+    log.rename(tmp_path / "elsewhere.jsonl")
+    log.symlink_to(tmp_path / "elsewhere.jsonl")
+    monkeypatch.setenv("ENDLESS_HOME", str(root))
+    monkeypatch.setenv("ENDLESS_CONFIG", str(tmp_path / "none.toml"))
+    code = main(["memories"])
+    out, err = capsys.readouterr()
+    assert code == 0 and out.startswith(good.memory_id) and bad.memory_id not in out
+    assert err.startswith(f"[endless] memory {bad.memory_id} cannot be read (") and "is a symbolic link" in err, err
+    assert "`endless doctor` says what to do" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])
+def test_the_search_index_opens_none_of_its_files_through_a_link(tmp_path, suffix):
+    """SQLite follows links to the database and to its -wal and -shm files: each is refused first."""
+    from endless.core.search_index import SearchIndex
+
+    index = SearchIndex(tmp_path)
+    index.path.parent.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"precious")
+    link = index.path.with_name(index.path.name + suffix)
+    link.symlink_to(outside)
+    with pytest.raises(LinkRefused):
+        index.db()
+    assert outside.read_bytes() == b"precious"

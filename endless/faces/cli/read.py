@@ -202,7 +202,10 @@ def _when(at: float | None) -> str:
 
 
 def _memories(value: dict, out) -> None:
-    if not value["memories"]:
+    for gone in value.get("unreadable", []):
+        print(f"[endless] memory {gone['memoryId']} cannot be read ({gone['error']}); `endless doctor` says "
+              "what to do", file=sys.stderr)
+    if not value["memories"] and not value.get("unreadable"):
         print("[endless] no memories yet", file=sys.stderr)
     for m in value["memories"]:
         out.write(f"{m['memoryId']}  {m['turns']:>7} turns  last {_when(m['lastAt'])}  "

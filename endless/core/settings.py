@@ -46,6 +46,7 @@ INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled o
 # rows they are in stay under this many (measured on 2 cores: about 2 ms per 1,000 rows at 1M messages);
 # the commonest words go first, which BM25 weighs least.  STOPWORDS (below) are dropped before that.
 SEARCH_POSTINGS_MAX = 12_000
+KEPT_CLAIM_SECONDS = 6 * 3600.0  # a turn's claim on kept messages lapses after this long (its process alive)
 KEPT_SHARE_BYTES = 2_000  # a kept message's bytes in a head where the kept ones do not fit whole (zoom reads the rest)
 SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it
 SEARCH_PHRASE_CHARS_MAX = 10_000

@@ -5,12 +5,16 @@ Hermes launch is a new session, so a store per session delivered nothing once
 that chat ended.  It is committed at once as a turn with status ``kept`` (an
 id, a place in history and search from that moment); ``pending/kept.jsonl``
 only says which kept messages no turn has shown the model yet.  The file is
-append-only (a kept message, or the ids a turn delivered), so two processes
-on one memory never lose each other's lines.
+append-only (a kept message, the ids a turn claimed, released or delivered),
+so two processes on one memory never lose each other's lines.  A turn claims
+the kept messages it shows under the memory's lock, so two chats starting a
+turn at the same moment never both show one; a claim whose turn never ended
+(its process died) lapses with that process, or after ``KEPT_CLAIM_SECONDS``.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -21,6 +25,7 @@ from endless import prompts
 from endless.core import durable, moments
 from endless.core.memory import Memory
 from endless.core.messages import Message
+from endless.core.settings import KEPT_CLAIM_SECONDS
 from endless.core.turns import KEPT
 
 STORE = "kept.jsonl"
@@ -58,22 +63,72 @@ def keep(memory: Memory, session: str, title: str, text: str) -> Kept:
     return kept
 
 
-def waiting(memory: Memory) -> list[Kept]:
-    """Kept messages no turn has delivered yet, oldest first (from every chat of the memory)."""
+@dataclass(frozen=True)
+class _Claim:
+    by: str
+    pid: int
+    at: float
+
+
+def _read(memory: Memory) -> tuple[dict[int, Kept], dict[int, _Claim]]:
+    """The kept messages not delivered yet, and the claims on them still standing."""
     data, _ = durable.read_complete(_store(memory), 0)
     kept: dict[int, Kept] = {}
     done: set[int] = set()
+    claims: dict[int, _Claim] = {}
     for _, line in durable.iter_lines(data, 0):
         try:
             record = orjson.loads(line)
             if "done" in record:
                 done.update(int(i) for i in record["done"])
+            elif "claim" in record:
+                claim = _Claim(str(record["by"]), int(record["pid"]), float(record["at"]))
+                claims.update((int(i), claim) for i in record["claim"])
+            elif "release" in record:
+                for i in record["release"]:
+                    if int(i) in claims and claims[int(i)].by == record["by"]:
+                        del claims[int(i)]
             else:
                 kept[int(record["id"])] = Kept(int(record["id"]), str(record["s"]), str(record.get("t") or ""),
                                                str(record["x"]), float(record["at"]))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             durable.log("turn", f"skipped a damaged line of {_store(memory)}")
-    return [kept[i] for i in sorted(kept) if i not in done]
+    return {i: k for i, k in kept.items() if i not in done}, claims
+
+
+def waiting(memory: Memory) -> list[Kept]:
+    """Kept messages no turn has delivered yet, oldest first (from every chat of the memory; claimed or not)."""
+    kept, _ = _read(memory)
+    return [kept[i] for i in sorted(kept)]
+
+
+def claim(memory: Memory, by: str) -> list[Kept]:
+    """The kept messages no other running turn shows, taken for the turn ``by`` (under the memory's lock)."""
+    with memory.lock:
+        kept, claims = _read(memory)
+        now = memory.clock()
+        free = [kept[i] for i in sorted(kept) if i not in claims or not _standing(claims[i], now)]
+        if free:
+            _append(memory, [{"claim": [k.ident for k in free], "by": by, "pid": os.getpid(), "at": now}])
+    return free
+
+
+def release(memory: Memory, kept: Sequence[Kept], by: str) -> None:
+    """The turn ``by`` did not show them after all (it was refused): the next turn may."""
+    if kept:
+        _append(memory, [{"release": [k.ident for k in kept], "by": by}])
+
+
+def _standing(claim: _Claim, now: float) -> bool:
+    if now - claim.at > KEPT_CLAIM_SECONDS:
+        return False
+    try:
+        os.kill(claim.pid, 0)
+    except ProcessLookupError:
+        return False  # its process is gone: the turn never ended
+    except PermissionError:
+        pass  # another user's process, alive
+    return True
 
 
 def delivered(memory: Memory, kept: Sequence[Kept]) -> None:

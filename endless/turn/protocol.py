@@ -17,6 +17,7 @@ chat of that memory (:mod:`endless.turn.pending`).
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 
 import orjson
@@ -30,7 +31,7 @@ from endless.core.messages import TraceBuilder
 from endless.llm.request import Msg, Request, ToolCallOut
 from endless.core.settings import KEPT_SHARE_BYTES
 from endless.turn.head import HeadTooLarge, build_request, fits, rebuild_bytes, shorten_line
-from endless.turn.pending import Kept, adopt_per_session, delivered, keep, waiting, with_kept
+from endless.turn.pending import Kept, adopt_per_session, claim, delivered, keep, release, with_kept
 from endless.writer.recorded import recorded_routes
 
 CONTINUED = "continued"  # the status of a long turn's parts before its last
@@ -114,10 +115,14 @@ class Turn:
             recorded_routes(memory).record(self.session, route, self.system, self.tools)
         if adopt_per_session(memory):
             durable.log("turn", "messages an earlier Endless kept per chat are now kept turns of the memory")
-        kept = waiting(memory)
+        owner = f"{self.session}:{uuid.uuid4().hex}"
+        kept = claim(memory, owner)
         try:
             head = self._head_with(kept, message, state, reply_tokens)
-        except HeadTooLarge as exc:
+        except BaseException as exc:
+            release(memory, kept, owner)
+            if not isinstance(exc, HeadTooLarge):
+                raise
             held = keep(memory, self.session, self.title, message)
             self.refused = True
             durable.log("turn", f"refused a turn of {self.session!r}: {exc}; its message is kept as "

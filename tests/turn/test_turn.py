@@ -298,3 +298,47 @@ def orjson_dumps(value) -> str:
     import orjson
 
     return orjson.dumps(value).decode()
+
+
+def test_two_chats_starting_at_once_show_a_kept_message_once(tmp_path):
+    """A turn claims the kept messages it shows: a second memory object of the folder (as a second process
+    opens it) does not show them while that turn runs; a refused turn gives them back; a claim whose
+    process died lapses."""
+    import subprocess
+    import sys
+
+    from endless.turn import pending
+
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    kept = pending.keep(memory, "s0", "Old chat", "what about the heron?")
+    other = _memory(tmp_path, clock.wall)
+    first, second = _turn(memory, "s1"), _turn(other, "s2")
+    shown_first = run(first.begin("hello"), clock).messages[-1].blocks[-1]
+    shown_second = run(second.begin("hi"), clock).messages[-1].blocks[-1]
+    assert "what about the heron?" in shown_first and shown_second == "hi"
+    first.finish("answered both")
+    second.finish("answered")
+    assert pending.waiting(memory) == []
+
+    again = pending.keep(memory, "s0", "Old chat", "and the egret?")
+    huge = Turn(memory, "s3", "Chat", system_prompt("HARNESS " + "rules " * 40_000), turn_tools(HARNESS_TOOLS))
+    memory.set_window(32_768)
+    assert run(huge.begin("too big a frame"), clock) is None and huge.refused
+    later = _turn(other, "s4")  # the refused turn released its claim: the next turn shows both kept ones
+    said = run(later.begin("next"), clock).messages[-1].blocks[-1]
+    assert "and the egret?" in said and "too big a frame" in said
+    later.finish("ok")
+
+    last = pending.keep(memory, "s0", "Old chat", "and the bittern?")
+    code = (f"import sys; sys.path[:0] = {sys.path!r}\n"
+            "from pathlib import Path\n"
+            "from endless.core.keys import workspace_key\nfrom endless.core.memory import Memory\n"
+            "from endless.core.settings import Settings\nfrom endless.turn import pending\n"
+            f"m = Memory.open(workspace_key(None, Path({str(tmp_path / 'ws')!r})), settings=Settings(), "
+            f"root=Path({str(tmp_path)!r}))\n"
+            "print([k.ident for k in pending.claim(m, 'gone-turn')])\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert child.stdout.strip() == f"[{last.ident}]", child.stderr  # claimed by a process that is now gone
+    said = run(_turn(memory, "s5").begin("one more"), clock).messages[-1].blocks[-1]
+    assert "and the bittern?" in said and kept.ident != last.ident and again.ident != last.ident

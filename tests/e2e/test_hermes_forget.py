@@ -93,3 +93,28 @@ def test_forget_with_hermes_refuses_without_the_plugin(tmp_path: Path) -> None:
             assert memory.message(0).text.startswith("A short hello")
     finally:
         env.close()
+
+
+def test_the_slash_command_in_a_running_hermes_replaces_hermes_s_copy_too(tmp_path: Path) -> None:
+    """``/endless forget … confirm`` typed into a real CLI, its own SessionDB connection open meanwhile."""
+    env = Env(tmp_path)
+    try:
+        text = "The alarm code is shearwater-8803-bracken [[tools:0]] [[reply:40]]"
+        out = env.drive({"agents": {"a": {"cli": True}}, "turns": [
+            {"agent": "a", "text": text},
+            {"command": "endless", "args": "forget 0", "in": "a"},
+            {"command": "endless", "args": "forget 0 confirm", "in": "a"},
+            {"agent": "a", "text": "And now? pipit-7712 [[tools:0]] [[reply:40]]"}]})
+        turn, asked, done, after = out
+        assert "Hermes's own copy goes too: 1 row of its state.db and 0 session files" in asked["answer"], asked
+        assert "Forgot 1 message" in done["answer"] and "Hermes's copy: 1 row of state.db" in done["answer"], done
+        assert "provider" in done["answer"] and "backups" in done["answer"], done
+        assert after["completed"], after
+        assert copies(env.home, pieces(text)) == []
+        with sqlite3.connect(env.home / "state.db") as db:
+            rows = db.execute("SELECT role, content FROM messages WHERE session_id = ? ORDER BY id",
+                              (turn["session_id"],)).fetchall()
+        assert rows[0][0] == "user" and rows[0][1].startswith("(forgotten on "), rows
+        assert [role for role, _ in rows] == ["user", "assistant", "user", "assistant"], rows
+    finally:
+        env.close()

@@ -22,7 +22,7 @@ from hermes_env import Env, HERMES_PYTHON, hermes_ready
 
 pytestmark = pytest.mark.skipif(not hermes_ready(), reason=f"no Hermes venv with Endless: {HERMES_PYTHON}")
 
-SECRET = "My locker code is kittiwake-4417-larkspur, keep it safe [[tools:0]] [[reply:60]]"
+SECRET = "My locker code is kittiwake-4417-lärkspür, keep it safe [[tools:0]] [[reply:60]]"
 PIECE = 12
 
 
@@ -49,7 +49,8 @@ def test_forget_with_hermes_replaces_hermes_s_copy_and_the_session_still_resumes
             said = [m.text for m in memory.turn_messages(0)]
         assert said[0] == SECRET and len(said) == 2, said
         wanted = set().union(*(pieces(text) for text in said))
-        assert copies(env.home, wanted), "Hermes kept no copy to forget: the test proves nothing"
+        held = copies(env.home, wanted)
+        assert any("/state.db" in p for p in held) and any("/sessions/" in p for p in held), held  # else it proves nothing
 
         run = lambda *a: subprocess.run(endless_command() + list(a), capture_output=True, text=True,  # noqa: E731
                                         env=env.env(), cwd=env.workspace, timeout=120)

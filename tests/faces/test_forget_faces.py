@@ -9,7 +9,7 @@ import orjson
 from starlette.testclient import TestClient
 
 from endless.core.memory import Memory
-from endless.faces.rpc import create_app
+from endless.faces.rpc import create_app, credential
 
 import rpc_fixtures as F  # noqa: E402
 from commands import endless_command  # noqa: E402
@@ -26,7 +26,8 @@ def test_rpc_forget_dry_run_then_forget(tmp_path: Path) -> None:
     mid, target = memory.memory_id, 11
     original = memory.message(target).text
     memory.close()
-    c = TestClient(create_app(F.small_settings(), root=tmp_path), base_url=BASE, client=("127.0.0.1", 50000))
+    c = TestClient(create_app(F.small_settings(), root=tmp_path), base_url=BASE, client=("127.0.0.1", 50000),
+                   headers=credential.auth_headers(tmp_path))
     with c:
         body = c.post("/api/endless.forget", json=envelope("forget", memoryId=mid, ids=[target], dryRun=True)).json()
         value = body["result"]["value"]

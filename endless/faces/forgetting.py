@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from endless import prompts
 from endless.core import forget, moments
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.memory import Memory
@@ -39,13 +40,17 @@ def _moment(name: str, value: Any) -> float | None:
     return at
 
 
-def forget_value(settings: Settings, args: dict, root: Path | None = None, merge_apart: bool = False) -> dict:
+def forget_value(settings: Settings, args: dict, root: Path | None = None, merge_apart: bool = False,
+                 hermes: Path | None = None) -> dict:
     """Select messages by ``ids``, ``turns``, ``since``/``before`` and ``query``; forget them unless ``dryRun``.
 
     ``merge_apart``: the search index's merge (a minute at a million
     messages) runs on a thread of its own, so an RPC answers before its
     time limit; the words are out of the log, the lines and the index rows
     already, and the merge is finished by the next open if the process ends.
+    ``hermes``: a Hermes home whose own copy of the messages (``state.db``,
+    session files) gets the tombstones too, first, so that a failure there
+    leaves the memory as it was and the forget can be asked again.
     """
     mid = memory_id_arg(args.get("memoryId"))
     ids, turns = _ints("ids", args.get("ids")), _ints("turns", args.get("turns"))
@@ -63,6 +68,9 @@ def forget_value(settings: Settings, args: dict, root: Path | None = None, merge
     try:
         try:
             chosen = forget.select(memory, ids=ids, turns=turns, since=since, before=before, query=query)
+            copy = None
+            if hermes is not None and chosen:
+                copy = hermes_copy(memory, hermes, chosen, dry)
             outcome = forget.forget(memory, chosen, dry_run=dry, purge=not merge_apart)
             if merge_apart and not dry:
                 threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
@@ -76,8 +84,27 @@ def forget_value(settings: Settings, args: dict, root: Path | None = None, merge
             if dry:
                 entry["text"] = stored.text[:PREVIEW_CHARS]
             messages.append(entry)
-        return {"dryRun": dry, "messages": messages, "lines": outcome.nodes,
-                "bytesRewritten": outcome.bytes_rewritten, "seconds": round(outcome.seconds, 3),
-                "cannotReach": outcome.unreachable}
+        value = {"dryRun": dry, "messages": messages, "lines": outcome.nodes,
+                 "bytesRewritten": outcome.bytes_rewritten, "seconds": round(outcome.seconds, 3),
+                 "cannotReach": outcome.unreachable}
+        if copy is not None:
+            value["hermes"] = {"home": str(hermes), "rows": copy.rows, "files": copy.files}
+            value["cannotReach"] = prompts.text("forget/unreachable_hermes.txt").strip()
+        return value
     finally:
         memory.close()
+
+
+def hermes_copy(memory: Memory, home: Path, ids: list[int], dry: bool):
+    """Hermes's copy of messages ``ids`` (matched by session id and text) replaced by their tombstones."""
+    import sqlite3
+
+    from endless.faces.hermes.forget_copy import HermesCopyError, replace
+
+    stone = forget.tombstone(memory.clock())
+    pairs = [(s.session, s.text, stone) for s in (memory.message(i) for i in ids) if s is not None]
+    try:
+        return replace(home, pairs, dry_run=dry)
+    except (sqlite3.Error, OSError) as exc:
+        raise HermesCopyError(f"Hermes's copy in {home} could not be changed ({exc}); the memory forgot "
+                              "nothing: close the Hermes using it and run the forget again") from None

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import orjson
@@ -313,3 +314,31 @@ def test_a_search_index_of_other_files_is_a_warning(env, memory) -> None:
     code, report = doctor(env)
     index = findings(report, "memory.index")
     assert code == 0 and index and "search index" in index[0]["message"] and "builds it again" in index[0]["fix"]
+
+
+def test_forgotten_messages_are_counted_and_an_unmerged_index_is_named(env, memory) -> None:
+    from endless.core import forget
+
+    mid, folder = memory.memory_id, memory.folder
+    code, report = doctor(env)
+    assert findings(report, "memory.forget") == []  # nothing forgotten, nothing said
+    forget.forget(memory, [1, 2], purge=False)  # the index's merge left to later, as the RPC and /endless do
+    forget.forget(memory, [4])
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(memory.log.forgotten[4]))
+    marker = next(folder.glob("forget.*.purge"), None)
+    assert marker is None  # the second forget's merge served the first one's marker too
+    (folder / "forget.0123456789abcdef.purge").write_bytes(b"{}\n")  # a merge still waiting
+    code, report = doctor(env)
+    assert code == 0
+    assert findings(report, "memory.forget") == [
+        {"check": "memory.forget", "status": "ok", "memory": mid,
+         "message": f"memory {mid}: 3 messages forgotten (in 2 forgets, the latest on {when})"},
+        {"check": "memory.forget", "status": "warning", "memory": mid,
+         "message": f"memory {mid}: the search index's merge after a forget is still pending "
+                    "(forget.0123456789abcdef.purge); its old pages may still hold the forgotten words",
+         "fix": "`endless doctor --repair` merges them now, unless a search is using the index (then the "
+                "memory's next chat turn or forget does)"}]
+    memory.close()
+    code, report = doctor(env, "--repair")
+    assert [f["status"] for f in findings(report, "memory.forget")] == ["ok"]
+    assert list(folder.glob("forget.*")) == []

@@ -75,7 +75,8 @@ def test_cli_forget(tmp_path: Path) -> None:
     assert none.returncode == 2 and "say what to forget" in none.stderr
 
 
-def test_hermes_slash_forget_asks_then_forgets(tmp_path: Path) -> None:
+def test_hermes_slash_forget_asks_then_forgets(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "no-hermes"))  # no Hermes home: the memory only
     from endless.faces.hermes.commands import forget_text
 
     memory = F.build(tmp_path)

@@ -157,6 +157,7 @@ def check_memory(report: Report, folder: Path, settings: Settings, now: float) -
                    "move it out of the memories folder")
         return
     from endless.faces.cli.doctor_access import access_findings
+    from endless.faces.cli.doctor_forget import forget_findings
 
     if not access_findings(report, folder, mid):
         return
@@ -180,6 +181,7 @@ def check_memory(report: Report, folder: Path, settings: Settings, now: float) -
         _memory_findings(report, memory, settings, now)
         _integrity_findings(report, memory)
         _price_findings(report, memory)
+        forget_findings(report, folder, mid)
 
 
 def _plain_files(report: Report, folder: Path, mid: str) -> bool:

@@ -2,7 +2,9 @@
 
 ``--dry-run`` lists what would go and changes nothing; without it the
 messages are forgotten at once (a person who typed the ids meant them; the
-History page and the Hermes command ask first).  Exit codes as the read
+History page and the Hermes command ask first).  ``--hermes`` also puts the
+tombstone in Hermes's own copy (``endless.faces.hermes.forget_copy``), and
+exits 2 before changing anything when Endless is not installed in the Hermes home.  Exit codes as the read
 commands: 0 done, 1 no such memory, 2 bad usage.
 """
 
@@ -35,6 +37,9 @@ def add_forget_parser(sub: Any) -> None:
     parser.add_argument("--before", metavar="WHEN", help="forget messages before this date or time")
     parser.add_argument("--matching", metavar="WORDS", help="forget every message holding these words (any case)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be forgotten; change nothing")
+    parser.add_argument("--hermes", action="store_true",
+                        help="also replace the text in Hermes's own copy (its state.db and session files) "
+                             "with the tombstone; the Hermes home is $HERMES_HOME, else ~/.hermes")
     parser.add_argument("--memory", metavar="ID", type=memory_id_word,
                         help="a memory id (16 hex digits; `endless memories` lists them)")
     parser.add_argument("--workspace", help="the workspace whose memory to change (default: this folder)")
@@ -46,13 +51,25 @@ def _run(args: argparse.Namespace) -> int:
     from endless.core.keys import workspace_key
     from endless.core.settings import load_settings
     from endless.faces.forgetting import forget_value
+    from endless.faces.hermes.forget_copy import HermesCopyError
 
     settings = load_settings()
+    hermes = None
+    if args.hermes:
+        from endless.faces.hermes.forget_copy import installed
+        from endless.faces.hermes.install import hermes_home
+
+        hermes = hermes_home()
+        if not installed(hermes):
+            print(f"[endless] --hermes: the Endless plugin is not installed in the Hermes home {hermes} "
+                  "(set HERMES_HOME to the right one, or run `endless hermes install`); nothing was forgotten",
+                  file=sys.stderr)
+            return EXIT_USAGE
     mid = args.memory or workspace_key(None, Path(args.workspace or ".")).memory_id
     call = {"memoryId": mid, "ids": args.ids or None, "turns": args.turns, "since": args.since,
             "before": args.before, "query": args.matching, "dryRun": args.dry_run}
     try:
-        value = forget_value(settings, call)
+        value = forget_value(settings, call, hermes=hermes)
     except AnswerError as exc:
         error = said(exc)
         for rpc, cli in NAMES.items():
@@ -60,6 +77,9 @@ def _run(args: argparse.Namespace) -> int:
                 error = cli + error[len(rpc):]
         print(f"[endless] {error}", file=sys.stderr)
         return EXIT_USAGE if exc.code == BAD_REQUEST else EXIT_NOT_FOUND
+    except HermesCopyError as exc:
+        print(f"[endless] --hermes: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     out = sys.stdout
     if args.json:
         out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -77,5 +97,10 @@ def _run(args: argparse.Namespace) -> int:
     else:
         out.write(f"forgot {len(messages)} message(s); {value['lines']} summary line(s) are written again "
                   f"by the writer ({value['bytesRewritten']} bytes erased in place, {value['seconds']} s)\n")
+    copy = value.get("hermes")
+    if copy is not None:
+        verb = "would replace" if value["dryRun"] else "replaced"
+        out.write(f"Hermes ({copy['home']}): {verb} the text of {copy['rows']} row(s) of state.db and "
+                  f"{copy['files']} session file(s) with the tombstone\n")
     print(f"[endless] {value['cannotReach']}", file=sys.stderr)
     return EXIT_OK

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from endless import prompts
 from endless.core.words import count
 from endless.faces.hermes.runtime import log, runtime
 
@@ -74,6 +75,8 @@ def forget_text(memory, rest: str) -> str:
     """``/endless forget …``: first what would go; only ``… confirm`` forgets (a chat has no dialog)."""
     from endless.core import forget
     from endless.core.errors import MemoryUseError
+    from endless.faces import forgetting
+    from endless.faces.hermes.forget_copy import HermesCopyError, installed
 
     words = rest.split()
     confirmed = bool(words) and words[-1].lower() == "confirm"
@@ -89,6 +92,8 @@ def forget_text(memory, rest: str) -> str:
             chosen = forget.select(memory, ids=[int(w.split("+")[0]) for w in words])
         if not chosen:
             return "Nothing to forget: no message matched (or it was forgotten already)."
+        home = _hermes_home()  # Hermes's copy is changed first (see forget_value), and always from a chat
+        copy = forgetting.hermes_copy(memory, home, chosen, not confirmed) if installed(home) else None
         outcome = forget.forget(memory, chosen, dry_run=not confirmed, purge=False)
         if confirmed:  # the index's merge takes a minute at a million messages: not on the chat's loop
             import threading
@@ -98,13 +103,34 @@ def forget_text(memory, rest: str) -> str:
         return "Give message numbers (as /endless history and zoom show them), turn <n>, or matching <words>."
     except MemoryUseError as exc:
         return f"Nothing was forgotten: {exc}"
+    except HermesCopyError as exc:
+        return str(exc)
+    reach = prompts.text("forget/unreachable_hermes.txt").strip() if copy else outcome.unreachable
     if not confirmed:
         shown = "\n".join(f"  {m.id} ({m.kind}): {m.text[:80]!r}" for m in outcome.previews[:FORGET_SHOWN])
         more = f"\n  … and {count(len(chosen) - FORGET_SHOWN, 'more message')}" if len(chosen) > FORGET_SHOWN else ""
         return (f"This would forget {count(len(chosen), 'message')} for good:\n{shown}{more}\n"
-                f"To do it, send: /endless forget {rest.strip()} confirm\n{outcome.unreachable}")
+                + (f"Hermes's own copy goes too: {count(copy.rows, 'row')} of its state.db and "
+                   f"{count(copy.files, 'session file')} get the tombstone (a forget here always includes it).\n"
+                   if copy else "")
+                + f"To do it, send: /endless forget {rest.strip()} confirm\n"
+                + (reach.split(". ", 1)[1] if copy else reach))
+    hermes = (f"; Hermes's copy: {count(copy.rows, 'row')} of state.db, {count(copy.files, 'session file')}"
+              if copy else "")
     return (f"Forgot {count(len(outcome.ids), 'message')}; their ids stay as tombstones and "
-            f"{count(outcome.nodes, 'summary line')} are written again. {outcome.unreachable}")
+            f"{count(outcome.nodes, 'summary line')} are written again{hermes}. {reach}")
+
+
+def _hermes_home() -> Path:
+    """The home of the Hermes this runs in (its own rule, profiles included)."""
+    try:
+        from hermes_constants import get_hermes_home
+
+        return Path(get_hermes_home())
+    except ImportError:
+        from endless.faces.hermes.install import hermes_home
+
+        return hermes_home()
 
 
 def render_view(memory) -> str:

@@ -66,6 +66,7 @@ from endless.core import durable, forget_copies as copies, index_upkeep, tiling
 from endless.core.errors import MemoryUseError
 from endless.core.messages import Stored
 from endless.core.search_index import line_key
+from endless.core.words import count
 
 if TYPE_CHECKING:
     from endless.core.memory import Memory
@@ -236,8 +237,8 @@ def retention(memory: "Memory") -> Outcome | None:
             known.kept_from = turn + 1
     if not ids:
         return None
-    _log.info("%s: forgetting %d message(s) older than %g days (forget_after_days)", memory.memory_id,
-              len(ids), days)
+    _log.info("%s: forgetting %s older than %g days (forget_after_days)", memory.memory_id,
+              count(len(ids), "message"), days)
     return forget(memory, ids)
 
 
@@ -369,8 +370,8 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bo
     step("unlocked")
     if purge and not purge_index(memory.folder):
         memory.report("the search index was busy; its old pages are merged away when the memory is next opened")
-    _log.info("%s: forgot %d message(s), erased %d line(s), %d bytes rewritten", memory.memory_id,
-              len(ids), len(plan.nodes), written)
+    _log.info("%s: forgot %s, erased %s, %s rewritten", memory.memory_id, count(len(ids), "message"),
+              count(len(plan.nodes), "line"), count(written, "byte", grouped=True))
     return Outcome(ids, previews, len(plan.nodes), written, time.monotonic() - start, False, unreachable())
 
 
@@ -500,7 +501,7 @@ def on_open(memory: "Memory") -> None:
                      tree_end=int(data.get("tree_end", 0)))
         _recover_texts(memory, plan)
         _apply(memory, plan, replay=True)
-        memory.report(f"finished forgetting {len(plan.ids)} message(s) that a crash had interrupted")
+        memory.report(f"finished forgetting {count(len(plan.ids), 'message')} that a crash had interrupted")
     catch_up(memory)
     copies.purge_pending(memory.folder, PURGE.format(op="*"), step, wait=False)
 

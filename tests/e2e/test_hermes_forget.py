@@ -56,12 +56,12 @@ def test_forget_with_hermes_replaces_hermes_s_copy_and_the_session_still_resumes
                                         env=env.env(), cwd=env.workspace, timeout=120)
         dry = run("forget", "--turn", "0", "--hermes", "--dry-run")
         assert dry.returncode == 0, dry.stderr
-        assert "would replace the text of 2 row(s) of state.db and 1 session file(s)" in dry.stdout, dry.stdout
+        assert "would replace the text of 2 rows of state.db and 1 session file" in dry.stdout, dry.stdout
         assert copies(env.home, wanted)  # the dry run changed nothing
 
         done = run("forget", "--turn", "0", "--hermes")
         assert done.returncode == 0, done.stderr
-        assert "replaced the text of 2 row(s) of state.db and 1 session file(s)" in done.stdout, done.stdout
+        assert "replaced the text of 2 rows of state.db and 1 session file" in done.stdout, done.stdout
         assert "provider" in done.stderr and "backups" in done.stderr, done.stderr  # still said what is not reached
         assert copies(env.home, wanted) == []
         with sqlite3.connect(env.home / "state.db") as db:

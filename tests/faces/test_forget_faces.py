@@ -11,6 +11,8 @@ from starlette.testclient import TestClient
 from endless.core.memory import Memory
 from endless.faces.rpc import create_app, credential
 
+from endless.core.words import count
+
 import rpc_fixtures as F  # noqa: E402
 from commands import endless_command  # noqa: E402
 
@@ -62,7 +64,7 @@ def test_cli_forget(tmp_path: Path) -> None:
     dry = run("forget", "--memory", mid, "--turn", "3", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     listed = [int(line.split()[0]) for line in dry.stdout.splitlines()[:-1]]
-    assert listed and f"would forget {len(listed)} message(s)" in dry.stdout
+    assert listed and f"would forget {count(len(listed), 'message')} and rewrite" in dry.stdout
     done = run("forget", "--memory", mid, "--turn", "3", "--json")
     assert done.returncode == 0, done.stderr
     value = orjson.loads(done.stdout)
@@ -72,7 +74,9 @@ def test_cli_forget(tmp_path: Path) -> None:
     bad = run("forget", "--memory", mid, "999999")
     assert bad.returncode == 2 and "there is no message 999999" in bad.stderr
     none = run("forget", "--memory", mid)
-    assert none.returncode == 2 and "say what to forget" in none.stderr
+    assert none.returncode == 2 and none.stderr == ("[endless] say what to forget: message ids (`endless forget 4242`), --turn TURN, "
+                                                "--since/--before WHEN or --matching WORDS; add --dry-run to see "
+                                                "what would go first\n")
 
 
 def test_hermes_slash_forget_asks_then_forgets(tmp_path: Path, monkeypatch) -> None:

@@ -153,4 +153,4 @@ def test_uninstall_puts_back_the_transcripts_endless_compacted(tmp_path: Path) -
     assert live == ["[CONTEXT COMPACTION — REFERENCE ONLY] a summary", "one", "one, with a tool call",
                     "two", "two back", "three", "three back"], live
     assert counts == (7, 1) and hidden == 2
-    assert any("session s1: 5 earlier message(s) back" in line for line in said), said
+    assert any("session s1: 5 earlier messages back" in line for line in said), said

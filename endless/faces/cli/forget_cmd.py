@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from endless.core import moments
+from endless.core.words import agree, count
 from endless.faces.answers import BAD_REQUEST, AnswerError
 from endless.faces.cli.choose import memory_id_word
 from endless.faces.cli.read import CLI_NAMES, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, message_word, said
@@ -53,6 +54,10 @@ def _run(args: argparse.Namespace) -> int:
     from endless.faces.forgetting import forget_value
     from endless.faces.hermes.forget_copy import HermesCopyError
 
+    if not (args.ids or args.turns or args.since or args.before or args.matching):
+        print("[endless] say what to forget: message ids (`endless forget 4242`), --turn TURN, --since/--before "
+              "WHEN or --matching WORDS; add --dry-run to see what would go first", file=sys.stderr)
+        return EXIT_USAGE
     settings = load_settings()
     hermes = None
     if args.hermes:
@@ -91,16 +96,18 @@ def _run(args: argparse.Namespace) -> int:
     for m in messages:
         head = f"{m['id']:>8}  turn {m['turn']}  {m['kind']:<6} {moments.local(m['at'])}"
         out.write(head + (f"  {m['text']!r}" if "text" in m else "") + "\n")
+    lines = count(value["lines"], "summary line")
     if value["dryRun"]:
-        out.write(f"would forget {len(messages)} message(s) and rewrite {value['lines']} summary line(s); "
+        out.write(f"would forget {count(len(messages), 'message')} and rewrite {lines}; "
                   "run again without --dry-run to do it\n")
     else:
-        out.write(f"forgot {len(messages)} message(s); {value['lines']} summary line(s) are written again "
-                  f"by the writer ({value['bytesRewritten']} bytes erased in place, {value['seconds']} s)\n")
+        out.write(f"forgot {count(len(messages), 'message')}; {lines} "
+                  f"{agree(value['lines'], 'is', 'are')} written again by the writer "
+                  f"({count(value['bytesRewritten'], 'byte', grouped=True)} erased in place, {value['seconds']} s)\n")
     copy = value.get("hermes")
     if copy is not None:
         verb = "would replace" if value["dryRun"] else "replaced"
-        out.write(f"Hermes ({copy['home']}): {verb} the text of {copy['rows']} row(s) of state.db and "
-                  f"{copy['files']} session file(s) with the tombstone\n")
+        out.write(f"Hermes ({copy['home']}): {verb} the text of {count(copy['rows'], 'row')} of state.db and "
+                  f"{count(copy['files'], 'session file')} with the tombstone\n")
     print(f"[endless] {value['cannotReach']}", file=sys.stderr)
     return EXIT_OK

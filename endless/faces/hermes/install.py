@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from endless.core import durable
+from endless.core.words import count
 
 PLUGIN_NAME = "endless"
 ENGINE_NAME = "endless"
@@ -228,7 +229,7 @@ def _restore_transcripts(home: Path) -> list[str]:
     except sqlite3.Error as exc:
         raise InstallError(f"could not put back the chats Endless shortened in {home / 'state.db'} ({exc}); "
                            "close every Hermes using this home and run uninstall again") from exc
-    return [f"session {r.session}: {r.put_back} earlier message(s) back in Hermes's transcript "
+    return [f"session {r.session}: {count(r.put_back, 'earlier message')} back in Hermes's transcript "
             f"({r.messages} in all; `hermes --resume {r.session}` sees the whole chat)" for r in done]
 
 

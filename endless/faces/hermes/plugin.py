@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from endless.core.words import agree, count
 from endless.core import lookback
 from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import REFUSAL, STOPPED_WAITING, Turn, wait_for_room
@@ -212,7 +213,7 @@ class Plugin:
                 found = rt.loop.call(reconcile.reconcile, state.memory, session_id, state.title,
                                      list(conversation_history), text, self.off_texts.get(session_id, ()))
                 if found:
-                    log(f"session {session_id}: {found} message(s) Hermes kept but Endless never saw are now "
+                    log(f"session {session_id}: {count(found, 'message')} Hermes kept but Endless never saw {agree(found, 'is', 'are')} now "
                         "in the memory as interrupted turns")
             # Hermes stores the message in its state.db from here on: an import of it logging this
             # turn meanwhile is found at the commit (identity.imported_copy), not logged twice.

@@ -26,6 +26,12 @@ from endless.core.memory import Memory  # noqa: E402
 from endless.faces.rpc import start_in_thread  # noqa: E402
 
 
+def shot(page, name: str) -> None:
+    """A screenshot under test-artifacts/ for a person to look at (the assertions are the test)."""
+    (REPO / "test-artifacts").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(REPO / "test-artifacts" / f"history-{name}.png"), full_page=False)
+
+
 @pytest.fixture
 def served(tmp_path):
     memory = F.build(tmp_path, turns=12)
@@ -60,6 +66,8 @@ def test_forget_a_message_and_a_turn_from_the_page(served) -> None:
             getattr(dialog, answers.pop(0))()
 
         page.on("dialog", answer)
+        page.locator(f"#m-{target}").scroll_into_view_if_needed()
+        shot(page, "forget-button")
         page.locator(f"#m-{target} button.forget").click()
         expect(page.locator("#status")).to_contain_text("Nothing was forgotten.")
         expect(page.locator(f"#text-{target}")).to_contain_text(original[:30])  # declined: nothing changed
@@ -67,11 +75,15 @@ def test_forget_a_message_and_a_turn_from_the_page(served) -> None:
         page.locator(f"#m-{target} button.forget").click()
         expect(page.locator(f"#text-{target}")).to_contain_text("(forgotten on ")
         expect(page.locator(f"#m-{target} button.forget")).to_have_count(0)
+        expect(page.locator("#status")).to_contain_text("Forgot 1 message. Forgetting removes the words")
         assert f"message {target}" in asked[0] and "provider" in asked[0] and len(asked) == 2
 
         page.locator("#turn-9 .turn-meta button.forget").click()
         expect(page.locator("#turn-9 .entry.forgotten")).not_to_have_count(0)
+        expect(page.locator("#status")).to_contain_text("Forgot 3 messages. Forgetting removes the words")
         expect(page.locator("#turn-9 .turn-meta button.forget")).to_have_count(0)
+        page.locator("#turn-9").scroll_into_view_if_needed()
+        shot(page, "forgotten")
         browser.close()
         assert errors == []
     memory = Memory.open(memory_id=mid, settings=F.small_settings(), root=root, readonly=True)

@@ -335,7 +335,8 @@
       const page = await call("history", { memoryId: state.memory, from: turnNumber, limit: 1 });
       state.turns = state.turns.map((t) => (t.turn === turnNumber && page.turns.length ? page.turns[0] : t));
       renderTurns();
-      say("Forgot " + done.messages.length + " message(s). " + done.cannotReach, true);
+      const n = done.messages.length;
+      say("Forgot " + n + (n === 1 ? " message. " : " messages. ") + done.cannotReach, true);
     }));
     return button;
   }

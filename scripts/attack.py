@@ -402,7 +402,7 @@ def loose_root_tightened(lab: Lab) -> None:
     expect("made it 0700" in err, f"no note said so: {err[-200:]!r}")
 
 
-def _closed_within(sock: socket.socket, limit: float) -> tuple[bool, float, bytes]:
+def closed_within(sock: socket.socket, limit: float) -> tuple[bool, float, bytes]:
     """Wait (polling the socket, up to ``limit`` s) for the server to answer or close; (closed?, seconds, data)."""
     start = time.monotonic()
     sock.settimeout(0.05)
@@ -424,7 +424,7 @@ def half_sent_headers(lab: Lab) -> None:
     with lab.server() as served:
         with socket.create_connection(("127.0.0.1", served.port)) as sock:
             sock.sendall(b"POST /api/endless.view HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-            closed, took, data = _closed_within(sock, HEADER_SECONDS + SLACK)
+            closed, took, data = closed_within(sock, HEADER_SECONDS + SLACK)
         expect(closed and not data, f"still open after {took:.1f} s" if not closed else f"answered {data[:40]!r}")
         expect(took >= HEADER_SECONDS * 0.8, f"closed after {took:.2f} s, before the deadline")
         # A slow trickle (a byte a second) does not reset the deadline.
@@ -433,7 +433,7 @@ def half_sent_headers(lab: Lab) -> None:
             sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             closed = False
             while time.monotonic() - start < HEADER_SECONDS + SLACK and not closed:
-                closed, _, _ = _closed_within(sock, 0.5)
+                closed, _, _ = closed_within(sock, 0.5)
                 if not closed:
                     with contextlib.suppress(OSError):
                         sock.sendall(b"a")
@@ -450,7 +450,7 @@ def half_sent_body(lab: Lab) -> None:
             sock.sendall(f"POST /api/endless.view HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
                          f"Authorization: {token['authorization']}\r\nContent-Type: application/json\r\n"
                          "Content-Length: 500\r\n\r\n{\"type\":".encode())
-            closed, took, data = _closed_within(sock, BODY_SECONDS + SLACK)
+            closed, took, data = closed_within(sock, BODY_SECONDS + SLACK)
         expect(b" 408 " in data.split(b"\r\n", 1)[0], f"answered {data[:40]!r} after {took:.1f} s")
         expect(BODY_SECONDS * 0.8 <= took <= BODY_SECONDS + SLACK, f"answered after {took:.2f} s")
 
@@ -467,7 +467,7 @@ def connection_flood(lab: Lab) -> None:
             socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(PER_CLIENT + 2)]
             answers = []
             for sock in socks[PER_CLIENT:]:
-                _, _, data = _closed_within(sock, HEADER_SECONDS)
+                _, _, data = closed_within(sock, HEADER_SECONDS)
                 answers.append(data.split(b"\r\n", 1)[0].decode(errors="replace"))
             os.write(ready_w, b"1")
             os.read(go_r, 1)  # held open until the owner has been served

@@ -124,8 +124,8 @@ def main() -> None:
             result = run_child(folder, which, args.at)
             engine.say(f"{size:,} forget #{which + 1}: {json.dumps(result)}")
             rows.append((size, which, result))
-    print(f"| messages | forget | time | under the memory's lock | patched in place | bytes written (all) "
-          f"| lines erased | writer lines caused | slowest step |")
+    print("| messages | forget | time | under the memory's lock | patched in place | bytes written (all) "
+          "| lines erased | writer lines caused | slowest step |")
     print("|---|---|---|---|---|---|---|---|---|")
     for size, which, r in rows:
         slowest = max(r["spans"].items(), key=lambda kv: kv[1])

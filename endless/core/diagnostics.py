@@ -43,22 +43,21 @@ _QUIET = logging.NullHandler()  # inside a host: records reach its handlers, nev
 
 def to_stderr() -> None:
     """Diagnostics on stderr, and only there (the default)."""
-    logger = logging.getLogger(LOGGER)
-    logger.setLevel(logging.INFO)
-    logger.removeHandler(_QUIET)
-    if _STDERR not in logger.handlers:
-        logger.addHandler(_STDERR)
-    logger.propagate = False
+    _send_to(_STDERR, instead_of=_QUIET, propagate=False)
 
 
 def into_host_logs() -> None:
     """Diagnostics into the host's own logging (its files), none of ours on stderr."""
+    _send_to(_QUIET, instead_of=_STDERR, propagate=True)
+
+
+def _send_to(handler: logging.Handler, instead_of: logging.Handler, propagate: bool) -> None:
     logger = logging.getLogger(LOGGER)
     logger.setLevel(logging.INFO)
-    logger.removeHandler(_STDERR)
-    if _QUIET not in logger.handlers:
-        logger.addHandler(_QUIET)
-    logger.propagate = True
+    logger.removeHandler(instead_of)
+    if handler not in logger.handlers:
+        logger.addHandler(handler)
+    logger.propagate = propagate
 
 
 @contextlib.contextmanager

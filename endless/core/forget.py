@@ -57,7 +57,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import orjson
 
@@ -269,25 +269,17 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
             raise MemoryUseError(f"message {mid} cannot be read (a damaged line); run `endless doctor`")
         by_turn.setdefault(turn, []).append(mid)
     for turn, mids in sorted(by_turn.items()):
-        base, length = memory.log.offsets[turn], memory.log.lengths[turn]
-        line = os.pread(memory.log._reader(), length, base)
-        record = orjson.loads(line)
-        pos = line.find(b',"m":[')
-        for k, m in enumerate(record["m"]):
-            enc = orjson.dumps(m)
-            found = line.find(enc, pos)
-            if found < 0:
-                continue  # patched by an earlier forget (it holds spaces now)
-            pos = found + len(enc)
-            if record["id"] + k not in mids:
+        for span in _message_spans(memory, turn):
+            if span.ident not in mids:
                 continue
-            plan.texts[record["id"] + k] = m["x"]
+            m = span.message
+            plan.texts[span.ident] = m["x"]
             for key in ("x", "w"):
                 if not isinstance(m.get(key), str) or not m[key]:
                     continue
                 token = orjson.dumps(m[key])
-                inner = enc.find(b'"' + key.encode() + b'":' + token)
-                plan.log_patches.append((base + found + inner + 4, len(token)))
+                inner = span.encoded.find(b'"' + key.encode() + b'":' + token)
+                plan.log_patches.append((span.offset + inner + 4, len(token)))
     seen: set[tuple[int, int]] = set()
     for mid in ids:
         for part in _written_from(memory, mid):
@@ -532,6 +524,23 @@ def _id_at(memory: "Memory", offset: int) -> int | None:
     turn = bisect.bisect_right(memory.log.offsets, offset) - 1
     if turn < 0:
         return None
+    for span in _message_spans(memory, turn):
+        if span.offset <= offset < span.offset + len(span.encoded):
+            return span.ident
+    return None
+
+
+@dataclass(frozen=True)
+class _Span:
+    ident: int  # the message's id
+    message: dict  # its stored form
+    encoded: bytes  # that form as the log holds it
+    offset: int  # where it starts in the log
+
+
+def _message_spans(memory: "Memory", turn: int) -> Iterator[_Span]:
+    """Each message of the turn's record with its bytes and place in the log (one already forgotten,
+    its text now spaces, no longer matches its re-encoding and is skipped)."""
     base = memory.log.offsets[turn]
     line = os.pread(memory.log._reader(), memory.log.lengths[turn], base)
     record = orjson.loads(line)
@@ -542,6 +551,4 @@ def _id_at(memory: "Memory", offset: int) -> int | None:
         if found < 0:
             continue
         pos = found + len(enc)
-        if base + found <= offset < base + found + len(enc):
-            return record["id"] + k
-    return None
+        yield _Span(record["id"] + k, m, enc, base + found)

@@ -12,7 +12,6 @@ import asyncio
 import json
 import random
 import shutil
-import time
 from pathlib import Path
 
 import pytest

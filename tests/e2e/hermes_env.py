@@ -161,6 +161,15 @@ class Env:
         """The chat's requests (writer calls left out: their first user block is a writer task)."""
         return [r for r in self.requests() if not is_writer_call(r)]
 
+    def set_system_prompt(self, text: str) -> None:
+        """The home's ``agent.system_prompt`` (Hermes adds it to its own system prompt)."""
+        import yaml
+
+        path = self.home / "config.yaml"
+        config = yaml.safe_load(path.read_text())
+        config.setdefault("agent", {})["system_prompt"] = text
+        path.write_text(yaml.safe_dump(config))
+
     def settings(self):
         return load_settings(environ={"ENDLESS_HOME": str(self.endless_home)})
 
@@ -197,6 +206,11 @@ def segments(prompt: str) -> list[tuple[str, str]]:
     for index in range(1, len(parts), 2):
         out.append((parts[index], parts[index + 1]))
     return out
+
+
+def user_texts(prompt: str) -> list[str]:
+    """The texts of a logged request's user messages, in order."""
+    return [text for role, text in segments(prompt) if role == "user"]
 
 
 def outside_view(text: str) -> str:

@@ -18,7 +18,7 @@ import pytest
 from commands import endless_command
 from endless.core.keys import workspace_key
 from endless.turn import head as turn_head
-from hermes_env import Env, HERMES_PYTHON, hermes_ready, segments
+from hermes_env import Env, HERMES_PYTHON, hermes_ready, segments, user_texts
 
 pytestmark = pytest.mark.skipif(not hermes_ready(), reason=f"no Hermes venv with Endless: {HERMES_PYTHON}")
 
@@ -33,14 +33,9 @@ def env(tmp_path: Path):
     environment.close()
 
 
-def users(prompt: str) -> list[str]:
-    return [text for role, text in segments(prompt) if role == "user"]
-
-
 def test_commands_before_the_first_message_and_off_from_the_start(env: Env) -> None:
     """A new CLI chat: /endless status before any message names the folder's memory (none yet, then the
     one an earlier chat filled); /endless off before the first message makes it a plain Hermes chat."""
-    memories = env.endless_home / "memories"
     first = env.drive({"agents": {"a": {"cli": True}}, "turns": [
         {"command": "endless", "args": "status", "in": "a"},
         {"command": "endless", "args": "off", "in": "a"},
@@ -49,10 +44,10 @@ def test_commands_before_the_first_message_and_off_from_the_start(env: Env) -> N
         {"agent": "a", "text": "Now remember plover-201, please. [[tools:0]] [[reply:100]]"}]})
     assert "no memory for this folder yet" in first[0]["answer"], first[0]
     assert "Endless is off for this chat" in first[1]["answer"], first[1]
-    off = [r["prompt"] for r in env.chat_requests() if "grebe-211" in users(r["prompt"])[-1]][0]
-    assert not users(off)[0].lstrip().startswith("<chat>") and SECTION_START not in off  # Hermes's own request
-    on = [r["prompt"] for r in env.chat_requests() if "plover-201" in users(r["prompt"])[-1]][0]
-    assert users(on)[0].lstrip().startswith("<chat>")
+    off = [r["prompt"] for r in env.chat_requests() if "grebe-211" in user_texts(r["prompt"])[-1]][0]
+    assert not user_texts(off)[0].lstrip().startswith("<chat>") and SECTION_START not in off  # Hermes's own request
+    on = [r["prompt"] for r in env.chat_requests() if "plover-201" in user_texts(r["prompt"])[-1]][0]
+    assert user_texts(on)[0].lstrip().startswith("<chat>")
     with env.memory() as memory:
         people = [m.text for t in range(memory.turns) for m in memory.turn_messages(t) if m.kind == "user"]
     assert people == ["Now remember plover-201, please. [[tools:0]] [[reply:100]]"], people
@@ -110,13 +105,13 @@ def test_a_turn_at_the_iteration_limit_asks_for_its_summary_through_the_head(mod
         assert roles[0] == "system" and "tools" not in roles, roles  # no tools: Hermes asks for words only
         system = segments(summary)[0][1]
         assert SECTION_START in system
-        head = users(summary)[0]
+        head = user_texts(summary)[0]
         assert head.lstrip().startswith("<chat>") and "sanderling-251" in head
-        assert earlier not in [text.strip() for text in users(summary)], "the earlier message sent raw"
+        assert earlier not in [text.strip() for text in user_texts(summary)], "the earlier message sent raw"
         # the turn's two steps (on the Anthropic wire a tool result is a user message, the question joins the last)
-        steps = roles.count("tool") if mode == "chat_completions" else len(users(summary)) - 1
+        steps = roles.count("tool") if mode == "chat_completions" else len(user_texts(summary)) - 1
         assert roles.count("assistant") == 2 and steps == 2, roles
-        assert SUMMARY_ASK in users(summary)[-1]
+        assert SUMMARY_ASK in user_texts(summary)[-1]
         with env.memory() as memory:
             assert memory.turns == 2 and memory.turn(1).status == "completed"
             kinds = [m.kind for m in memory.turn_messages(1)]

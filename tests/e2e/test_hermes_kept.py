@@ -13,32 +13,19 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import yaml
 
 from endless.turn import protocol as turn_protocol
-from hermes_env import Env, HERMES_PYTHON, hermes_ready, segments
+from hermes_env import Env, HERMES_PYTHON, hermes_ready, user_texts
 
 pytestmark = pytest.mark.skipif(not hermes_ready(), reason=f"no Hermes venv with Endless: {HERMES_PYTHON}")
 
 REFUSED = "Where did we park the skiff, puffin-261? [[tools:0]] [[reply:100]]"
 
 
-def set_system_prompt(env: Env, text: str) -> None:
-    """The home's ``agent.system_prompt`` (Hermes adds it to its own system prompt)."""
-    path = env.home / "config.yaml"
-    config = yaml.safe_load(path.read_text())
-    config.setdefault("agent", {})["system_prompt"] = text
-    path.write_text(yaml.safe_dump(config))
-
-
-def last_user(prompt: str) -> str:
-    return [text for role, text in segments(prompt) if role == "user"][-1]
-
-
 def test_a_refused_message_is_kept_in_the_memory_and_shown_once_to_the_next_chat(tmp_path: Path) -> None:
     env = Env(tmp_path, config={"model": {"context_length": 65536}})
     try:
-        set_system_prompt(env, "Follow the house rules. " + "rule " * 62_000)  # no room left for the memory
+        env.set_system_prompt("Follow the house rules. " + "rule " * 62_000)  # no room left for the memory
         refused = env.chat(REFUSED)
         assert turn_protocol.REFUSAL in refused.stdout, refused.diagnostics()
         # Endless answered it itself: no chat request went out (its own would overflow this window), and
@@ -53,15 +40,15 @@ def test_a_refused_message_is_kept_in_the_memory_and_shown_once_to_the_next_chat
         history = env.hermes_cli(["endless", "history"])
         assert "kept" in history.stdout and "puffin-261" in history.stdout, history.stdout
 
-        set_system_prompt(env, "Follow the house rules.")
+        env.set_system_prompt("Follow the house rules.")
         before = len(env.chat_requests())
         second = env.chat("A new launch, a new session: hello, tern-271. [[tools:0]] [[reply:100]]")
         assert second.session != refused.session
-        shown = [last_user(r["prompt"]) for r in env.chat_requests()[before:] if "tern-271" in last_user(r["prompt"])]
+        shown = [user_texts(r["prompt"])[-1] for r in env.chat_requests()[before:] if "tern-271" in user_texts(r["prompt"])[-1]]
         assert shown and all("Kept message 0, sent in" in s and "puffin-261" in s for s in shown), shown
         before = len(env.chat_requests())
         env.chat("And once more, dunlin-281. [[tools:0]] [[reply:100]]", resume=second.session)
-        again = [last_user(r["prompt"]) for r in env.chat_requests()[before:] if "dunlin-281" in last_user(r["prompt"])]
+        again = [user_texts(r["prompt"])[-1] for r in env.chat_requests()[before:] if "dunlin-281" in user_texts(r["prompt"])[-1]]
         assert again and not any("Kept message" in s for s in again), again  # delivered once
         with env.memory() as memory:
             statuses = [memory.turn(t).status for t in range(memory.turns)]

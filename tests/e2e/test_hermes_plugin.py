@@ -19,7 +19,7 @@ from endless.turn import protocol as turn_protocol
 from endless.core.keys import gateway_key
 from endless.writer.recorded import recorded_routes
 
-from hermes_env import Env, HERMES_PYTHON, hermes_ready, outside_view, segments
+from hermes_env import Env, HERMES_PYTHON, hermes_ready, outside_view, segments, user_texts
 
 pytestmark = pytest.mark.skipif(
     not hermes_ready(),
@@ -48,7 +48,7 @@ def head_part(prompt: str) -> str:
 
 
 def person_part(prompt: str) -> str:
-    return [text for role, text in segments(prompt) if role == "user"][-1]
+    return user_texts(prompt)[-1]
 
 
 def tool_names(prompt: str) -> list[str]:

@@ -17,13 +17,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from commands import endless_command
 from endless.sim.server import free_port
 from endless.faces.hermes.plugin import REFUSED_PROMPT
 from endless.turn import protocol as turn_protocol
-from hermes_env import Env, HERMES_PYTHON, hermes_ready, segments
+from hermes_env import Env, HERMES_PYTHON, hermes_ready, user_texts
 from hermes_tui import Screen
 
 pytestmark = pytest.mark.skipif(not hermes_ready(), reason=f"no Hermes venv with Endless: {HERMES_PYTHON}")
@@ -37,21 +36,10 @@ DUNLIN = "And once more, dunlin-88. [[tools:0]] [[reply:60]]"
 SLOW = "Take your time with this one, ibis-99. [[tools:0]] [[slow:60]] [[reply:60]]"
 
 
-def users(prompt: str) -> list[str]:
-    return [text for role, text in segments(prompt) if role == "user"]
-
-
 def message_part(prompt: str) -> str:
     """What follows the head's ``[now: …]`` line: any kept messages, then the person's message."""
-    last = (users(prompt) or [""])[-1]
+    last = (user_texts(prompt) or [""])[-1]
     return last.split("\n[now: ", 1)[-1].split("\n", 1)[-1].strip()
-
-
-def set_system_prompt(env: Env, text: str) -> None:
-    path = env.home / "config.yaml"
-    config = yaml.safe_load(path.read_text())
-    config.setdefault("agent", {})["system_prompt"] = text
-    path.write_text(yaml.safe_dump(config))
 
 
 def clean(screen: Screen) -> None:
@@ -73,8 +61,8 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
         first.command("/endless off", "Endless is off for this chat")
         first.command("/endless status", "no memory for this folder yet: the first message starts it. Endless is off")
         first.ask(OFF)
-        plain = [r["prompt"] for r in env.chat_requests() if OFF in (users(r["prompt"]) or [""])[-1]]
-        assert plain and not users(plain[0])[0].lstrip().startswith("<chat>"), plain  # Hermes's own request
+        plain = [r["prompt"] for r in env.chat_requests() if OFF in (user_texts(r["prompt"]) or [""])[-1]]
+        assert plain and not user_texts(plain[0])[0].lstrip().startswith("<chat>"), plain  # Hermes's own request
         assert not (env.endless_home / "memories").exists() or not any((env.endless_home / "memories").iterdir())
         first.command("/endless on", "Endless is on for this chat again")
         # a writer that cannot write; Hermes compacts its transcript at the 11th message (it asks for more than 10)
@@ -85,7 +73,7 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
         clean(first)
 
         # 2. Hermes's own prompt fills the window: refused, answered by Endless itself, kept
-        set_system_prompt(env, "Follow the house rules. " + "rule " * 62_000)
+        env.set_system_prompt("Follow the house rules. " + "rule " * 62_000)
         before = len(env.chat_requests())
         screens.append(refused := Screen(env))
         reply = refused.ask(REFUSED)
@@ -95,7 +83,7 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
         clean(refused)
 
         # 3. the same folder again: the kept message reaches the next chat once; a slow reply stopped
-        set_system_prompt(env, "Follow the house rules.")
+        env.set_system_prompt("Follow the house rules.")
         before = len(env.chat_requests())
         screens.append(again := Screen(env))
         again.ask(AFTER)
@@ -127,7 +115,7 @@ def test_a_person_s_sessions_in_the_terminal(tmp_path: Path) -> None:
         before = len(env.chat_requests())
         env.chat("After uninstall, what did I note? [[tools:0]] [[reply:60]]", resume=session)
         resumed = [r["prompt"] for r in env.chat_requests()[before:]
-                   if "After uninstall" in (users(r["prompt"]) or [""])[-1]]
+                   if "After uninstall" in (user_texts(r["prompt"]) or [""])[-1]]
         assert resumed, env.chat_requests()[before:]
         for message in [OFF] + MESSAGES:
             assert message in resumed[0], (message, resumed[0][-3000:])

@@ -342,3 +342,19 @@ def test_forgotten_messages_are_counted_and_an_unmerged_index_is_named(env, memo
     code, report = doctor(env, "--repair")
     assert [f["status"] for f in findings(report, "memory.forget")] == ["ok"]
     assert list(folder.glob("forget.*")) == []
+
+
+def test_a_linked_folder_inside_a_memory_is_named_with_the_command_that_removes_it(tmp_path):
+    """The fix names the real path (it once printed the placeholder ``{here}``)."""
+    from endless.faces.cli.doctor import Report
+    from endless.faces.cli.doctor_access import access_findings
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (folder / "pending").symlink_to(tmp_path / "elsewhere")
+    report = Report()
+    assert access_findings(report, folder, "0123456789abcdef") is False
+    (found,) = [f for f in report.findings if f.check == "memory.links"]
+    assert found.status == "error" and f"{folder / 'pending'} is a symbolic link" in found.message
+    assert found.fix == f"replace it with the folder it points to, or remove it (rm {folder / 'pending'})"

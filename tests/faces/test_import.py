@@ -28,6 +28,7 @@ from endless.core.messages import Message
 from endless.core.settings import Settings
 from commands import endless_command
 from paths import FIXTURES as ALL_FIXTURES, REPO
+from state_db_schema import SCHEMA
 
 FIXTURES = ALL_FIXTURES / "import"
 CLAUDE_SESSION = "0b6f3c1e-5a2d-4c1e-9f00-3e1d2a7c9b10"
@@ -207,14 +208,7 @@ def test_a_malformed_claude_line(place, tmp_path) -> None:
 def make_state_db(path: Path, workspace: Path) -> None:
     """A state.db with the tables and columns Hermes 0.19.0 keeps sessions in (the ones read here)."""
     db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, model TEXT, title TEXT,
-                               cwd TEXT, parent_session_id TEXT, started_at REAL NOT NULL, ended_at REAL);
-        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, role TEXT NOT NULL,
-                               content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT,
-                               timestamp REAL NOT NULL, active INTEGER NOT NULL DEFAULT 1,
-                               compacted INTEGER NOT NULL DEFAULT 0, api_content TEXT);
-    """)
+    db.executescript(SCHEMA)
     db.execute("INSERT INTO sessions VALUES ('20260501_0900_ab12', 'cli', 'm', 'Backup plan', ?, NULL, 1777626000, NULL)",
                (str(workspace),))
     db.execute("INSERT INTO sessions VALUES ('20260502_1000_cd34', 'telegram', 'm', 'Elsewhere', NULL, NULL, 1777716000, NULL)")

@@ -28,6 +28,7 @@ from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
 from commands import endless_command
+from state_db_schema import SCHEMA
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see a child's files")
 
@@ -144,14 +145,7 @@ def state_db(path: Path, workspace: Path) -> Path:
     import sqlite3
 
     db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, model TEXT, title TEXT,
-                               cwd TEXT, parent_session_id TEXT, started_at REAL NOT NULL, ended_at REAL);
-        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, role TEXT NOT NULL,
-                               content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT,
-                               timestamp REAL NOT NULL, active INTEGER NOT NULL DEFAULT 1,
-                               compacted INTEGER NOT NULL DEFAULT 0, api_content TEXT);
-    """)
+    db.executescript(SCHEMA)
     db.execute("INSERT INTO sessions VALUES (?, 'cli', 'm', 'Backup plan', ?, NULL, 1777626000, NULL)",
                (SESSION, str(workspace)))
     db.executemany("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, ?, ?, ?)",

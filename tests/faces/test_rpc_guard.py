@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import sys
 import time
 
 import pytest
@@ -19,6 +20,10 @@ from endless.faces.rpc import credential, start_in_thread
 from endless.faces.rpc.app import EXPIRED, PageKeys
 
 import rpc_fixtures as F
+from paths import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+from attack import closed_within  # noqa: E402  (one poller for the script and the tests)
 
 
 def test_token_is_made_once_0600_and_kept(tmp_path):
@@ -75,21 +80,6 @@ def test_guard_settings_must_be_positive(name):
         load_settings(environ={f"ENDLESS_{name.upper()}": "0", "ENDLESS_CONFIG": "/nonexistent.toml"})
 
 
-def _wait_closed(sock: socket.socket, limit: float) -> tuple[bool, float, bytes]:
-    start = time.monotonic()
-    sock.settimeout(0.05)
-    data = b""
-    while time.monotonic() - start < limit:
-        try:
-            chunk = sock.recv(65536)
-        except socket.timeout:
-            continue
-        if not chunk:
-            return True, time.monotonic() - start, data
-        data += chunk
-    return False, time.monotonic() - start, data
-
-
 def test_header_deadline_covers_the_second_request_of_a_keep_alive_connection(tmp_path):
     served = start_in_thread(F.small_settings(rpc_header_seconds=1.0), 0, root=tmp_path / "root")
     try:
@@ -107,7 +97,7 @@ def test_header_deadline_covers_the_second_request_of_a_keep_alive_connection(tm
                 body += sock.recv(65536)
             start = time.monotonic()
             sock.sendall(b"GET /static/app.css HTTP/1.1\r\nHost: 127.")  # and nothing more
-            closed, _, data = _wait_closed(sock, 4.0)
+            closed, _, data = closed_within(sock, 4.0)
             took = time.monotonic() - start
         assert closed and not data, data[:60]
         assert 0.8 <= took < 4.0, took  # the deadline (1 s), not the keep-alive limit (5 s)

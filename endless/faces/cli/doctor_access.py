@@ -32,8 +32,8 @@ def access_findings(report: Any, folder: Path, mid: str) -> bool:
             return False
         if stat.S_ISLNK(info.st_mode):
             report.add("memory.links", "error", f"memory {mid}: {here} is a symbolic link; Endless "
-                                                "never follows links inside a memory", f"replace it with "
-                                                "the folder it points to, or remove it (rm {here})", mid)
+                                                "never follows links inside a memory", "replace it with "
+                                                f"the folder it points to, or remove it (rm {here})", mid)
             usable = False
             continue
         try:
@@ -45,6 +45,8 @@ def access_findings(report: Any, folder: Path, mid: str) -> bool:
             return False
         for name in sorted(names):
             path = here / name
+            if not sub and name in SUBFOLDERS:
+                continue  # a subfolder is looked at (and named) as itself
             if os.path.islink(path):
                 report.add("memory.links", "error",
                            f"memory {mid}: {path} is a symbolic link; Endless refuses to open it",

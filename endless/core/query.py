@@ -31,7 +31,20 @@ _QUOTED = re.compile(r'"([^"]*)"')
 
 
 class QueryError(ValueError):
-    """A query or filter that cannot be searched for; the message says why and what to write."""
+    """A query or filter that cannot be searched for; the message says why and what to write.
+
+    ``arg`` names the filter at fault (``since``, ``kind`` …) apart from ``problem``, so each face
+    can name it as its people type it (the CLI's ``--since``).
+    """
+
+    def __init__(self, message: str, arg: str | None = None, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.arg = arg
+        self.problem = problem
+
+
+def _bad(arg: str, problem: str) -> QueryError:
+    return QueryError(f"{arg} {problem}", arg, problem)
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,7 @@ def kinds(value: object) -> tuple[str, ...] | None:
     for name in names:
         key = str(name).strip().lower()
         if key not in KIND_NAMES:
-            raise QueryError(f"kind {name!r} is not one of {', '.join(KIND_NAMES)}")
+            raise _bad("kind", f"{name!r} is not one of {', '.join(KIND_NAMES)}")
         out.extend(KIND_NAMES[key])
     return tuple(out)
 
@@ -96,7 +109,7 @@ def scope(value: object) -> str:
         return "messages"
     key = str(value).strip().lower()
     if key not in SCOPES:
-        raise QueryError(f"scope {value!r} is not one of {', '.join(SCOPES)}")
+        raise _bad("scope", f"{value!r} is not one of {', '.join(SCOPES)}")
     return key
 
 
@@ -108,7 +121,7 @@ def moment(value: object, name: str) -> float | None:
         return float(value)
     when = moments.parse_iso(str(value))
     if when is None:
-        raise QueryError(f"{name} {value!r} is not a date or time; write it as 2026-11-30 or "
+        raise _bad(name, f"{value!r} is not a date or time; write it as 2026-11-30 or "
                          "2026-11-30T14:05 (local time) or 2026-11-30T13:05Z")
     return when
 

@@ -36,7 +36,12 @@ SNIPPET = 80
 
 
 class SearchError(ValueError):
-    """A query that cannot be searched for; the message says why."""
+    """A query that cannot be searched for; the message says why (``arg``: the filter at fault, if one)."""
+
+    def __init__(self, message: str, arg: str | None = None, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.arg = arg
+        self.problem = problem
 
 
 @dataclass(frozen=True)

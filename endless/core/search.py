@@ -56,7 +56,7 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
         where = ql.scope(scope)
         filters = ql.filters(chat, kind, since, before, below)
     except ql.QueryError as exc:
-        raise SearchError(str(exc)) from None
+        raise SearchError(str(exc), exc.arg, exc.problem) from None
     if where == "lines" and (filters.kinds is not None or filters.chat is not None):
         raise SearchError("kind and chat filter messages; summary lines cover many chats and kinds "
                           "(search scope messages or both)")

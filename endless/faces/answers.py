@@ -373,7 +373,7 @@ def _since_arg(value: Any) -> float | None:
     try:
         return query_language.moment(value, "since")
     except query_language.QueryError as exc:
-        raise AnswerError(BAD_REQUEST, str(exc)) from None
+        raise ArgumentError("since", exc.problem or str(exc)) from None
 
 
 def _page(fd: int | None, numbers: range, offsets: Any, lengths: Any, budget: int,
@@ -488,6 +488,8 @@ def search(memory: Memory, args: dict, settings: Settings,
             result = search_mod.search(corpus, query, offset, limit, settings.regex_seconds, below=below,
                                        **filters)
         except recall.SearchError as exc:
+            if exc.arg is not None:  # a filter: named as each face's people type it
+                raise ArgumentError(exc.arg, exc.problem or "") from None
             raise AnswerError(BAD_REQUEST, f"cannot search: {exc}") from None
         hits = [{"id": h.id, "n": h.count, "at": moments.moment_or_none(h.at), "sessionTitle": h.title,
                  "kind": h.kind, "snippet": h.snippet, "marks": [list(m) for m in h.marks],

@@ -350,7 +350,11 @@ def test_history_pages_forward_from_a_turn_or_a_day(env, capsys):
                                                                  "[endless] earlier turns: --before 60\n")
     code, out, err = run(capsys, "history", "--since", "yesterday-ish")
     assert code == 2 and out == "" and err == (
-        "[endless] since 'yesterday-ish' is not a date or time; write it as 2026-11-30 or "
+        "[endless] --since 'yesterday-ish' is not a date or time; write it as 2026-11-30 or "
+        "2026-11-30T14:05 (local time) or 2026-11-30T13:05Z\n")
+    code, out, err = run(capsys, "search", "billing", "--before", "soon")  # the search's filters too
+    assert code == 2 and out == "" and err == (
+        "[endless] --before 'soon' is not a date or time; write it as 2026-11-30 or "
         "2026-11-30T14:05 (local time) or 2026-11-30T13:05Z\n")
     code, out, err = run(capsys, "history", "--from", "3", "--before", "9")
     assert code == 2 and err.splitlines()[-1] == (

@@ -26,7 +26,7 @@ LIST_COMMAND = "`endless memories`"
 # The RPC's argument names as a person types them on this command line.
 CLI_NAMES = {"memoryId": "--memory", "id": "ID", "n": "N", "page": "--page", "before": "--before",
              "limit": "--limit", "query": "the words to find", "agent": "--agent", "offset": "--offset",
-             "from": "--from", "since": "--since"}
+             "from": "--from", "since": "--since", "kind": "--kind", "scope": "--scope"}
 
 
 def line_word(text: str) -> tuple[int, int | None]:

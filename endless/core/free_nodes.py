@@ -26,6 +26,7 @@ class FreeLines:
     lines: list[bytes] = field(default_factory=list)
     parts: list[Part] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # each line's text, for the parents found next
+    sizes: list[int] = field(default_factory=list)  # each text's bytes (utf-8)
     long_sources: dict[int, int] = field(default_factory=dict)  # message id -> its source's bytes
 
 
@@ -51,11 +52,12 @@ def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: 
             if stored is None:
                 continue
             source = stored.writer_source(settings, agent_name)
-        size = len(source.encode("utf-8"))
+        size = len(source) if source.isascii() else len(source.encode("utf-8"))
         if size <= budget:
-            found.lines.append(tree.encode(0, message_id, source, size))
+            found.lines.append(tree.encode(0, message_id, source, size, size))
             found.parts.append((0, message_id))
             found.texts.append(source)
+            found.sizes.append(size)
         else:
             found.long_sources[message_id] = size
     return found
@@ -84,3 +86,52 @@ def free_parents(tree: TreeStore, parts: Iterable[Part], total: int, budget: int
             found.parts.append(top)
             found.texts.append(joined)
     return found
+
+
+def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> FreeLines:
+    """Every free parent above the new nodes ``below``, level by level, children before parents.
+
+    One pass over what a commit brings, all levels at once, so an import of a
+    million short messages does not go back and forth between finding, storing
+    and telling of each level.  The same parents, in the same order, as
+    :func:`free_parents` called level after level on what each level stored.
+    A parent's byte size is its halves' sizes and the newline between them.
+    """
+    above = FreeLines()
+    pending: dict[Part, tuple[str, int]] = {p: (t, n) for p, t, n in zip(below.parts, below.texts, below.sizes)}
+    built = tree.built
+    seen: set[Part] = set()  # parents looked at (each is reached from both halves)
+
+    def text_and_size(part: Part) -> tuple[str, int] | None:
+        held = pending.get(part)
+        if held is not None:
+            return held
+        text = tree.cached_text(*part)
+        return None if text is None else (text, len(text.encode("utf-8")))
+
+    frontier = below.parts
+    while frontier:
+        next_level: list[Part] = []
+        for level, index in frontier:
+            top = (level + 1, index >> 1)
+            sibling = (level, index ^ 1)
+            if (top in seen or built(*top) or not (sibling in pending or built(*sibling))
+                    or (top[1] + 1) << top[0] > total):
+                continue
+            seen.add(top)
+            left = text_and_size((level, index & ~1))
+            right = text_and_size((level, index | 1))
+            if left is None or right is None:
+                continue
+            size = left[1] + right[1] + 1
+            if size > budget:
+                continue
+            joined = f"{left[0]}\n{right[0]}"
+            pending[top] = (joined, size)
+            above.lines.append(tree.encode(top[0], top[1], joined, None, size))
+            above.parts.append(top)
+            above.texts.append(joined)
+            above.sizes.append(size)
+            next_level.append(top)
+        frontier = next_level
+    return above

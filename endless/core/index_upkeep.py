@@ -305,16 +305,14 @@ def after_commit(index: SearchIndex, before: tuple[int, int], infos: list["TurnI
     """
     if before != (0, 0) and not index.exists():
         return
-    records = [{"id": i.first, "tid": i.tid, "s": i.session, "t": i.title,
-                "m": [in_hand[i.first + k].to_record() for k in range(i.count)]} for i in infos]
+    turns = [(i.first, i.session, i.title, [in_hand[i.first + k] for k in range(i.count)]) for i in infos]
     try:
         with index.write(wait=False):
             old = index.watermark()
             if (old.log_end, old.tree_end) != before:
                 return
-            first_tid = old.first_tid or str(records[0].get("tid", ""))
-            index.add_turns(((0, 0, r) for r in records), Watermark(mark.turns, mark.log_end, mark.messages,
-                                                                  mark.tree_end, first_tid))
+            first_tid = old.first_tid or (infos[0].tid if infos else "")
+            index.add_messages(turns, Watermark(mark.turns, mark.log_end, mark.messages, mark.tree_end, first_tid))
             index._set_mark(tree_end=mark.tree_end)
     except (IndexBusy, sqlite3.Error, OSError) as exc:
         durable.log("search", f"the search index was not updated at this commit ({exc}); "
@@ -334,3 +332,4 @@ def after_store(index: SearchIndex, before_tree_end: int, lines: list[tuple[int,
     except (IndexBusy, sqlite3.Error, OSError) as exc:
         durable.log("search", f"the search index was not updated with new lines ({exc}); "
                               "the next search catches it up")
+

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from endless.core import (durable, forget, identity, index_upkeep, integrity, journal, keyfile, redact,
                           search_index, sessions, tiling)
 from endless.core.errors import MemoryUseError, NoMemory
-from endless.core.free_nodes import free_leaves, free_parents
+from endless.core.free_nodes import free_above, free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
 from endless.core.locks import ChangeLock, Lease
 from endless.core.log import Damage, OrderLog, TurnInfo, stored_from
@@ -132,7 +132,7 @@ class Memory:
             self.views.load(self.total, repair=True)
             repaired = len(self.reports) > reported  # a view was recomputed: store it
             close_orphans(self)
-            self._store_free_leaves({}, True)
+            _store_free_leaves(self, {})
             self.views.update(self.total, save=True)
             if repaired:
                 self.views.save()
@@ -245,9 +245,9 @@ class Memory:
                 self._redactions = Counter()
             before = (self.log.end, self.tree.end)
             self.log.add(lines, infos, sync)
-            self._store_free_leaves(in_hand, sync)
-            index_upkeep.after_commit(self.search_index, before, infos, in_hand, search_index.Watermark(
-                len(self.log.offsets), self.log.end, self.total, self.tree.end, ""))
+            _store_free_leaves(self, in_hand)
+            mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
+            index_upkeep.after_commit(self.search_index, before, infos, in_hand, mark)
             if plan:
                 self.views.update(self.total, save=True, sync=sync)
         self._waiters.notify()
@@ -260,9 +260,13 @@ class Memory:
 
     def kept(self, message: Message) -> Message:
         """The message as the memory keeps it: secrets redacted (``redact_secrets``), counted."""
+        return self.kept_all([message])[0]
+
+    def kept_all(self, messages: list[Message]) -> list[Message]:
+        """:meth:`kept` for many messages (a commit's batch): their needles looked for at once."""
         if not self.settings.redact_secrets:
-            return message
-        kept, kinds = redact.message(message)
+            return messages
+        kept, kinds = redact.messages(messages)
         self._redactions.update(kinds)
         return kept
 
@@ -347,19 +351,6 @@ class Memory:
         if encoded:
             self._waiters.notify()
         return stored
-
-    def _store_free_leaves(self, in_hand: dict[int, Message], sync: bool) -> None:
-        """Store the free leaves of every message not yet checked (under the lock)."""
-        found = free_leaves(self.tree, self.log, self.settings, self.agent_name, self.total, in_hand)
-        for message_id, size in found.long_sources.items():
-            self.views.note_source_size(message_id, size)
-        if found.lines:
-            # No fsync of its own: free lines are derived from the log (fsynced just
-            # before), and a lost one is only a line the writer writes again.
-            stored = self.tree.add(found.lines, found.parts, found.texts, False)
-            self._after_built(stored, False, dict(zip(found.parts, found.texts)))
-        self.tree.free_upto = self.total
-        self.tree.write_index(force=True)
 
     def _after_built(self, parts: list[Part], sync: bool, texts: dict[Part, str] | None = None) -> None:
         """Tell whoever listens of new nodes, and store their free parents, level by level."""
@@ -450,12 +441,13 @@ def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes],
     turn_no = memory.turns
     at_now = memory.clock()
     in_hand: dict[int, Message] = {}
+    kept = iter(memory.kept_all([m for record in records for m in record.messages]))
     for record in records:
         at_turn = record.at if record.at is not None else at_now
         if record.status not in STATUSES:
             raise MemoryUseError(f"turn status must be one of {', '.join(STATUSES)}, "
                                  f"not {record.status!r}")
-        messages = [memory.kept(m) for m in record.messages]
+        messages = [next(kept) for _ in record.messages]
         for m in messages:
             check_kind(m.kind, memory.granularity)
         if record.since is not None and messages:
@@ -483,3 +475,33 @@ def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes],
         first += len(messages)
         turn_no += 1
     return lines, infos, in_hand
+
+
+def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
+    """Store the free leaves of every message not yet checked (under the lock)."""
+    found = free_leaves(memory.tree, memory.log, memory.settings, memory.agent_name, memory.total, in_hand)
+    for message_id, size in found.long_sources.items():
+        memory.views.note_source_size(message_id, size)
+    if found.lines:
+        # Every level's free parents found at once and stored in one append.  No fsync of
+        # its own: free lines are derived from the log (fsynced just before), and a lost
+        # one is only a line the writer writes again.
+        above = free_above(memory.tree, found, memory.total, memory.settings.line_budget)
+        parts, texts = found.parts + above.parts, found.texts + above.texts
+        stored = memory.tree.add(found.lines + above.lines, parts, texts, False)
+        if stored == parts:
+            _tell_built(memory, parts, texts)
+        else:  # read back past a torn tail: lines found there may have free parents of their own
+            held = dict(zip(parts, texts))
+            _tell_built(memory, [p for p in stored if p in held], [held[p] for p in stored if p in held])
+            memory._after_built([p for p in stored if p not in held], False)
+    memory.tree.free_upto = memory.total
+    memory.tree.write_index(force=True)
+
+
+def _tell_built(memory: Memory, parts: list[Part], texts: list[str]) -> None:
+    """``Memory._built`` for many new nodes with their texts (a commit's free lines)."""
+    memory.views.built_many(parts, texts)
+    for listener in memory._built_listeners:
+        for part in parts:
+            listener(part)

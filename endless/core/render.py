@@ -90,7 +90,8 @@ def line_size(line_head: str, text: str) -> int:
     Folding keeps every tag :func:`neutralise` escapes (blanks stay blanks),
     so its growth is counted on the text as stored.
     """
-    return len(line_head) + len(text.encode("utf-8")) - text.count("\r\n") + _neutralised_growth(text) + 1
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    return len(line_head) + size - text.count("\r\n") + _neutralised_growth(text) + 1
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from endless.core import durable
-from endless.core.messages import KINDS
+from endless.core.messages import KINDS, Message
 from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SPAN_CHARS
 
 FORMAT = 1
@@ -192,7 +192,6 @@ class SearchIndex:
 
     def add_turns(self, records: Iterable[tuple[int, int, dict]], mark: Watermark) -> None:
         """Index ``(turn, byte end, record)`` turns and move the log watermark (inside ``write``)."""
-        db = self.db()
         rows: list[tuple[int, str]] = []
         infos: list[tuple[int, float | None, int, int]] = []
         codes = _KIND_CODE
@@ -209,6 +208,24 @@ class SearchIndex:
                     rows.append((mid, text))
                     infos.append((mid, at if type(at) in (int, float) else None, kind, chat))
                 mid += 1
+        self._add_rows(rows, infos, mark)
+
+    def add_messages(self, turns: Iterable[tuple[int, str, str, Sequence[Message]]], mark: Watermark) -> None:
+        """``add_turns`` from messages in hand: ``(first id, session, title, messages)`` per turn."""
+        rows: list[tuple[int, str]] = []
+        infos: list[tuple[int, float | None, int, int]] = []
+        codes = _KIND_CODE
+        for mid, session, title, messages in turns:
+            chat = self._chat(session, title)
+            for m in messages:
+                rows.append((mid, m.text))
+                infos.append((mid, m.at if type(m.at) in (int, float) else None, codes.get(m.kind, -1), chat))
+                mid += 1
+        self._add_rows(rows, infos, mark)
+
+    def _add_rows(self, rows: list[tuple[int, str]], infos: list[tuple[int, float | None, int, int]],
+                  mark: Watermark) -> None:
+        db = self.db()
         db.executemany("INSERT INTO words(rowid, text) VALUES (?, ?)", rows)
         db.executemany("INSERT INTO msg(id, at, kind, chat) VALUES (?, ?, ?, ?)", infos)
         self._set_mark(turns=mark.turns, log_end=mark.log_end, messages=mark.messages,

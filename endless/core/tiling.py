@@ -183,37 +183,46 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     shift = max(n, 1).bit_length()
     cap = (total + 1) << _KEY_BITS
     mask = (1 << shift) - 1
+    # (Written out by hand below, not through _is_pair and _due_key: a long import's plan
+    # makes a million merges here, and each call costs more than the comparison it makes.)
 
     def candidate(k: int) -> int | None:
         j = nxt[k]
         if j >= n:
             return None
-        left, right = cur[k], cur[j]
-        if _is_pair(left, right) and (built is None or built(left[0] + 1, left[1] >> 1)):
-            return ((cap - _due_key(left, total)) << shift) | k
-        return None
+        level, index = cur[k]
+        if index & 1 or cur[j] != (level, index + 1):
+            return None
+        if built is not None and not built(level + 1, index >> 1):
+            return None
+        last = ((index + 2) << level) - 1
+        return ((cap - ((total - last) << (_KEY_BITS - level))) << shift) | k
 
     heap = [c for k in range(n - 1) if (c := candidate(k)) is not None]
     heapq.heapify(heap)  # the first candidates at once: O(n)
     merged: list[Part] = []
+    pop, push = heapq.heappop, heapq.heappush
     while size > target and heap:
-        entry = heapq.heappop(heap)
+        entry = pop(heap)
         k = entry & mask
         if not alive[k] or candidate(k) != entry:
             continue
         j = nxt[k]
-        left, right = cur[k], cur[j]
-        top = parent(left)
-        size += size_of(top) - size_of(left) - size_of(right)
+        left = cur[k]
+        top = (left[0] + 1, left[1] >> 1)
+        size += size_of(top) - size_of(left) - size_of(cur[j])
         cur[k] = top
         alive[j] = False
-        nxt[k] = nxt[j]
-        if nxt[j] < n:
-            prev[nxt[j]] = k
+        after = nxt[j]
+        nxt[k] = after
+        if after < n:
+            prev[after] = k
         merged.append(top)
-        for at in (k, prev[k]):
-            if at >= 0 and (c := candidate(at)) is not None:
-                heapq.heappush(heap, c)
+        if (c := candidate(k)) is not None:
+            push(heap, c)
+        before = prev[k]
+        if before >= 0 and (c := candidate(before)) is not None:
+            push(heap, c)
     result = [cur[k] for k in range(n) if alive[k]]
     return Merged(result, merged, size)
 
@@ -303,18 +312,19 @@ class Sawtooth:
             return BatchOutcome(bool(merged), merged, [])
         if size > self.ceiling + self.slack:
             state.shrinking = True
-            outcome = self._shrink(state, size, lines)
+            # (the plan just made names what the shrink waits for: no second planning pass)
+            outcome = self._shrink(state, size, lines, replan=False)
             outcome.needed = [p for p in needed if not lines.is_built(p)]
             return outcome
         return BatchOutcome(False, [], needed)
 
-    def _shrink(self, state: ViewState, size: int, lines: Lines) -> BatchOutcome:
+    def _shrink(self, state: ViewState, size: int, lines: Lines, replan: bool = True) -> BatchOutcome:
         parts, merged, new_size = merge_down(state.parts, state.total, self.floor, lines, size)
         state.parts = parts
         needed: list[Part] = []
         if new_size <= self.floor:
             state.shrinking = False
-        else:
+        elif replan:
             _, plan, _ = merge_down(parts, state.total, self.floor, lines.planned(self.estimate), new_size)
             needed = [p for p in plan if not lines.is_built(p)]
         return BatchOutcome(bool(merged), merged, needed)

@@ -187,8 +187,11 @@ class TreeStore:
         finally:
             os.close(fd)
 
-    def encode(self, level: int, index: int, text: str, src: int | None) -> bytes:
-        record: dict = {"l": level, "i": index, "text": text, "size": len(text.encode("utf-8"))}
+    def encode(self, level: int, index: int, text: str, src: int | None, size: int | None = None) -> bytes:
+        """The node's line; ``size``, the text's utf-8 bytes, when the caller knows it already."""
+        if size is None:
+            size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        record: dict = {"l": level, "i": index, "text": text, "size": size}
         if src is not None:
             record["src"] = src
         return durable.dumps_line(record)
@@ -206,12 +209,15 @@ class TreeStore:
         if offset != self.end:
             return self.catch_up(True)
         found = []
+        kept: list[tuple[tuple[int, int], str]] = []
         for line, part, text in zip(lines, parts, texts):
             if self._set(part[0], part[1], offset):
                 found.append(part)
-                self._remember(part, text)
+                kept.append((part, text))
             offset += len(line)
         self.end = offset
+        for part, text in kept[-TEXT_CACHE:]:  # the cache ends the same as remembering each in turn
+            self._remember(part, text)
         self.write_index()
         return found
 

@@ -5,6 +5,7 @@ the tree, the search index or a pending file; ordinary text that looks similar i
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 import uuid
 from pathlib import Path
 
@@ -144,3 +145,15 @@ def test_doctor_names_what_was_redacted(tmp_path):
     found = [c for c in json.loads(done.stdout)["findings"] if c["check"] == "memory.redacted"]
     assert [c["message"] for c in found] == [
         f"memory {mid}: 2 secrets redacted before they were kept (aws-access-key 1, github-token 1)"]
+
+
+def test_a_batch_is_redacted_as_each_message_alone():
+    """``redact.messages`` (an import's batch, needles looked for at once) equals ``message`` one by one."""
+    texts = [f"before {_secret(kind)[0]} after" for kind in sorted(SECRETS)]
+    texts += ["plain words", "", "the key to it", "İstanbul AKIAZ7QW3RTY5UIO9PAS", "a\0sk-", "token: 'short'"]
+    batch = [Message("user", t, 1.0, None if k % 3 else f"writer {t}") for k, t in enumerate(texts)]
+    together, kinds = redact.messages(batch)
+    alone = [redact.message(m) for m in batch]
+    assert together == [m for m, _ in alone]
+    assert kinds == sum((c for _, c in alone), Counter())
+    assert kinds["aws-access-key"] >= 2  # also after a letter that lowers to two characters

@@ -1,0 +1,88 @@
+"""Free nodes against their definition (DESIGN §2.3), over commits of any batching.
+
+A message whose ``tag: text`` fits the line budget is its own leaf, and a
+parent whose halves are both free and fit together (joined by a newline) is
+their join.  The oracle below derives that set from the messages alone; the
+memory, committing the same messages in random batches, must hold exactly
+those nodes with exactly those texts, and nothing else (no writer runs).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings as hsettings, strategies as st
+
+from endless.core.keys import workspace_key
+from endless.core.memory import Memory
+from endless.core.messages import Message, render
+from endless.core.settings import Settings
+from endless.core.turns import TurnRecord
+
+SETTINGS = Settings(line_budget=200)
+WORDS = ["ok", "yes", "déjà vu", "naïve", "日本語", "line\nbreak", "x" * 40, "y" * 90, "z" * 190]
+
+
+def _oracle(messages: list[Message], total: int) -> dict[tuple[int, int], str]:
+    nodes: dict[tuple[int, int], str] = {}
+    for i, m in enumerate(messages):
+        source = render(m.kind, m.text, SETTINGS, SETTINGS.agent_name)
+        if len(source.encode()) <= SETTINGS.line_budget:
+            nodes[(0, i)] = source
+    level = 0
+    while (1 << (level + 1)) <= total:
+        for index in range(total >> (level + 1)):
+            left, right = nodes.get((level, 2 * index)), nodes.get((level, 2 * index + 1))
+            if left is not None and right is not None:
+                joined = f"{left}\n{right}"
+                if len(joined.encode()) <= SETTINGS.line_budget:
+                    nodes[(level + 1, index)] = joined
+        level += 1
+    return nodes
+
+
+@hsettings(max_examples=25, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join),
+                      min_size=1, max_size=70),
+       cuts=st.lists(st.integers(1, 9), min_size=1, max_size=20))
+def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], cuts: list[int]) -> None:
+    messages = [Message("user" if k % 2 == 0 else "reply", text, 1_700_000_000.0 + k) for k, text in enumerate(texts)]
+    with tempfile.TemporaryDirectory() as tmp:
+        memory = Memory.open(workspace_key(None, Path(tmp) / "ws"), settings=SETTINGS, root=Path(tmp))
+        at, k = 0, 0
+        while at < len(messages):  # batches of turns of one or two messages, cut at random
+            turns = []
+            for _ in range(cuts[k % len(cuts)]):
+                if at >= len(messages):
+                    break
+                take = 1 if at + 1 == len(messages) or messages[at].kind == "reply" else 2
+                turns.append(TurnRecord("s", "t", messages[at:at + take], tid=f"{at:016x}"))
+                at += take
+            memory.commit_turns(turns, sync=False)
+            k += 1
+        expected = _oracle(messages, len(messages))
+        held = {(level, index): memory.node_text(level, index)
+                for level, slots in enumerate(memory.built_slots())
+                for index in range(len(slots)) if slots[index]}
+        memory.close()
+        again = Memory.open(workspace_key(None, Path(tmp) / "ws"), settings=SETTINGS, root=Path(tmp), readonly=True)
+        reread = {part: again.node_text(*part) for part in expected}
+        again.close()
+    assert held == expected
+    assert reread == expected
+
+
+def test_a_parent_exactly_at_the_budget_is_free_and_one_byte_more_is_not(tmp_path: Path) -> None:
+    tags = len(render("user", "", SETTINGS, SETTINGS.agent_name)) + len(render("reply", "", SETTINGS,
+                                                                               SETTINGS.agent_name))
+    room = SETTINGS.line_budget - tags - 1  # the newline between the halves
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=SETTINGS, root=tmp_path)
+    pairs = [("é" * (room // 4), "a" * (room - 2 * (room // 4))),  # exactly the budget, two-byte letters
+             ("b" * (room // 2), "c" * (room - room // 2 + 1))]  # one byte over
+    for k, (user, reply) in enumerate(pairs):
+        memory.commit_turns([TurnRecord("s", "t", [Message("user", user, 1.0), Message("reply", reply, 2.0)],
+                                        tid=f"{k:016x}")], sync=False)
+    assert memory.is_built(1, 0) and not memory.is_built(1, 1)
+    assert len(memory.node_text(1, 0).encode()) == SETTINGS.line_budget
+    memory.close()

@@ -18,10 +18,12 @@ from typing import Any, Iterator
 import orjson
 
 from endless.core import moments
+from endless.core.settings import MOMENT_MAX, MOMENT_MIN
 from endless.core.words import count
 
 FORMATS = ("auto", "generic", "claude", "hermes")
 GENERIC_ROLES = ("user", "assistant", "tool", "note")
+_GENERIC_FIELDS = frozenset({"role", "content", "at", "session", "title", "name"})
 HERMES_JSON_PREFIX = "\x00json:"  # how Hermes stores structured content in a TEXT column
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CLAUDE_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation",
@@ -60,6 +62,10 @@ def parse_time(value: Any, where: str) -> float | None:
     """
     if value is None:
         return None
+    if type(value) is float or type(value) is int:  # the common case, checked without the calls below
+        number = value / 1000.0 if value > 1e11 else float(value)
+        if MOMENT_MIN <= number < MOMENT_MAX:  # (NaN and infinities fail this too)
+            return number
     if isinstance(value, bool):
         raise FormatError(f"{where}: 'at' must be a time, not {value!r}")
     if isinstance(value, (int, float)):
@@ -159,8 +165,8 @@ def read_generic(path: Path) -> Iterator[Entry]:
     for where, record in _json_lines(path):
         if not isinstance(record, dict):
             raise FormatError(f"{where}: each line must be a JSON object with role and content")
-        unknown = sorted(set(record) - {"role", "content", "at", "session", "title", "name"})
-        if unknown:
+        if not _GENERIC_FIELDS.issuperset(record):
+            unknown = sorted(set(record) - _GENERIC_FIELDS)
             raise FormatError(f"{where}: unknown field(s) {', '.join(unknown)}; a line has role, content "
                               "and optionally at, session, title (and name for a tool)")
         role = record.get("role")
@@ -178,9 +184,9 @@ def read_generic(path: Path) -> Iterator[Entry]:
         at = parse_time(record.get("at"), where)
         at = last_at if at is None else at
         last_at = at
-        kind = {"tool": "result"}.get(role, role)
-        yield Entry(kind, content, at, session, titles.get(session) or session, where,
-                    name=record.get("name") if isinstance(record.get("name"), str) else None)
+        name = record.get("name")
+        yield Entry("result" if role == "tool" else role, content, at, session, titles.get(session) or session,
+                    where, name=name if isinstance(name, str) else None)
 
 
 # -- Claude Code transcripts ------------------------------------------------------------------

@@ -161,10 +161,12 @@ class Merged(NamedTuple):
 
 
 def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
-               size: int | None = None) -> Merged:
+               size: int | None = None, keep: Callable[[Part], bool] | None = None) -> Merged:
     """Merge most-due pairs until the size is at most ``target`` or nothing can merge.
 
-    Returns the new parts, the parents merged in order, and the new size.  The
+    Returns the new parts, the parents merged in order (only those ``keep``
+    accepts, if given: a plan after a long import makes a million merges and
+    needs only the unbuilt ones), and the new size.  The
     same choices as calling ``most_due`` repeatedly, with a heap instead of a
     scan per merge, so a whole batch costs O(n log n).
     """
@@ -217,7 +219,8 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
         nxt[k] = after
         if after < n:
             prev[after] = k
-        merged.append(top)
+        if keep is None or keep(top):
+            merged.append(top)
         if (c := candidate(k)) is not None:
             push(heap, c)
         before = prev[k]
@@ -304,8 +307,8 @@ class Sawtooth:
             return self._shrink(state, size, lines)
         if size <= self.ceiling:
             return BatchOutcome(False, [], [])
-        _, plan, _ = merge_down(state.parts, state.total, self.floor, lines.planned(self.estimate), size)
-        needed = [p for p in plan if not lines.is_built(p)]
+        unbuilt = lambda part: not lines.is_built(part)  # noqa: E731
+        _, needed, _ = merge_down(state.parts, state.total, self.floor, lines.planned(self.estimate), size, unbuilt)
         if not needed:
             parts, merged, _ = merge_down(state.parts, state.total, self.floor, lines, size)
             state.parts = parts
@@ -325,8 +328,8 @@ class Sawtooth:
         if new_size <= self.floor:
             state.shrinking = False
         elif replan:
-            _, plan, _ = merge_down(parts, state.total, self.floor, lines.planned(self.estimate), new_size)
-            needed = [p for p in plan if not lines.is_built(p)]
+            _, needed, _ = merge_down(parts, state.total, self.floor, lines.planned(self.estimate), new_size,
+                                      lambda part: not lines.is_built(part))
         return BatchOutcome(bool(merged), merged, needed)
 
 

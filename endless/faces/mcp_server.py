@@ -30,7 +30,7 @@ from endless.core import durable
 from endless.core import lookback
 from endless.core.words import count
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
-from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
+from endless.faces.signals import Terminated, end_at_once_on_stop, exit_code
 from endless.core.memory import Memory
 
 SERVER_NAME = "endless"
@@ -207,8 +207,8 @@ def _mcp_command(args: argparse.Namespace) -> int:
     import anyio
 
     with memory:
+        end_at_once_on_stop()  # before the line a client waits for: a stop right after it is handled
         log(f"serving memory {memory.memory_id} ({count(memory.total, 'message')}) read-only over stdio")
-        raise_on_sigterm()
         try:
             anyio.run(serve, Backend(memory))
         except (KeyboardInterrupt, Terminated) as stop:

@@ -12,7 +12,9 @@ stopping to their parent, which shuts them down.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from typing import Any, Iterator
 
@@ -31,6 +33,25 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 def raise_on_sigterm() -> None:
     """From now on, SIGTERM raises :class:`Terminated` in the main thread (call it from there)."""
     signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def end_at_once_on_stop() -> None:
+    """From now on, Ctrl-C and SIGTERM end the process at once with 130 or 143 (main thread only).
+
+    For a read-only server whose event loop reads a blocking stream on a
+    worker thread (``endless mcp`` on stdio): unwinding would wait for that
+    read, which ends only when the client closes the stream, so a stop
+    raised into the loop could hang.  Nothing of such a process needs
+    finishing: it holds no lock and writes no file.
+    """
+    def end(signum: int, frame: Any) -> None:
+        try:
+            sys.stderr.flush()
+        finally:
+            os._exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
+
+    signal.signal(signal.SIGTERM, end)
+    signal.signal(signal.SIGINT, end)
 
 
 def quiet_worker() -> None:

@@ -111,12 +111,17 @@ class TreeStore:
         slots = self.slots[level]
         return index < len(slots) and slots[index] != 0
 
-    def _set(self, level: int, index: int, offset: int) -> bool:
+    def _reserve(self, level: int, index: int) -> None:
+        """Slot arrays up to ``level``, that one long enough for ``index``."""
         while len(self.slots) <= level:
             self.slots.append(array("Q"))
         slots = self.slots[level]
         if index >= len(slots):
-            slots.extend([0] * (index + 1 - len(slots)))
+            slots.frombytes(bytes(8 * (index + 1 - len(slots))))
+
+    def _set(self, level: int, index: int, offset: int) -> bool:
+        self._reserve(level, index)
+        slots = self.slots[level]
         if slots[index] and slots[index] != offset + 1:
             return False  # the first line stored for a node wins
         # (equal: a slot file newer than our position already named this line; count it now)
@@ -208,13 +213,30 @@ class TreeStore:
         offset = durable.append_lines(self.path, lines, sync)
         if offset != self.end:
             return self.catch_up(True)
+        highest: dict[int, int] = {}
+        for level, index in parts:
+            if index > highest.get(level, -1):
+                highest[level] = index
+        for level, index in highest.items():  # room for every slot at once, not a slot at a time
+            self._reserve(level, index)
         found = []
         kept: list[tuple[tuple[int, int], str]] = []
-        for line, part, text in zip(lines, parts, texts):
-            if self._set(part[0], part[1], offset):
+        slots_of, dirty = self.slots, self._dirty
+        for line, part, text in zip(lines, parts, texts):  # _set, written out: an import adds a million
+            level, index = part
+            slots = slots_of[level]
+            was = slots[index]
+            if not was or was == offset + 1:
+                slots[index] = offset + 1
+                changes = dirty.get(level)
+                if changes is None:
+                    changes = dirty[level] = {}
+                changes[index] = offset + 1
                 found.append(part)
                 kept.append((part, text))
             offset += len(line)
+        self.count += len(found)
+        self.merged += sum(1 for level, _ in found if level)
         self.end = offset
         for part, text in kept[-TEXT_CACHE:]:  # the cache ends the same as remembering each in turn
             self._remember(part, text)

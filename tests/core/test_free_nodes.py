@@ -17,11 +17,13 @@ from hypothesis import given, settings as hsettings, strategies as st
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message, render
+from endless.core.render import head, line_size
 from endless.core.settings import Settings
 from endless.core.turns import TurnRecord
 
 SETTINGS = Settings(line_budget=200)
-WORDS = ["ok", "yes", "déjà vu", "naïve", "日本語", "line\nbreak", "x" * 40, "y" * 90, "z" * 190]
+WORDS = ["ok", "yes", "déjà vu", "naïve", "日本語", "line\nbreak", "cr\r\nlf", "a <chat> tag", "x" * 40, "y" * 90,
+         "z" * 190]
 
 
 def _oracle(messages: list[Message], total: int) -> dict[tuple[int, int], str]:
@@ -65,6 +67,9 @@ def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], cuts: list[in
         held = {(level, index): memory.node_text(level, index)
                 for level, slots in enumerate(memory.built_slots())
                 for index in range(len(slots)) if slots[index]}
+        # the sizes the views plan with are the rendered lines' (counted as the lines were stored)
+        sizes = {part: memory.views.size_of(part) for part in held}
+        assert sizes == {part: line_size(head(part), text) for part, text in held.items()}
         memory.close()
         again = Memory.open(workspace_key(None, Path(tmp) / "ws"), settings=SETTINGS, root=Path(tmp), readonly=True)
         reread = {part: again.node_text(*part) for part in expected}

@@ -34,7 +34,7 @@ class FormatError(ValueError):
     """A line (or row) of an import source that cannot be read; the message names where."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """One thing said or done, as read from a source.
 
@@ -94,7 +94,7 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     try:
         with open(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):
-                if raw.strip():
+                if not raw.isspace():  # (a line read from a file is never empty)
                     yield number, raw
     except OSError as exc:
         raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
@@ -102,9 +102,10 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
     """(``file:line``, decoded value) for each non-blank line; a bad line is a FormatError."""
+    name = str(path)
     for number, raw in _raw_lines(path):
         try:
-            yield f"{path}:{number}", orjson.loads(raw)
+            yield f"{name}:{number}", orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise FormatError(f"{path}:{number}: not valid JSON ({exc})") from None
 

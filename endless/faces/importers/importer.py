@@ -126,7 +126,7 @@ def _plan(entries: list[Entry], settings: Settings, granularity: str,
         messages += prepare(first.role, head_text, at(first), settings)
         base = identity(first.session, first.role, head_text)
     rest = entries[i:]
-    last_step = max((k for k, e in enumerate(rest) if e.role in ("call", "result")), default=-1)
+    last_step = next((k for k in range(len(rest) - 1, -1, -1) if rest[k].role in ("call", "result")), -1)
     steps, replies = rest[:last_step + 1], rest[last_step + 1:]
     if steps:
         messages += _steps(steps, settings, granularity, first.title, at)
@@ -210,7 +210,7 @@ class Plan:
         self.messages += len(turn.messages)
         for m in turn.messages:
             source = m.writer_text if m.writer_text is not None else m.text
-            size = len(source.encode("utf-8")) + 12  # the tag
+            size = (len(source) if source.isascii() else len(source.encode("utf-8"))) + 12  # the tag
             if size > settings.line_budget:
                 self.long_messages += 1
                 self.long_bytes += size
@@ -224,7 +224,9 @@ class Plan:
         """The new turns, oldest first, each with its identity key and occurrence (for the commit's check)."""
         self.spill.flush()
         fd = self.spill.fileno()
-        for k in sorted(range(len(self.ats)), key=self.ats.__getitem__):
+        ats = self.ats
+        in_order = all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1))  # the usual source: no sort
+        for k in range(len(ats)) if in_order else sorted(range(len(ats)), key=ats.__getitem__):
             raw = orjson.loads(os.pread(fd, self.lengths[k], self.offsets[k]))
             messages = [Message(m["k"], m["x"], m["at"], m.get("w")) for m in raw["m"]]
             yield (TurnRecord(raw["s"], raw["t"], messages, tid=raw["tid"], at=raw["at"]), raw["key"], raw["n"])

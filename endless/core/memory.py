@@ -63,6 +63,7 @@ class Memory:
         self.log.on_problem = self.tree.on_problem = self.report
         self.views = ViewKeeper(folder, settings, self.log, self.tree, self.agent_name, self.report)
         self.search_index = search_index.SearchIndex(folder)
+        self.index_elsewhere = False  # True: commits leave the index to another process (a long import's helper)
         self._redactions: Counter = Counter()  # counted since the last commit
         self._built_listeners: list[BuiltListener] = []
         self._noted_sessions: set[str] = set()
@@ -247,7 +248,8 @@ class Memory:
             self.log.add(lines, infos, sync)
             _store_free_leaves(self, in_hand)
             mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
-            index_upkeep.after_commit(self.search_index, before, infos, in_hand, mark)
+            if not self.index_elsewhere:
+                index_upkeep.after_commit(self.search_index, before, infos, in_hand, mark)
             if plan:
                 self.views.update(self.total, save=True, sync=sync)
         self._waiters.notify()

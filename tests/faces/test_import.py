@@ -25,7 +25,7 @@ import pytest
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
-from endless.core.settings import Settings
+from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings
 from commands import endless_command
 from paths import FIXTURES as ALL_FIXTURES, REPO
 from state_db_schema import SCHEMA
@@ -354,6 +354,38 @@ def test_an_interrupted_import_resumes(place, tmp_path) -> None:
         assert texts == [f"question number {t}" for t in range(0, 20_000, 997)]  # in time order, each once
         firsts = {memory.turn_messages(t)[0].text for t in range(memory.turns)}
         assert len(firsts) == 20_000
+
+
+def helpers_of(home: Path) -> list[int]:
+    """Processes running an import's index helper for this home (read from /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"endless.faces.importers.index_follower" in words and str(home).encode() in words:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def test_a_long_import_is_searchable_when_it_returns_and_leaves_no_helper(place, tmp_path) -> None:
+    """From IMPORT_FOLLOWER_FROM messages on, a helper process keeps the search index; the import waits for it."""
+    home, workspace, env = place
+    turns = IMPORT_FOLLOWER_FROM // 2 + 7
+    source = tmp_path / "long.jsonl"
+    big_source(source, turns)
+    run_import(place, str(source))
+    assert helpers_of(home) == []
+    with open_memory(place) as memory:
+        mark = memory.search_index.watermark()  # read before any search could catch the index up itself
+        assert (mark.turns, mark.messages, mark.log_end, mark.tree_end) == (
+            turns, 2 * turns, memory.log.end, memory.tree.end)
+    found = subprocess.run([*endless_command(), "search", "--workspace", str(workspace), "--json",
+                            f'"answer number {turns - 1}"'], capture_output=True, text=True, env=env, timeout=120)
+    assert found.returncode == 0, found.stderr
+    hits = orjson.loads(found.stdout)["hits"]
+    assert [(h["id"], h["snippet"]) for h in hits][:1] == [(2 * turns - 1, f"answer number {turns - 1}")]
 
 
 HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON",

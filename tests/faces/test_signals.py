@@ -145,3 +145,22 @@ def test_demo_stops_while_replaying(place, how, code):
     proc, err = start(place, "demo", "--no-serve", "--dir", str(root / "demo"), ready="The demo memory lives in")
     stop(proc, err, how, code)
     assert "endless demo: stopped" in err.read_text()
+
+
+@pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("sigterm", 143)])
+def test_import_stops_with_its_index_helper(place, how, code):
+    """A long import runs a helper that keeps its search index; stopping the import stops both."""
+    root, ws, env = place
+    source = root / "long.jsonl"
+    with open(source, "wb") as handle:
+        for k in range(150_000):  # long enough to be stopped in the middle of its commits
+            handle.write(b'{"role": "%s", "content": "message %d", "at": %d}\n'
+                         % (b"user" if k % 2 == 0 else b"assistant", k, 1_760_000_000 + k))
+    err = root / f"stderr-import-{how}.txt"
+    proc = subprocess.Popen([*endless_command(), "import", str(source), "--no-progress"], cwd=ws, env=env,
+                            start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=err.open("wb"))
+    wait_for(lambda: descendants(proc.pid) or proc.poll() is not None, "the import's index helper")
+    assert proc.poll() is None, err.read_text()
+    stop(proc, err, how, code, at_least=1)
+    assert "stopped. The turns committed so far are kept" in err.read_text()

@@ -45,8 +45,9 @@ from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.turns import TurnRecord
 from endless.core.messages import Message, TraceBuilder, prepare
-from endless.core.settings import Settings, load_settings
+from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
 from endless.core.words import agree, count
+from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 
 BATCH_TURNS = 2000  # turns per durable commit (one fsync each)
 BATCH_BYTES = 8 << 20
@@ -515,6 +516,7 @@ def _import_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     memory: Memory | None = None
     plan: Plan | None = None
+    raise_on_sigterm()
     try:
         try:
             memory = choose(args, readonly=True, settings=settings)
@@ -563,7 +565,20 @@ def _import_command(args: argparse.Namespace) -> int:
             record = offline_stretches(memory).add
         if memory.turns < have.scanned:  # the log got shorter since it was read: count it again
             have = Presence()
-        done = commit(memory, plan, show, record, have)
+        helper = None
+        if plan.messages >= IMPORT_FOLLOWER_FROM:  # its search index is kept on the second core
+            from endless.faces.importers import index_follower
+
+            helper = index_follower.start(memory.root, memory.memory_id)
+            memory.index_elsewhere = True
+        try:
+            done = commit(memory, plan, show, record, have)
+        except BaseException:
+            if helper is not None:
+                index_follower.finish(helper, completed=False)
+            raise
+        if helper is not None:
+            index_follower.finish(helper, completed=True)
         landed = done.turns
         summary["turns"], summary["messages"] = landed, done.messages
         summary["skipped"] = plan.skipped + done.skipped
@@ -588,6 +603,10 @@ def _import_command(args: argparse.Namespace) -> int:
         print(f"[endless.import] stopped: {exc}. The turns committed so far are kept; run the same import "
               "again to add the rest.", file=sys.stderr)
         return EXIT_FAILED
+    except (KeyboardInterrupt, Terminated) as stop:
+        print("[endless.import] stopped. The turns committed so far are kept; run the same import again to add "
+              "the rest.", file=sys.stderr)
+        return exit_code(stop)
     finally:
         if plan is not None:
             plan.close()

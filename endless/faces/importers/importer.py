@@ -569,7 +569,7 @@ def _import_command(args: argparse.Namespace) -> int:
         if plan.messages >= IMPORT_FOLLOWER_FROM:  # its search index is kept on the second core
             from endless.faces.importers import index_follower
 
-            helper = index_follower.start(memory.root, memory.memory_id)
+            helper = index_follower.start(memory.folder, memory.granularity)
             memory.index_elsewhere = True
         try:
             done = commit(memory, plan, show, record, have)

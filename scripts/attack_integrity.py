@@ -105,7 +105,11 @@ def source(path: Path, turns: int) -> Path:
     return path
 
 
-def _planned(pid: int, src: Path, folder: Path) -> bool:
+def planned(pid: int, src: Path, folder: Path) -> bool:
+    """An importer has read ``src`` to its end and holds its plan (a real condition, not a delay).
+
+    The plan is an unlinked spill file in the memory's folder (``.import-…``, or ``#N`` as O_TMPFILE).
+    """
     links = []
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
@@ -119,7 +123,7 @@ def _planned(pid: int, src: Path, folder: Path) -> bool:
 def _wait_planned(procs: list, src: Path, folder: Path) -> None:
     steady, deadline = 0, time.monotonic() + 120
     while steady < 3 and time.monotonic() < deadline:
-        steady = steady + 1 if all(_planned(p.pid, src, folder) for p in procs) else 0
+        steady = steady + 1 if all(planned(p.pid, src, folder) for p in procs) else 0
         time.sleep(0.005)
 
 

@@ -14,6 +14,7 @@ from typing import Iterable, Mapping
 from endless.core import tiling
 from endless.core.log import OrderLog
 from endless.core.messages import Message, render
+from endless.core.render import utf8_size
 from endless.core.settings import Settings
 from endless.core.tiling import Part
 from endless.core.tree import TreeStore
@@ -52,7 +53,7 @@ def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: 
             if stored is None:
                 continue
             source = stored.writer_source(settings, agent_name)
-        size = len(source) if source.isascii() else len(source.encode("utf-8"))
+        size = utf8_size(source)
         if size <= budget:
             found.lines.append(tree.encode(0, message_id, source, size, size))
             found.parts.append((0, message_id))
@@ -107,7 +108,7 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
         if held is not None:
             return held
         text = tree.cached_text(*part)
-        return None if text is None else (text, len(text.encode("utf-8")))
+        return None if text is None else (text, utf8_size(text))
 
     frontier = below.parts
     while frontier:

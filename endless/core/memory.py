@@ -502,8 +502,5 @@ def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
 
 
 def _tell_built(memory: Memory, parts: list[Part], texts: list[str]) -> None:
-    """``Memory._built`` for many new nodes with their texts (a commit's free lines)."""
-    memory.views.built_many(parts, texts)
-    for listener in memory._built_listeners:
-        for part in parts:
-            listener(part)
+    for part, text in zip(parts, texts):
+        memory._built(part, text)

@@ -158,12 +158,8 @@ def messages(kept: list[Message]) -> tuple[list[Message], Counter]:
 
 def message(kept: Message) -> tuple[Message, Counter]:
     """The message with its text (and writer text) redacted, and what was replaced."""
-    text = redact(kept.text)
-    writer = None if kept.writer_text is None else redact(kept.writer_text)
-    if not text.kinds and (writer is None or not writer.kinds):
-        return kept, Counter()
-    kinds = text.kinds | (writer.kinds if writer is not None else Counter())
-    return Message(kept.kind, text.text, kept.at, None if writer is None else writer.text), kinds
+    out, kinds = messages([kept])
+    return out[0], kinds
 
 
 COUNTS = "redactions.json"  # secrets redacted in a memory, by kind (derived counts, for doctor)

@@ -82,6 +82,11 @@ def head(part: Part) -> str:
     return f"{tiling.name(part)}|"
 
 
+def utf8_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8, without encoding it when it is ASCII (most lines are)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
 def line_size(line_head: str, text: str) -> int:
     """Bytes of the rendered line ``head + text`` with its newline.
 
@@ -90,8 +95,7 @@ def line_size(line_head: str, text: str) -> int:
     Folding keeps every tag :func:`neutralise` escapes (blanks stay blanks),
     so its growth is counted on the text as stored.
     """
-    size = len(text) if text.isascii() else len(text.encode("utf-8"))
-    return len(line_head) + size - text.count("\r\n") + _neutralised_growth(text) + 1
+    return len(line_head) + utf8_size(text) - text.count("\r\n") + _neutralised_growth(text) + 1
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ class Lines:
     def is_built(self, part: Part) -> bool:
         return self.built is None or self.built(*part)
 
+    def unbuilt(self, part: Part) -> bool:
+        return not self.is_built(part)
+
     def planned(self, estimate: int) -> "Lines":
         """For planning a batch: an unbuilt parent counts as ``estimate`` bytes, and may merge."""
         size, built = self.size, self.built
@@ -307,8 +310,8 @@ class Sawtooth:
             return self._shrink(state, size, lines)
         if size <= self.ceiling:
             return BatchOutcome(False, [], [])
-        unbuilt = lambda part: not lines.is_built(part)  # noqa: E731
-        _, needed, _ = merge_down(state.parts, state.total, self.floor, lines.planned(self.estimate), size, unbuilt)
+        _, needed, _ = merge_down(state.parts, state.total, self.floor, lines.planned(self.estimate), size,
+                                  lines.unbuilt)
         if not needed:
             parts, merged, _ = merge_down(state.parts, state.total, self.floor, lines, size)
             state.parts = parts
@@ -329,7 +332,7 @@ class Sawtooth:
             state.shrinking = False
         elif replan:
             _, needed, _ = merge_down(parts, state.total, self.floor, lines.planned(self.estimate), new_size,
-                                      lambda part: not lines.is_built(part))
+                                      lines.unbuilt)
         return BatchOutcome(bool(merged), merged, needed)
 
 

@@ -18,6 +18,7 @@ import orjson
 
 from endless.core import durable
 from endless.core.log import Damage
+from endless.core.render import utf8_size
 
 FORMAT = 1
 TEXT_CACHE = 8192  # node texts kept in memory: every view line and then some
@@ -121,6 +122,9 @@ class TreeStore:
 
     def _set(self, level: int, index: int, offset: int) -> bool:
         self._reserve(level, index)
+        return self._set_reserved(level, index, offset)
+
+    def _set_reserved(self, level: int, index: int, offset: int) -> bool:
         slots = self.slots[level]
         if slots[index] and slots[index] != offset + 1:
             return False  # the first line stored for a node wins
@@ -195,7 +199,7 @@ class TreeStore:
     def encode(self, level: int, index: int, text: str, src: int | None, size: int | None = None) -> bytes:
         """The node's line; ``size``, the text's utf-8 bytes, when the caller knows it already."""
         if size is None:
-            size = len(text) if text.isascii() else len(text.encode("utf-8"))
+            size = utf8_size(text)
         record: dict = {"l": level, "i": index, "text": text, "size": size}
         if src is not None:
             record["src"] = src
@@ -221,22 +225,11 @@ class TreeStore:
             self._reserve(level, index)
         found = []
         kept: list[tuple[tuple[int, int], str]] = []
-        slots_of, dirty = self.slots, self._dirty
-        for line, part, text in zip(lines, parts, texts):  # _set, written out: an import adds a million
-            level, index = part
-            slots = slots_of[level]
-            was = slots[index]
-            if not was or was == offset + 1:
-                slots[index] = offset + 1
-                changes = dirty.get(level)
-                if changes is None:
-                    changes = dirty[level] = {}
-                changes[index] = offset + 1
+        for line, part, text in zip(lines, parts, texts):
+            if self._set_reserved(part[0], part[1], offset):
                 found.append(part)
                 kept.append((part, text))
             offset += len(line)
-        self.count += len(found)
-        self.merged += sum(1 for level, _ in found if level)
         self.end = offset
         for part, text in kept[-TEXT_CACHE:]:  # the cache ends the same as remembering each in turn
             self._remember(part, text)

@@ -114,23 +114,6 @@ class ViewKeeper:
         if text is not None:
             self._keep_size(part, line_size(head(part), text))
 
-    def built_many(self, parts: list[Part], texts: list[str]) -> None:
-        """``built`` for many new nodes with their texts in hand: an import's free lines by the
-        hundred thousand, so the per-node calls are written out here."""
-        src, sizes_by_level = self._src, self._sizes
-        for (level, index), text in zip(parts, texts):
-            if level == 0 and src:
-                src.pop(index, None)
-            while len(sizes_by_level) <= level:
-                sizes_by_level.append(array("I"))
-            sizes = sizes_by_level[level]
-            if index >= len(sizes):
-                sizes.frombytes(bytes(sizes.itemsize * (index + 1 - len(sizes))))
-            if text.isascii() and "<" not in text:  # line_size's common case, without the call
-                sizes[index] = len(str(index << level)) + len(str(1 << level)) + 3 + len(text) - text.count("\r\n")
-            else:
-                sizes[index] = line_size(f"{index << level}+{1 << level}|", text)
-
     def _keep_size(self, part: Part, size: int) -> None:
         level, index = part
         while len(self._sizes) <= level:

@@ -26,7 +26,7 @@ from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings
-from commands import endless_command
+from commands import endless_command, fresh_home
 from paths import FIXTURES as ALL_FIXTURES, REPO
 from state_db_schema import SCHEMA
 
@@ -37,12 +37,7 @@ CLAUDE_SESSION = "0b6f3c1e-5a2d-4c1e-9f00-3e1d2a7c9b10"
 
 @pytest.fixture
 def place(tmp_path: Path):
-    home, workspace = tmp_path / "home", tmp_path / "work"
-    workspace.mkdir()
-    (tmp_path / "xdg").mkdir()
-    env = {**os.environ, "ENDLESS_HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "TZ": "UTC"}
-    env.pop("ENDLESS_WRITER_ROUTE", None)
-    return home, workspace, env
+    return fresh_home(tmp_path)
 
 
 def run_import(place, *args: str, check: bool = True) -> subprocess.CompletedProcess:

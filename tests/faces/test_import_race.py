@@ -11,7 +11,6 @@ Every turn must land once.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -27,8 +26,12 @@ from endless.core.locks import ChangeLock
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import Settings
-from commands import endless_command
+from commands import endless_command, fresh_home
+from paths import REPO
 from state_db_schema import SCHEMA
+
+sys.path.insert(0, str(REPO / "scripts"))
+from attack_integrity import planned  # noqa: E402  (the attack script's own check)
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see a child's files")
 
@@ -37,12 +40,8 @@ SESSION = "20260501_0900_ab12"
 
 @pytest.fixture
 def place(tmp_path: Path):
-    home, workspace = tmp_path / "home", tmp_path / "work"
-    workspace.mkdir()
-    (tmp_path / "xdg").mkdir()
-    env = {**os.environ, "ENDLESS_HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "TZ": "UTC",
-           "PYTHONUNBUFFERED": "1"}
-    env.pop("ENDLESS_WRITER_ROUTE", None)
+    home, workspace, env = fresh_home(tmp_path)
+    env["PYTHONUNBUFFERED"] = "1"
     key = workspace_key(None, workspace)
     with Memory.open(key, settings=Settings(home=str(home))) as memory:  # the memory exists before the race
         memory.commit_turn("earlier", "Earlier", [Message("user", "an earlier chat", 1.0)])
@@ -56,26 +55,11 @@ def start_import(place, source: Path) -> subprocess.Popen:
                             env=env, text=True)
 
 
-def planned(proc: subprocess.Popen, source: Path, folder: Path) -> bool:
-    """The importer has read its source to the end and holds its plan (a real condition, not a delay).
-
-    The plan is an unlinked spill file in the memory's folder (``.import-…``, or ``#N`` as O_TMPFILE).
-    """
-    links = []
-    for fd in Path(f"/proc/{proc.pid}/fd").iterdir():
-        try:
-            links.append(os.readlink(fd))
-        except OSError:
-            continue
-    spill = any(link.startswith(str(folder)) and link.endswith("(deleted)") for link in links)
-    return spill and not any(link.startswith(str(source)) for link in links)
-
-
 def wait_until_planned(procs: list[subprocess.Popen], source: Path, folder: Path) -> None:
     deadline = time.monotonic() + 120
     steady = 0  # seen on three polls in a row: not the instant between two opens of the source
     while steady < 3:
-        steady = steady + 1 if all(planned(p, source, folder) for p in procs) else 0
+        steady = steady + 1 if all(planned(p.pid, source, folder) for p in procs) else 0
         for p in procs:
             assert p.poll() is None, p.communicate()
         assert time.monotonic() < deadline, "the imports never finished reading their source"

@@ -18,7 +18,6 @@ from typing import Any, Iterator
 import orjson
 
 from endless.core import moments
-from endless.core.settings import MOMENT_MAX, MOMENT_MIN
 from endless.core.words import count
 
 FORMATS = ("auto", "generic", "claude", "hermes")
@@ -62,10 +61,6 @@ def parse_time(value: Any, where: str) -> float | None:
     """
     if value is None:
         return None
-    if type(value) is float or type(value) is int:  # the common case, checked without the calls below
-        number = value / 1000.0 if value > 1e11 else float(value)
-        if MOMENT_MIN <= number < MOMENT_MAX:  # (NaN and infinities fail this too)
-            return number
     if isinstance(value, bool):
         raise FormatError(f"{where}: 'at' must be a time, not {value!r}")
     if isinstance(value, (int, float)):

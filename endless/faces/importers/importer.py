@@ -45,6 +45,7 @@ from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.turns import TurnRecord
 from endless.core.messages import Message, TraceBuilder, prepare
+from endless.core.render import utf8_size
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
 from endless.core.words import agree, count
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
@@ -211,7 +212,7 @@ class Plan:
         self.messages += len(turn.messages)
         for m in turn.messages:
             source = m.writer_text if m.writer_text is not None else m.text
-            size = (len(source) if source.isascii() else len(source.encode("utf-8"))) + 12  # the tag
+            size = utf8_size(source) + 12  # the tag
             if size > settings.line_budget:
                 self.long_messages += 1
                 self.long_bytes += size

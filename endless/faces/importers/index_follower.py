@@ -97,13 +97,14 @@ def _follow(folder: Path, granularity: str) -> int:
     index = SearchIndex(folder)
     log_path, tree = OrderLog(folder, granularity).path, TreeStore(folder, granularity)
     loaded = False
+    stored_size = index_upkeep.node_size(tree)
 
     def size_of(level: int, ix: int) -> int | None:  # a line before this pass: its slot, as last saved
         nonlocal loaded
         if not loaded:
             tree.load_index()
             loaded = True
-        return index_upkeep.node_size(tree)(level, ix)
+        return stored_size(level, ix)
 
     try:
         while True:

@@ -10,7 +10,6 @@ batches and cached prefixes survive.
 
 from __future__ import annotations
 
-import heapq
 from array import array
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple, Sequence
@@ -169,67 +168,78 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
 
     Returns the new parts, the parents merged in order (only those ``keep``
     accepts, if given: a plan after a long import makes a million merges and
-    needs only the unbuilt ones), and the new size.  The
-    same choices as calling ``most_due`` repeatedly, with a heap instead of a
-    scan per merge, so a whole batch costs O(n log n).
+    needs only the unbuilt ones), and the new size.  The same choices as
+    calling ``most_due`` repeatedly, found without a heap: a merge only ever
+    makes pairs less due than itself (one level up, ending no earlier), so
+    most-due-first is the order of every merge the rule could make, sorted
+    by due.  Those are found in one pass, sorted once, and taken in order
+    until the size is at most ``target``.  A long import's plan makes a
+    million merges here: one pass and one sort of integers cost far less
+    than a heap operation per merge.
     """
     size_of, built = lines.size, lines.built
     n = len(parts)
-    cur = list(parts)
-    # Compact links (a view after a long import has a million parts): 8 bytes a link, no objects.
-    alive = bytearray(b"\x01") * n
-    prev = array("q", range(-1, n - 1))
-    nxt = array("q", range(1, n + 1))
+    sizes: list[int] = [-1] * n  # each position's part as merged so far: its size, once asked
     if size is None:
-        size = sum(size_of(p) for p in cur)
-    # A candidate is one integer: how little due it is, then its position (positions follow the
-    # parts' order, so ties go to the oldest pair).  A popped candidate is checked against the
-    # parts as they are now; one whose pair has changed is skipped (its new pair was pushed).
-    shift = max(n, 1).bit_length()
+        sizes = [size_of(p) for p in parts]
+        size = sum(sizes)
+    if size <= target or n < 2:
+        return Merged(list(parts), [], size)
+    # Every merge the rule could make, as one integer each: how little due it is, then the
+    # position of its left half's first part (ties go to the oldest pair), then its number,
+    # which finds its right half.  Due is (T - last) / 2**level, kept exact by the shift.
+    # One pass from the left finds them: the parts seen so far, merged as far as the rule
+    # allows, are a stack, and a part joins the one below it while they are siblings whose
+    # parent is built (with the parts tiling the history, siblings are neighbours).
+    shift = n.bit_length()
     cap = (total + 1) << _KEY_BITS
-    mask = (1 << shift) - 1
-    # (Written out by hand below, not through _is_pair and _due_key: a long import's plan
-    # makes a million merges here, and each call costs more than the comparison it makes.)
-
-    def candidate(k: int) -> int | None:
-        j = nxt[k]
-        if j >= n:
-            return None
-        level, index = cur[k]
-        if index & 1 or cur[j] != (level, index + 1):
-            return None
-        if built is not None and not built(level + 1, index >> 1):
-            return None
-        last = ((index + 2) << level) - 1
-        return ((cap - ((total - last) << (_KEY_BITS - level))) << shift) | k
-
-    heap = [c for k in range(n - 1) if (c := candidate(k)) is not None]
-    heapq.heapify(heap)  # the first candidates at once: O(n)
+    rights: array = array("q")  # per merge: the position of its right half's first part
+    codes: list[int] = []
+    stack: list[Part] = []
+    at: list[int] = []  # each stacked part's first position
+    for k, part in enumerate(parts):
+        level, index = part
+        pos = k
+        while (index & 1 and stack and stack[-1] == (level, index - 1)
+               and (built is None or built(level + 1, index >> 1))):
+            stack.pop()
+            left = at.pop()
+            last = ((index + 1) << level) - 1
+            codes.append((((cap - ((total - last) << (_KEY_BITS - level))) << shift | left) << 32) | len(rights))
+            rights.append(pos)
+            level, index, pos = level + 1, index >> 1, left
+        stack.append((level, index))
+        at.append(pos)
+    del stack, at
+    codes.sort()
+    # Take them in order; each position holds its part as merged so far.
+    cur = list(parts)
+    dead = bytearray(n)
     merged: list[Part] = []
-    pop, push = heapq.heappop, heapq.heappush
-    while size > target and heap:
-        entry = pop(heap)
-        k = entry & mask
-        if not alive[k] or candidate(k) != entry:
-            continue
-        j = nxt[k]
-        left = cur[k]
+    low = (1 << 32) - 1
+    kmask = (1 << shift) - 1
+    for code in codes:
+        if size <= target:
+            break
+        number = code & low
+        k = (code >> 32) & kmask
+        j = rights[number]
+        left, right = cur[k], cur[j]
         top = (left[0] + 1, left[1] >> 1)
-        size += size_of(top) - size_of(left) - size_of(cur[j])
+        a = sizes[k]
+        if a < 0:
+            a = size_of(left)
+        b = sizes[j]
+        if b < 0:
+            b = size_of(right)
+        c = size_of(top)
+        size += c - a - b
         cur[k] = top
-        alive[j] = False
-        after = nxt[j]
-        nxt[k] = after
-        if after < n:
-            prev[after] = k
+        sizes[k] = c
+        dead[j] = 1
         if keep is None or keep(top):
             merged.append(top)
-        if (c := candidate(k)) is not None:
-            push(heap, c)
-        before = prev[k]
-        if before >= 0 and (c := candidate(before)) is not None:
-            push(heap, c)
-    result = [cur[k] for k in range(n) if alive[k]]
+    result = [cur[k] for k in range(n) if not dead[k]]
     return Merged(result, merged, size)
 
 

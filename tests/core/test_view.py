@@ -210,23 +210,31 @@ def _can_merge(state, total, built):
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=200), st.integers(0, 100_000),
-       st.sets(st.tuples(st.integers(1, 8), st.integers(0, 200)), max_size=30))
-@settings(max_examples=200, deadline=None)
-def test_merge_down_equals_repeated_most_due(levels_seed, target, missing):
+       st.sets(st.tuples(st.integers(1, 8), st.integers(0, 200)), max_size=30),
+       st.integers(0, 200), st.integers(0, 60), st.sampled_from([None, 10, 700]), st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_merge_down_equals_repeated_most_due(levels_seed, target, missing, cut, growth, estimate, keep_even):
+    """From a view already merged up to ``cut`` (the rest appended), parents that may be larger than their
+    halves (so a merge can grow the view), planned or not, with or without ``keep``."""
     total = len(levels_seed)
-    parts = [(0, i) for i in range(total)]
+    cut = min(cut, total)
     built = lambda l, i: (l, i) not in missing  # noqa: E731
-    size_of = lambda part: 100 + part[0] * 7 + part[1] % 13  # noqa: E731
-    fast, merged, size = merge_down(parts, total, target, Lines(size_of, built))
+    size_of = lambda part: 100 + part[0] * growth + (part[1] * 7919) % 61  # noqa: E731
+    lines = Lines(size_of, built)
+    parts = merge_down([(0, i) for i in range(cut)], cut, 50 * cut, lines).parts + [(0, i) for i in range(cut, total)]
+    if estimate is not None:
+        lines = lines.planned(estimate)
+    keep = (lambda part: part[0] % 2 == 0) if keep_even else None  # noqa: E731
+    fast, merged, size = merge_down(parts, total, target, lines, keep=keep)
     slow = list(parts)
     slow_merged = []
-    while sum(size_of(p) for p in slow) > target:
-        k = most_due(slow, total, built)
+    while sum(lines.size(p) for p in slow) > target:
+        k = most_due(slow, total, lines.built)
         if k is None:
             break
         slow_merged.append(merge_at(slow, k))
-    assert fast == slow and merged == slow_merged
-    assert size == sum(size_of(p) for p in fast)
+    assert fast == slow and merged == [p for p in slow_merged if keep is None or keep(p)]
+    assert size == sum(lines.size(p) for p in fast)
 
 
 def test_parse_name_rejects_every_invalid_form():

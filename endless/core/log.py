@@ -38,6 +38,20 @@ class TurnInfo:
     tid: str
 
 
+def record_tail(tid: str, session: str, title: str, status: str, at: float, messages: list[dict]) -> bytes:
+    """A turn record as the log writes it, all but its place: from its turn id to its end.
+
+    An import encodes its turns once, before it knows where they land
+    (:class:`endless.core.turns.EncodedTurn`); :func:`placed` completes them.
+    """
+    return orjson.dumps({"tid": tid, "s": session, "t": title, "st": status, "at": at, "m": messages})[1:]
+
+
+def placed(turn: int, first: int, tail: bytes) -> bytes:
+    """The log line of a record whose tail is ``tail``: the same bytes as encoding the whole record."""
+    return b'{"turn":%d,"id":%d,' % (turn, first) + tail + b"\n"
+
+
 @dataclass(frozen=True)
 class Damage:
     """A line of a file that could not be read, kept in place and reported."""
@@ -195,11 +209,8 @@ class OrderLog:
 
     def encode(self, *, tid: str, session: str, title: str, status: str, at: float,
                messages: list[Message], turn: int | None = None, first: int | None = None) -> bytes:
-        record = {"turn": len(self.offsets) if turn is None else turn,
-                  "id": self.total if first is None else first, "tid": tid,
-                  "s": session, "t": title, "st": status, "at": at,
-                  "m": [m.to_record() for m in messages]}
-        return durable.dumps_line(record)
+        return placed(len(self.offsets) if turn is None else turn, self.total if first is None else first,
+                      record_tail(tid, session, title, status, at, [m.to_record() for m in messages]))
 
     def add(self, lines: list[bytes], infos: list[TurnInfo], sync: bool = True) -> None:
         """Append encoded turn records and index them from ``infos`` (under the lock, caught up).

@@ -23,12 +23,12 @@ from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.free_nodes import free_above, free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
 from endless.core.locks import ChangeLock, Lease
-from endless.core.log import Damage, OrderLog, TurnInfo, stored_from
+from endless.core.log import Damage, OrderLog, TurnInfo, placed, stored_from
 from endless.core.messages import Message, Stored, check_kind
 from endless.core.settings import Settings, load_settings
 from endless.core.tiling import Part
 from endless.core.tree import TreeStore
-from endless.core.turns import COMPLETED, STATUSES, TurnInProgress, TurnRecord, close_orphans
+from endless.core.turns import COMPLETED, STATUSES, EncodedTurn, TurnInProgress, TurnRecord, close_orphans
 from endless.core.views import ViewKeeper
 from endless.core.waiters import Waiters
 
@@ -217,8 +217,9 @@ class Memory:
                                               since=since)], sync=sync)
         return infos[0] if infos else None
 
-    def commit_turns(self, records: Sequence[TurnRecord], sync: bool = True, plan: bool = True,
-                     admit: Callable[["Memory"], Sequence[TurnRecord]] | None = None) -> list[TurnInfo]:
+    def commit_turns(self, records: Sequence[TurnRecord | EncodedTurn], sync: bool = True, plan: bool = True,
+                     admit: Callable[["Memory"], Sequence[TurnRecord | EncodedTurn]] | None = None
+                     ) -> list[TurnInfo]:
         """Commit several turns in one write (imports and fixtures: one fsync per batch).
 
         ``admit(memory)``, called under the lock once caught up, returns the
@@ -435,16 +436,27 @@ class Memory:
         return True
 
 
-def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes], list[TurnInfo], dict[int, Message]]:
-    """The log lines of ``records`` (under the lock, caught up), where they land, their messages by id."""
+def _encode(memory: Memory, records: Sequence[TurnRecord | EncodedTurn]
+            ) -> tuple[list[bytes], list[TurnInfo], dict[int, Message]]:
+    """The log lines of ``records`` (under the lock, caught up), where they land, their messages by id.
+
+    An :class:`EncodedTurn` (an import's) was encoded and redacted when it was planned: only
+    its place is added here.
+    """
     lines: list[bytes] = []
     infos: list[TurnInfo] = []
     first = memory.total
     turn_no = memory.turns
     at_now = memory.clock()
     in_hand: dict[int, Message] = {}
-    kept = iter(memory.kept_all([m for record in records for m in record.messages]))
+    kept = iter(memory.kept_all([m for record in records if not isinstance(record, EncodedTurn)
+                                 for m in record.messages]))
     for record in records:
+        if isinstance(record, EncodedTurn):
+            count = _place_encoded(memory, record, turn_no, first, lines, infos, in_hand)
+            first += count
+            turn_no += 1 if count else 0
+            continue
         at_turn = record.at if record.at is not None else at_now
         if record.status not in STATUSES:
             raise MemoryUseError(f"turn status must be one of {', '.join(STATUSES)}, "
@@ -479,6 +491,23 @@ def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes],
     return lines, infos, in_hand
 
 
+def _place_encoded(memory: Memory, turn: EncodedTurn, turn_no: int, first: int, lines: list[bytes],
+                   infos: list[TurnInfo], in_hand: dict[int, Message]) -> int:
+    """An encoded turn's log line at its place (see :func:`_encode`); returns how many messages it logs."""
+    raw = turn.record
+    messages = raw["m"]
+    if not messages:
+        return 0
+    for k, m in enumerate(messages):
+        check_kind(m["k"], memory.granularity)
+        in_hand[first + k] = Message(m["k"], m["x"], m["at"], m.get("w"))
+    if turn.redacted:
+        memory._redactions.update(turn.redacted)
+    lines.append(placed(turn_no, first, turn.tail))
+    infos.append(TurnInfo(turn_no, first, len(messages), raw["s"], raw["t"], raw["st"], raw["at"], raw["tid"]))
+    return len(messages)
+
+
 def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
     """Store the free leaves of every message not yet checked (under the lock)."""
     found = free_leaves(memory.tree, memory.log, memory.settings, memory.agent_name, memory.total, in_hand)
@@ -502,5 +531,7 @@ def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
 
 
 def _tell_built(memory: Memory, parts: list[Part], texts: list[str]) -> None:
-    for part, text in zip(parts, texts):
-        memory._built(part, text)
+    memory.views.built_all(parts, texts)
+    for listener in memory._built_listeners:
+        for part in parts:
+            listener(part)

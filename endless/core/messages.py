@@ -160,6 +160,8 @@ def prepare(kind: str, text: str, at: float, settings: Settings,
     if kind == "trace":
         return [Message(kind, cap_middle(text, settings.trace_cap_chars), at,
                         None if writer_text is None else cap_middle(writer_text, settings.trace_cap_chars))]
+    if len(text) <= settings.message_split_chars:
+        return [Message(kind, text, at, writer_text)]
     parts = split_long(text, settings.message_split_chars)
     if len(parts) == 1:
         return [Message(kind, text, at, writer_text)]

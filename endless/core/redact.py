@@ -127,6 +127,16 @@ def needles_in(texts: list[str]) -> list[set[str] | None]:
 
 def messages(kept: list[Message]) -> tuple[list[Message], Counter]:
     """:func:`message` for many messages at once (an import's batch), and what was replaced in all."""
+    out, each = messages_each(kept)
+    kinds: Counter = Counter()
+    for found in each:
+        if found is not None:
+            kinds.update(found)
+    return out, kinds
+
+
+def messages_each(kept: list[Message]) -> tuple[list[Message], list[Counter | None]]:
+    """:func:`messages`, with what was replaced in each message (None: nothing)."""
     texts: list[str] = []
     for m in kept:
         texts.append(m.text)
@@ -134,9 +144,9 @@ def messages(kept: list[Message]) -> tuple[list[Message], Counter]:
             texts.append(m.writer_text)
     found = needles_in(texts)
     out: list[Message] = []
-    kinds: Counter = Counter()
+    each: list[Counter | None] = [None] * len(kept)
     k = 0
-    for m in kept:
+    for n, m in enumerate(kept):
         present = found[k]
         k += 1
         writer_present = None
@@ -151,9 +161,9 @@ def messages(kept: list[Message]) -> tuple[list[Message], Counter]:
         if not text.kinds and (writer is None or not writer.kinds):
             out.append(m)
             continue
-        kinds.update(text.kinds | (writer.kinds if writer is not None else Counter()))  # a secret counts once
+        each[n] = text.kinds | (writer.kinds if writer is not None else Counter())  # a secret counts once
         out.append(Message(m.kind, text.text, m.at, None if writer is None else writer.text))
-    return out, kinds
+    return out, each
 
 
 def message(kept: Message) -> tuple[Message, Counter]:

@@ -179,21 +179,23 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     """
     size_of, built = lines.size, lines.built
     n = len(parts)
-    sizes: list[int] = [-1] * n  # each position's part as merged so far: its size, once asked
+    # Each position's part as merged so far: its size once asked (-1: not yet), and the next
+    # position still alive.  Arrays, not lists: a plan after a long import has a million parts.
+    sizes = array("q", [-1]) * n
     if size is None:
-        sizes = [size_of(p) for p in parts]
+        sizes = array("q", [size_of(p) for p in parts])
         size = sum(sizes)
     if size <= target or n < 2:
         return Merged(list(parts), [], size)
     # Every merge the rule could make, as one integer each: how little due it is, then the
-    # position of its left half's first part (ties go to the oldest pair), then its number,
-    # which finds its right half.  Due is (T - last) / 2**level, kept exact by the shift.
+    # position of its left half's first part (ties go to the oldest pair).  Due is
+    # (T - last) / 2**level, made an exact integer by a shift that no level reaches.
     # One pass from the left finds them: the parts seen so far, merged as far as the rule
     # allows, are a stack, and a part joins the one below it while they are siblings whose
     # parent is built (with the parts tiling the history, siblings are neighbours).
     shift = n.bit_length()
-    cap = (total + 1) << _KEY_BITS
-    rights: array = array("q")  # per merge: the position of its right half's first part
+    scale = total.bit_length() + 1
+    cap = (total + 1) << scale
     codes: list[int] = []
     stack: list[Part] = []
     at: list[int] = []  # each stacked part's first position
@@ -205,25 +207,23 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
             stack.pop()
             left = at.pop()
             last = ((index + 1) << level) - 1
-            codes.append((((cap - ((total - last) << (_KEY_BITS - level))) << shift | left) << 32) | len(rights))
-            rights.append(pos)
+            codes.append(((cap - ((total - last) << (scale - level))) << shift) | left)
             level, index, pos = level + 1, index >> 1, left
         stack.append((level, index))
         at.append(pos)
     del stack, at
     codes.sort()
-    # Take them in order; each position holds its part as merged so far.
+    # Take them in order: a merge joins the part at its position with the next one alive.
     cur = list(parts)
+    nxt = array("q", range(1, n + 1))
     dead = bytearray(n)
     merged: list[Part] = []
-    low = (1 << 32) - 1
-    kmask = (1 << shift) - 1
+    mask = (1 << shift) - 1
     for code in codes:
         if size <= target:
             break
-        number = code & low
-        k = (code >> 32) & kmask
-        j = rights[number]
+        k = code & mask
+        j = nxt[k]
         left, right = cur[k], cur[j]
         top = (left[0] + 1, left[1] >> 1)
         a = sizes[k]
@@ -237,6 +237,7 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
         cur[k] = top
         sizes[k] = c
         dead[j] = 1
+        nxt[k] = nxt[j]
         if keep is None or keep(top):
             merged.append(top)
     result = [cur[k] for k in range(n) if not dead[k]]

@@ -51,6 +51,30 @@ class TurnRecord:
         return self.status_text or (STOPPED_NOTE if self.status == STOPPED else INTERRUPTED_NOTE)
 
 
+@dataclass(frozen=True)
+class EncodedTurn:
+    """A completed turn encoded for the log but for its place: an import's turn, read from its spill.
+
+    ``tail`` is the record from its turn id on (:func:`endless.core.log.record_tail`),
+    ``record`` the same decoded, its messages already as the memory keeps
+    them (redacted); ``redacted`` counts the secrets replaced in them.  The
+    commit writes the tail after the turn's place instead of encoding the
+    turn again.
+    """
+
+    tail: bytes
+    record: dict
+    redacted: dict[str, int] | None = None
+
+    @property
+    def session(self) -> str:
+        return self.record["s"]
+
+    @property
+    def at(self) -> float:
+        return self.record["at"]
+
+
 class TurnInProgress:
     """A turn being logged: messages go to the journal at once, the order log at the end."""
 

@@ -114,6 +114,20 @@ class ViewKeeper:
         if text is not None:
             self._keep_size(part, line_size(head(part), text))
 
+    def built_all(self, parts: list[Part], texts: list[str]) -> None:
+        """:meth:`built` for a commit's free lines: room made once per level, each size set in place."""
+        highest: dict[int, int] = {}
+        for level, index in parts:
+            if index > highest.get(level, -1):
+                highest[level] = index
+        for level, index in highest.items():
+            self._keep_size((level, index), 0)
+        src, sizes = self._src, self._sizes
+        for (level, index), text in zip(parts, texts):
+            if src and level == 0:
+                src.pop(index, None)
+            sizes[level][index] = line_size(f"{index << level}+{1 << level}|", text)
+
     def _keep_size(self, part: Part, size: int) -> None:
         level, index = part
         while len(self._sizes) <= level:

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import orjson
 
 from endless.core import moments
+from endless.core.settings import MOMENT_MAX, MOMENT_MIN
 from endless.core.words import count
 
 FORMATS = ("auto", "generic", "claude", "hermes")
@@ -61,6 +62,11 @@ def parse_time(value: Any, where: str) -> float | None:
     """
     if value is None:
         return None
+    kind = type(value)
+    if (kind is int or kind is float) and 0.0 <= value < 1e13:  # the usual case, inline: imports read millions
+        number = value if value <= 1e11 else value / 1000.0
+        if MOMENT_MIN <= number < MOMENT_MAX:
+            return float(number)
     if isinstance(value, bool):
         raise FormatError(f"{where}: 'at' must be a time, not {value!r}")
     if isinstance(value, (int, float)):

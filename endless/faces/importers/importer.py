@@ -35,15 +35,14 @@ from typing import IO, Any, Callable, Iterable, Iterator
 
 import orjson
 
-from endless.core import durable
-from endless.core import moments
-from endless.core import lookback
+from endless.core import durable, lookback, moments, redact
 from endless.core.identity import Presence, identity, identity_key
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
 from endless.core.memory import Memory, MemoryUseError
-from endless.core.turns import TurnRecord
+from endless.core.log import record_tail
+from endless.core.turns import COMPLETED, EncodedTurn, TurnRecord
 from endless.core.messages import Message, TraceBuilder, prepare
 from endless.core.render import utf8_size
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
@@ -52,6 +51,7 @@ from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
 
 BATCH_TURNS = 2000  # turns per durable commit (one fsync each)
 BATCH_BYTES = 8 << 20
+SPILL_QUEUE = 1000  # planned turns whose secrets are looked for at once
 PROGRESS_FROM = 200  # turns: below this no progress bar is worth drawing
 
 
@@ -196,42 +196,81 @@ class Plan:
     ats: array = field(default_factory=lambda: array("d"))
     offsets: array = field(default_factory=lambda: array("Q"))
     lengths: array = field(default_factory=lambda: array("Q"))
+    keys: array = field(default_factory=lambda: array("Q"))  # each turn's identity key
+    occurrences: array = field(default_factory=lambda: array("Q"))  # and how many turns began so before it
+    redacted: dict[int, dict[str, int]] = field(default_factory=dict)  # turn -> secrets replaced in it
+    _waiting: list[PlannedTurn] = field(default_factory=list)  # added, not encoded yet (see add)
+    _settings: Settings | None = None
 
     @property
     def turns(self) -> int:
         return len(self.ats)
 
     def add(self, turn: PlannedTurn, settings: Settings) -> None:
-        line = orjson.dumps({"s": turn.session, "t": turn.title, "at": turn.at, "tid": turn.tid,
-                             "key": identity_key(turn.base), "n": turn.occurrence,
-                             "m": [m.to_record() for m in turn.messages]})
-        self.offsets.append(self.spill.tell())
-        self.lengths.append(len(line))
-        self.ats.append(turn.at)
-        self.spill.write(line)
-        self.messages += len(turn.messages)
-        for m in turn.messages:
-            source = m.writer_text if m.writer_text is not None else m.text
-            size = utf8_size(source) + 12  # the tag
-            if size > settings.line_budget:
-                self.long_messages += 1
-                self.long_bytes += size
+        """Keep the turn encoded as the log will hold it (redacted), but for its place.
+
+        Turns wait in a short queue: their secrets are looked for a queue at a time
+        (:func:`redact.messages_each`), far cheaper than a turn at a time.
+        """
+        self._waiting.append(turn)
+        self._settings = settings
+        if len(self._waiting) >= SPILL_QUEUE:
+            self.flush()
+
+    def flush(self) -> None:
+        """Encode the queued turns into the spill (before it is read back)."""
+        waiting, settings = self._waiting, self._settings
+        if not waiting or settings is None:
+            return
+        self._waiting = []
+        everything = [m for turn in waiting for m in turn.messages]
+        if settings.redact_secrets:
+            kept, each = redact.messages_each(everything)
+        else:
+            kept, each = everything, [None] * len(everything)
+        k = 0
+        budget = settings.line_budget
+        for turn in waiting:
+            n = len(turn.messages)
+            messages = kept[k:k + n]
+            found = [c for c in each[k:k + n] if c is not None]
+            k += n
+            if found:
+                self.redacted[len(self.ats)] = dict(sum(found, Counter()))
+            tail = record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at,
+                               [m.to_record() for m in messages])
+            self.offsets.append(self.spill.tell())
+            self.lengths.append(len(tail))
+            self.ats.append(turn.at)
+            self.keys.append(identity_key(turn.base))
+            self.occurrences.append(turn.occurrence)
+            self.spill.write(tail)
+            self.messages += n
+            for m in messages:
+                source = m.writer_text if m.writer_text is not None else m.text
+                size = utf8_size(source) + 12  # the tag
+                if size > budget:
+                    self.long_messages += 1
+                    self.long_bytes += size
 
     def in_order(self) -> Iterator[TurnRecord]:
-        """The new turns, oldest first."""
-        for record, _, _ in self.planned():
-            yield record
+        """The new turns, oldest first (as they will be logged)."""
+        for turn, _, _ in self.planned():
+            raw = turn.record
+            messages = [Message(m["k"], m["x"], m["at"], m.get("w")) for m in raw["m"]]
+            yield TurnRecord(raw["s"], raw["t"], messages, tid=raw["tid"], at=raw["at"])
 
-    def planned(self) -> Iterator[tuple[TurnRecord, int, int]]:
+    def planned(self) -> Iterator[tuple[EncodedTurn, int, int]]:
         """The new turns, oldest first, each with its identity key and occurrence (for the commit's check)."""
+        self.flush()
         self.spill.flush()
         fd = self.spill.fileno()
         ats = self.ats
         in_order = all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1))  # the usual source: no sort
         for k in range(len(ats)) if in_order else sorted(range(len(ats)), key=ats.__getitem__):
-            raw = orjson.loads(os.pread(fd, self.lengths[k], self.offsets[k]))
-            messages = [Message(m["k"], m["x"], m["at"], m.get("w")) for m in raw["m"]]
-            yield (TurnRecord(raw["s"], raw["t"], messages, tid=raw["tid"], at=raw["at"]), raw["key"], raw["n"])
+            tail = os.pread(fd, self.lengths[k], self.offsets[k])
+            yield (EncodedTurn(tail, orjson.loads(b"{" + tail), self.redacted.get(k)), self.keys[k],
+                   self.occurrences[k])
 
     def close(self) -> None:
         self.spill.close()
@@ -277,6 +316,7 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
                 else:
                     plan.add(turn, settings)
             plan.sources.append((str(path), used, counted.count))
+        plan.flush()
     except BaseException:
         plan.close()
         raise
@@ -448,11 +488,11 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
         progress.start()
         task = progress.add_task("turns", total=plan.turns)
     try:
-        batch: list[tuple[TurnRecord, int, int]] = []
+        batch: list[tuple[EncodedTurn, int, int]] = []
         size = 0
         for planned in plan.planned():
             batch.append(planned)
-            size += sum(len(m.text) for m in planned[0].messages)
+            size += len(planned[0].tail)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
                 done.add(_commit_batch(memory, batch, landed, have), len(batch))
                 batch, size = [], 0
@@ -484,7 +524,7 @@ class Landed:
         self.skipped += planned - len(infos)
 
 
-def _commit_batch(memory: Memory, batch: list[tuple[TurnRecord, int, int]],
+def _commit_batch(memory: Memory, batch: list[tuple[EncodedTurn, int, int]],
                   landed: Callable[[int, int], None] | None, have: Presence) -> list:
     infos = memory.commit_turns([b[0] for b in batch], plan=False, admit=lambda m: have.admit(m, batch))
     have.committed(infos)

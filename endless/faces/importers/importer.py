@@ -21,6 +21,7 @@ running it again.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import math
 import os
@@ -550,6 +551,24 @@ def _preview(turn: TurnRecord) -> str:
 
 
 def _import_command(args: argparse.Namespace) -> int:
+    """``endless import``, with Python's cycle collector paused while it runs.
+
+    An import keeps hundreds of thousands of young objects alive until their
+    batch lands, and the collector walks each of them again and again: about a
+    tenth of an import's time, measured.  An import makes almost no reference
+    cycles (a few hundred objects were left after 100,000 messages), so nothing
+    piles up meanwhile.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _import(args)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _import(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
     except Exception as exc:  # SettingsError: main() maps it too, but say it in import's words

@@ -116,6 +116,24 @@ def group(entries: Iterable[Entry], settings: Settings, granularity: str,
 
 def _plan(entries: list[Entry], settings: Settings, granularity: str,
           fallback_at: float) -> PlannedTurn | None:
+    if len(entries) == 2 and entries[0].role == "user" and entries[1].role == "assistant":
+        return _question_and_answer(entries[0], entries[1], settings, fallback_at)
+    return _plan_any(entries, settings, granularity, fallback_at)
+
+
+def _question_and_answer(question: Entry, answer: Entry, settings: Settings, fallback_at: float) -> PlannedTurn:
+    """The usual turn, a question and its answer: what :func:`_plan_any` makes of it, made directly
+    (an import of a million messages plans half a million of them)."""
+    asked_at = fallback_at if question.at is None else question.at
+    messages = prepare("user", question.text, asked_at, settings)
+    if answer.text.strip():
+        messages += prepare("reply", answer.text, fallback_at if answer.at is None else answer.at, settings)
+    return PlannedTurn(question.session, question.title, asked_at, messages,
+                       identity(question.session, "user", question.text), question.where)
+
+
+def _plan_any(entries: list[Entry], settings: Settings, granularity: str,
+              fallback_at: float) -> PlannedTurn | None:
     first = entries[0]
     at = lambda e: fallback_at if e.at is None else e.at  # noqa: E731
     messages: list[Message] = []

@@ -321,27 +321,31 @@ class Sawtooth:
             return self._shrink(state, size, lines)
         if size <= self.ceiling:
             return BatchOutcome(False, [], [])
+        if size > self.ceiling + self.slack:
+            # Past the slack the view merges what is built at once, whatever is still unwritten, and
+            # what it waits for is planned from the view as merged, as at each re-plan while it
+            # shrinks: a plan of the unmerged view (a million parts after a long import) costs a
+            # pass as long, and names parents the merged view may no longer need.
+            state.shrinking = True
+            outcome = self._shrink(state, size, lines)
+            if not outcome.needed:  # under the floor, or nothing left to wait for
+                state.shrinking = False
+            return outcome
         _, needed, _ = merge_down(state.parts, state.total, self.floor, lines.planned(self.estimate), size,
                                   lines.unbuilt)
         if not needed:
             parts, merged, _ = merge_down(state.parts, state.total, self.floor, lines, size)
             state.parts = parts
             return BatchOutcome(bool(merged), merged, [])
-        if size > self.ceiling + self.slack:
-            state.shrinking = True
-            # (the plan just made names what the shrink waits for: no second planning pass)
-            outcome = self._shrink(state, size, lines, replan=False)
-            outcome.needed = [p for p in needed if not lines.is_built(p)]
-            return outcome
         return BatchOutcome(False, [], needed)
 
-    def _shrink(self, state: ViewState, size: int, lines: Lines, replan: bool = True) -> BatchOutcome:
+    def _shrink(self, state: ViewState, size: int, lines: Lines) -> BatchOutcome:
         parts, merged, new_size = merge_down(state.parts, state.total, self.floor, lines, size)
         state.parts = parts
         needed: list[Part] = []
         if new_size <= self.floor:
             state.shrinking = False
-        elif replan:
+        else:
             _, needed, _ = merge_down(parts, state.total, self.floor, lines.planned(self.estimate), new_size,
                                       lines.unbuilt)
         return BatchOutcome(bool(merged), merged, needed)

@@ -26,8 +26,10 @@ _FIELDS = 5  # offset, length, first id, count, turn id (as an integer)
 _ITEM = 8
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TurnInfo:
+    """Where a turn landed in the log.  Never changed once made; not frozen for the cost (see ``Message``)."""
+
     turn: int
     first: int
     count: int

@@ -51,7 +51,7 @@ class TurnRecord:
         return self.status_text or (STOPPED_NOTE if self.status == STOPPED else INTERRUPTED_NOTE)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class EncodedTurn:
     """A completed turn encoded for the log but for its place: an import's turn, read from its spill.
 

@@ -101,7 +101,6 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
     above = FreeLines()
     pending: dict[Part, tuple[str, int]] = {p: (t, n) for p, t, n in zip(below.parts, below.texts, below.sizes)}
     built = tree.built
-    seen: set[Part] = set()  # parents looked at (each is reached from both halves)
 
     def text_and_size(part: Part) -> tuple[str, int] | None:
         held = pending.get(part)
@@ -114,12 +113,12 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
     while frontier:
         next_level: list[Part] = []
         for level, index in frontier:
+            if not index & 1 and (level, index | 1) in pending:
+                continue  # its parent is looked at from its right half, later in this frontier
             top = (level + 1, index >> 1)
             sibling = (level, index ^ 1)
-            if (top in seen or built(*top) or not (sibling in pending or built(*sibling))
-                    or (top[1] + 1) << top[0] > total):
+            if built(*top) or not (sibling in pending or built(*sibling)) or (top[1] + 1) << top[0] > total:
                 continue
-            seen.add(top)
             left = text_and_size((level, index & ~1))
             right = text_and_size((level, index | 1))
             if left is None or right is None:

@@ -231,8 +231,9 @@ class TreeStore:
                 kept.append((part, text))
             offset += len(line)
         self.end = offset
-        for part, text in kept[-TEXT_CACHE:]:  # the cache ends the same as remembering each in turn
-            self._remember(part, text)
+        self._texts.update(kept[-TEXT_CACHE:])  # the cache ends as remembering each in turn leaves it
+        while len(self._texts) > TEXT_CACHE:
+            self._texts.popitem(last=False)
         self.write_index()
         return found
 

@@ -119,6 +119,30 @@ def test_worked_example_step_by_step():
             assert not outcome.changed and state.parts == before
 
 
+def test_a_view_past_its_slack_merges_what_is_built_and_waits_only_for_what_it_still_needs():
+    """Past the slack (a long import), the built parents are merged at once; the view waits only for the
+    parents the merged view still needs to reach its floor, planned from the merged view."""
+    saw = Sawtooth(ceiling=2000, floor=1000, slack=300, estimate=40)
+    size_of = lambda part: {0: 100, 1: 60, 2: 40}.get(part[0], 40)  # noqa: E731  (merging saves bytes)
+    up_to = lambda top: (lambda l, i: l <= top)  # noqa: E731
+    # Parents built up to level 2: the built merges alone bring 64 messages under the floor.
+    state = ViewState()
+    state.append(64)
+    outcome = saw.batch(state, 6400, Lines(size_of, up_to(2)))
+    assert outcome.changed and outcome.needed == [] and not state.shrinking
+    assert all(part[0] <= 2 for part in state.parts) and sum(size_of(p) for p in state.parts) <= saw.floor
+    # Only level 1 built: 32 lines of 60 bytes, still over the floor; it waits only for unbuilt parents,
+    # most due first, as many as bring the merged view to its floor.
+    state = ViewState()
+    state.append(64)
+    lines = Lines(size_of, up_to(1))
+    outcome = saw.batch(state, 6400, lines)
+    assert state.shrinking and all(part[0] == 1 for part in state.parts)
+    assert outcome.needed and all(part[0] >= 2 and not lines.is_built(part) for part in outcome.needed)
+    planned = merge_down(state.parts, 64, saw.floor, lines.planned(saw.estimate), keep=lines.unbuilt)
+    assert outcome.needed == planned.merged and planned.size <= saw.floor
+
+
 def test_batch_waits_for_parents_then_applies_in_one_step():
     saw = Sawtooth(ceiling=1000, floor=500, slack=300, estimate=100)
     state = ViewState()

@@ -292,7 +292,9 @@ class ScriptedAgent:
     Knobs: ``reply_bytes`` (300, 1500) the final reply's size range;
     ``tool_weights`` how many tool calls a turn without ``[[tools:K]]`` makes
     (default 0: 55%, 1: 25%, 2: 12%, 3: 8%); ``tool_preference`` weights per
-    tool name (``zoom`` 3, ``recall_search`` 2, ``date`` 1, any other 1);
+    tool name (``zoom`` 3, ``recall_search`` 2, ``date`` 1, ``clarify`` 0, any
+    other 1: Hermes's ``clarify`` waits for the person to answer, which a
+    headless run never does, so only ``[[call:clarify]]`` calls it);
     ``latency_median`` (1.5 s) and ``latency_sigma`` (0.5), with the first
     byte after ``first_byte_share`` (0.1–0.3) of the duration; ``retry_after``
     (1.0 s) for a 429 that names none; ``quote_chars`` (4,000) the most of a
@@ -310,7 +312,7 @@ class ScriptedAgent:
         self.tool_weights = dict(tool_weights if tool_weights is not None
                                  else {0: 0.55, 1: 0.25, 2: 0.12, 3: 0.08})
         self.tool_preference = dict(tool_preference if tool_preference is not None
-                                    else {"zoom": 3.0, "recall_search": 2.0, "date": 1.0})
+                                    else {"zoom": 3.0, "recall_search": 2.0, "date": 1.0, "clarify": 0.0})
         self.latency_median = latency_median
         self.latency_sigma = latency_sigma
         self.first_byte_share = first_byte_share

@@ -547,6 +547,24 @@ def test_tool_choice_covers_every_kind_and_stays_within_the_request():
     assert calls == [] and final.text
 
 
+CLARIFY_TOOL = {"type": "function", "function": {
+    "name": "clarify", "description": "Ask the person a question and wait for the answer.",
+    "parameters": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}}}
+
+
+def test_an_unscripted_turn_never_asks_the_person_back():
+    """Hermes's clarify waits for an answer a headless run never gives: only [[call:clarify]] calls it."""
+    agent = ScriptedAgent(3)
+    tools = TOOLS + [CLARIFY_TOOL]
+    names: set[str] = set()
+    for index in range(80):
+        calls, _ = run_turn(agent, f"Question {index} about release-12 [[tools:3]]", tools=tools)
+        names |= {c.name for c in calls}
+    assert "clarify" not in names and {"zoom", "terminal"} <= names
+    calls, _ = run_turn(agent, "Ask me first. [[call:clarify]]", tools=tools)
+    assert [c.name for c in calls] == ["clarify"]
+
+
 def test_unscripted_turns_draw_tool_counts_from_the_weights():
     agent = ScriptedAgent(9, tool_weights={0: 0.5, 2: 0.5})
     counts = [len(run_turn(agent, f"plain question number {i}")[0]) for i in range(200)]

@@ -500,7 +500,7 @@ def _place_encoded(memory: Memory, turn: EncodedTurn, turn_no: int, first: int, 
         return 0
     for k, m in enumerate(messages):
         check_kind(m["k"], memory.granularity)
-        in_hand[first + k] = Message(m["k"], m["x"], m["at"], m.get("w"))
+        in_hand[first + k] = Message.from_record(m)
     if turn.redacted:
         memory._redactions.update(turn.redacted)
     lines.append(placed(turn_no, first, turn.tail))

@@ -38,6 +38,11 @@ class Message:
     at: float
     writer_text: str | None = None
 
+    @classmethod
+    def from_record(cls, record: dict) -> "Message":
+        """The message of a ``{"k", "x", "at", "w"?}`` record (:meth:`to_record`'s inverse)."""
+        return cls(record["k"], record["x"], record["at"], record.get("w"))
+
     def to_record(self) -> dict:
         record = {"k": self.kind, "x": self.text, "at": self.at}
         if self.writer_text is not None and self.writer_text != self.text:
@@ -167,10 +172,7 @@ def prepare(kind: str, text: str, at: float, settings: Settings,
                         None if writer_text is None else cap_middle(writer_text, settings.trace_cap_chars))]
     if len(text) <= settings.message_split_chars:
         return [Message(kind, text, at, writer_text)]
-    parts = split_long(text, settings.message_split_chars)
-    if len(parts) == 1:
-        return [Message(kind, text, at, writer_text)]
-    return [Message(kind, part, at) for part in parts]
+    return [Message(kind, part, at) for part in split_long(text, settings.message_split_chars)]
 
 
 @dataclass

@@ -66,14 +66,6 @@ class EncodedTurn:
     record: dict
     redacted: dict[str, int] | None = None
 
-    @property
-    def session(self) -> str:
-        return self.record["s"]
-
-    @property
-    def at(self) -> float:
-        return self.record["at"]
-
 
 class TurnInProgress:
     """A turn being logged: messages go to the journal at once, the order log at the end."""

@@ -126,7 +126,7 @@ class ViewKeeper:
         for (level, index), text in zip(parts, texts):
             if src and level == 0:
                 src.pop(index, None)
-            sizes[level][index] = line_size(f"{index << level}+{1 << level}|", text)
+            sizes[level][index] = line_size(head((level, index)), text)
 
     def _keep_size(self, part: Part, size: int) -> None:
         level, index = part

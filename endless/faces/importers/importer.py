@@ -201,12 +201,13 @@ class Plan:
     A million messages held as Python objects take gigabytes; here each new
     turn is one encoded line in an unlinked spill file (next to the memory,
     so a full disk says so before anything is committed), and what stays in
-    memory is its time and place: 24 bytes a turn.  The turns come back in
+    memory is its time, place and identity: 40 bytes a turn.  The turns come back in
     time order (ties in source order); for sources already in time order
     that is a sequential read.
     """
 
     spill: IO[bytes]
+    settings: Settings
     skipped: int = 0
     messages: int = 0
     sources: list[tuple[str, str, int]] = field(default_factory=list)  # (path, format, entries)
@@ -219,27 +220,25 @@ class Plan:
     occurrences: array = field(default_factory=lambda: array("Q"))  # and how many turns began so before it
     redacted: dict[int, dict[str, int]] = field(default_factory=dict)  # turn -> secrets replaced in it
     _waiting: list[PlannedTurn] = field(default_factory=list)  # added, not encoded yet (see add)
-    _settings: Settings | None = None
 
     @property
     def turns(self) -> int:
         return len(self.ats)
 
-    def add(self, turn: PlannedTurn, settings: Settings) -> None:
+    def add(self, turn: PlannedTurn) -> None:
         """Keep the turn encoded as the log will hold it (redacted), but for its place.
 
         Turns wait in a short queue: their secrets are looked for a queue at a time
         (:func:`redact.messages_each`), far cheaper than a turn at a time.
         """
         self._waiting.append(turn)
-        self._settings = settings
         if len(self._waiting) >= SPILL_QUEUE:
             self.flush()
 
     def flush(self) -> None:
         """Encode the queued turns into the spill (before it is read back)."""
-        waiting, settings = self._waiting, self._settings
-        if not waiting or settings is None:
+        waiting, settings = self._waiting, self.settings
+        if not waiting:
             return
         self._waiting = []
         everything = [m for turn in waiting for m in turn.messages]
@@ -276,8 +275,8 @@ class Plan:
         """The new turns, oldest first (as they will be logged)."""
         for turn, _, _ in self.planned():
             raw = turn.record
-            messages = [Message(m["k"], m["x"], m["at"], m.get("w")) for m in raw["m"]]
-            yield TurnRecord(raw["s"], raw["t"], messages, tid=raw["tid"], at=raw["at"])
+            yield TurnRecord(raw["s"], raw["t"], [Message.from_record(m) for m in raw["m"]], tid=raw["tid"],
+                             at=raw["at"])
 
     def planned(self) -> Iterator[tuple[EncodedTurn, int, int]]:
         """The new turns, oldest first, each with its identity key and occurrence (for the commit's check)."""
@@ -321,7 +320,7 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
     Nothing is written to the memory here: a bad line anywhere raises
     :class:`FormatError` before the first commit.
     """
-    plan = Plan(tempfile.TemporaryFile(prefix=".import-", dir=spill_dir))
+    plan = Plan(tempfile.TemporaryFile(prefix=".import-", dir=spill_dir), settings)
     try:
         occurrences: Counter = Counter()
         for path, used, entries in sources:
@@ -333,7 +332,7 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
                 if have.counts[key] > turn.occurrence:
                     plan.skipped += 1
                 else:
-                    plan.add(turn, settings)
+                    plan.add(turn)
             plan.sources.append((str(path), used, counted.count))
         plan.flush()
     except BaseException:

@@ -219,6 +219,7 @@ class Plan:
     keys: array = field(default_factory=lambda: array("Q"))  # each turn's identity key
     occurrences: array = field(default_factory=lambda: array("Q"))  # and how many turns began so before it
     redacted: dict[int, dict[str, int]] = field(default_factory=dict)  # turn -> secrets replaced in it
+    _spilled: int = 0  # the spill's bytes (asking the file costs a system call a turn)
     _waiting: list[PlannedTurn] = field(default_factory=list)  # added, not encoded yet (see add)
 
     @property
@@ -241,6 +242,7 @@ class Plan:
         if not waiting:
             return
         self._waiting = []
+        self.spill.seek(self._spilled)  # where the next turn goes, whatever was read back meanwhile
         everything = [m for turn in waiting for m in turn.messages]
         if settings.redact_secrets:
             kept, each = redact.messages_each(everything)
@@ -257,8 +259,9 @@ class Plan:
                 self.redacted[len(self.ats)] = dict(sum(found, Counter()))
             tail = record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at,
                                [m.to_record() for m in messages])
-            self.offsets.append(self.spill.tell())
+            self.offsets.append(self._spilled)
             self.lengths.append(len(tail))
+            self._spilled += len(tail)
             self.ats.append(turn.at)
             self.keys.append(identity_key(turn.base))
             self.occurrences.append(turn.occurrence)
@@ -282,13 +285,18 @@ class Plan:
         """The new turns, oldest first, each with its identity key and occurrence (for the commit's check)."""
         self.flush()
         self.spill.flush()
+        ats, lengths, keys, occurrences, redacted = self.ats, self.lengths, self.keys, self.occurrences, self.redacted
+        if all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1)):  # the usual source: read straight through
+            self.spill.seek(0)
+            read = self.spill.read
+            for k in range(len(ats)):
+                tail = read(lengths[k])
+                yield EncodedTurn(tail, orjson.loads(b"{" + tail), redacted.get(k)), keys[k], occurrences[k]
+            return
         fd = self.spill.fileno()
-        ats = self.ats
-        in_order = all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1))  # the usual source: no sort
-        for k in range(len(ats)) if in_order else sorted(range(len(ats)), key=ats.__getitem__):
-            tail = os.pread(fd, self.lengths[k], self.offsets[k])
-            yield (EncodedTurn(tail, orjson.loads(b"{" + tail), self.redacted.get(k)), self.keys[k],
-                   self.occurrences[k])
+        for k in sorted(range(len(ats)), key=ats.__getitem__):
+            tail = os.pread(fd, lengths[k], self.offsets[k])
+            yield EncodedTurn(tail, orjson.loads(b"{" + tail), redacted.get(k)), keys[k], occurrences[k]
 
     def close(self) -> None:
         self.spill.close()

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+import orjson
+
 from endless.core import tiling
 from endless.core.log import OrderLog
-from endless.core.messages import Message, render
+from endless.core.messages import Message, tag
 from endless.core.render import utf8_size
 from endless.core.settings import Settings
 from endless.core.tiling import Part
@@ -41,24 +43,30 @@ def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: 
     """
     budget = settings.line_budget
     found = FreeLines()
+    lines, parts, texts, sizes = found.lines, found.parts, found.texts, found.sizes
+    built = tree.slots[0] if tree.slots else ()
+    tags: dict[str, str | None] = {}  # each kind's tag, asked once (an import brings a million messages)
+    dumps = orjson.dumps
     for message_id in range(tree.free_upto, total):
-        if tree.built(0, message_id):
+        if message_id < len(built) and built[message_id]:
             continue
         m = in_hand.get(message_id)
         if m is not None:
-            source = render(m.kind, m.writer_text if m.writer_text is not None else m.text,
-                            settings, agent_name)
+            kind = m.kind
+            name = tags[kind] if kind in tags else tags.setdefault(kind, tag(kind, settings, agent_name))
+            text = m.writer_text if m.writer_text is not None else m.text
+            source = text if name is None else f"{name}: {text}"
         else:
             stored = log.message(message_id)
             if stored is None:
                 continue
             source = stored.writer_source(settings, agent_name)
-        size = utf8_size(source)
-        if size <= budget:
-            found.lines.append(tree.encode(0, message_id, source, size, size))
-            found.parts.append((0, message_id))
-            found.texts.append(source)
-            found.sizes.append(size)
+        size = len(source) if source.isascii() else len(source.encode("utf-8"))
+        if size <= budget:  # as TreeStore.encode writes it
+            lines.append(dumps({"l": 0, "i": message_id, "text": source, "size": size, "src": size}) + b"\n")
+            parts.append((0, message_id))
+            texts.append(source)
+            sizes.append(size)
         else:
             found.long_sources[message_id] = size
     return found
@@ -101,6 +109,7 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
     above = FreeLines()
     pending: dict[Part, tuple[str, int]] = {p: (t, n) for p, t, n in zip(below.parts, below.texts, below.sizes)}
     built = tree.built
+    dumps = orjson.dumps  # each line as TreeStore.encode writes it
 
     def text_and_size(part: Part) -> tuple[str, int] | None:
         held = pending.get(part)
@@ -128,7 +137,7 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
                 continue
             joined = f"{left[0]}\n{right[0]}"
             pending[top] = (joined, size)
-            above.lines.append(tree.encode(top[0], top[1], joined, None, size))
+            above.lines.append(dumps({"l": top[0], "i": top[1], "text": joined, "size": size}) + b"\n")
             above.parts.append(top)
             above.texts.append(joined)
             above.sizes.append(size)

@@ -24,7 +24,7 @@ from endless.core.free_nodes import free_above, free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
 from endless.core.locks import ChangeLock, Lease
 from endless.core.log import Damage, OrderLog, TurnInfo, placed, stored_from
-from endless.core.messages import Message, Stored, check_kind
+from endless.core.messages import STEP_KINDS, TURN_KINDS, Message, Stored, check_kind
 from endless.core.settings import Settings, load_settings
 from endless.core.tiling import Part
 from endless.core.tree import TreeStore
@@ -498,9 +498,11 @@ def _place_encoded(memory: Memory, turn: EncodedTurn, turn_no: int, first: int, 
     messages = raw["m"]
     if not messages:
         return 0
-    for k, m in enumerate(messages):
-        check_kind(m["k"], memory.granularity)
-        in_hand[first + k] = Message.from_record(m)
+    allowed = TURN_KINDS if memory.granularity == "turn" else STEP_KINDS
+    for k, m in enumerate(messages, first):
+        if m["k"] not in allowed:
+            check_kind(m["k"], memory.granularity)  # says what is wrong
+        in_hand[k] = Message(m["k"], m["x"], m["at"], m.get("w"))  # Message.from_record, inline
     if turn.redacted:
         memory._redactions.update(turn.redacted)
     lines.append(placed(turn_no, first, turn.tail))
@@ -521,7 +523,7 @@ def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
         parts, texts = found.parts + above.parts, found.texts + above.texts
         stored = memory.tree.add(found.lines + above.lines, parts, texts, False)
         if stored == parts:
-            _tell_built(memory, parts, texts)
+            _tell_built(memory, parts, texts, found.sizes + above.sizes)
         else:  # read back past a torn tail: lines found there may have free parents of their own
             held = dict(zip(parts, texts))
             _tell_built(memory, [p for p in stored if p in held], [held[p] for p in stored if p in held])
@@ -530,8 +532,8 @@ def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
     memory.tree.write_index(force=True)
 
 
-def _tell_built(memory: Memory, parts: list[Part], texts: list[str]) -> None:
-    memory.views.built_all(parts, texts)
+def _tell_built(memory: Memory, parts: list[Part], texts: list[str], sizes: list[int] | None = None) -> None:
+    memory.views.built_all(parts, texts, sizes)
     for listener in memory._built_listeners:
         for part in parts:
             listener(part)

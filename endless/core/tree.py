@@ -225,11 +225,22 @@ class TreeStore:
             self._reserve(level, index)
         found = []
         kept: list[tuple[tuple[int, int], str]] = []
-        for line, part, text in zip(lines, parts, texts):
-            if self._set_reserved(part[0], part[1], offset):
+        slots_at, dirty = self.slots, self._dirty
+        merged = 0
+        for line, part, text in zip(lines, parts, texts):  # _set_reserved, inline: two million calls
+            level, index = part
+            slots = slots_at[level]
+            held = slots[index]
+            if not held or held == offset + 1:
+                slots[index] = offset + 1
+                (dirty.get(level) or dirty.setdefault(level, {}))[index] = offset + 1
+                if level:
+                    merged += 1
                 found.append(part)
                 kept.append((part, text))
             offset += len(line)
+        self.count += len(found)
+        self.merged += merged
         self.end = offset
         self._texts.update(kept[-TEXT_CACHE:])  # the cache ends as remembering each in turn leaves it
         while len(self._texts) > TEXT_CACHE:

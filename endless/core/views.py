@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple
 
 from endless.core import durable, tiling
 from endless.core.log import OrderLog
-from endless.core.render import ViewLine, chat_block, head, line_size
+from endless.core.render import ViewLine, chat_block, head, line_size, part_line_size, utf8_size
 from endless.core.settings import Settings
 from endless.core.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
 from endless.core.tree import TreeStore
@@ -114,8 +114,9 @@ class ViewKeeper:
         if text is not None:
             self._keep_size(part, line_size(head(part), text))
 
-    def built_all(self, parts: list[Part], texts: list[str]) -> None:
-        """:meth:`built` for a commit's free lines: room made once per level, each size set in place."""
+    def built_all(self, parts: list[Part], texts: list[str], text_sizes: list[int] | None = None) -> None:
+        """:meth:`built` for a commit's free lines: room made once per level, each size set in place
+        (``text_sizes``: each text's utf-8 bytes, when known)."""
         highest: dict[int, int] = {}
         for level, index in parts:
             if index > highest.get(level, -1):
@@ -123,10 +124,13 @@ class ViewKeeper:
         for level, index in highest.items():
             self._keep_size((level, index), 0)
         src, sizes = self._src, self._sizes
-        for (level, index), text in zip(parts, texts):
+        if text_sizes is None:
+            text_sizes = [utf8_size(text) for text in texts]
+        for part, text, text_bytes in zip(parts, texts, text_sizes):
+            level, index = part
             if src and level == 0:
                 src.pop(index, None)
-            sizes[level][index] = line_size(head((level, index)), text)
+            sizes[level][index] = part_line_size(part, text, text_bytes)
 
     def _keep_size(self, part: Part, size: int) -> None:
         level, index = part

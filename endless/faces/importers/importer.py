@@ -69,6 +69,7 @@ class PlannedTurn:
     base: str  # identity without the occurrence count
     where: str
     occurrence: int = 0
+    key: int = 0  # identity_key(base), set with the occurrence
 
     @property
     def tid(self) -> str:
@@ -103,7 +104,8 @@ def group(entries: Iterable[Entry], settings: Settings, granularity: str,
         if entry.role == "user":
             open_ = current.get(entry.session)
             # Several text blocks of one event are one message; a new event is a new turn.
-            if open_ and all(e.role == "user" and e.where == entry.where for e in open_):
+            if (open_ and open_[-1].where == entry.where
+                    and all(e.role == "user" and e.where == entry.where for e in open_)):
                 open_.append(entry)
                 continue
             if (done := close(entry.session)) is not None:
@@ -250,22 +252,23 @@ class Plan:
             kept, each = everything, [None] * len(everything)
         k = 0
         budget = settings.line_budget
+        tails: list[bytes] = []
         for turn in waiting:
             n = len(turn.messages)
             messages = kept[k:k + n]
-            found = [c for c in each[k:k + n] if c is not None]
+            counts = each[k:k + n]
             k += n
-            if found:
-                self.redacted[len(self.ats)] = dict(sum(found, Counter()))
+            if counts.count(None) != n:
+                self.redacted[len(self.ats)] = dict(sum((c for c in counts if c is not None), Counter()))
             tail = record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at,
                                [m.to_record() for m in messages])
             self.offsets.append(self._spilled)
             self.lengths.append(len(tail))
             self._spilled += len(tail)
             self.ats.append(turn.at)
-            self.keys.append(identity_key(turn.base))
+            self.keys.append(turn.key)
             self.occurrences.append(turn.occurrence)
-            self.spill.write(tail)
+            tails.append(tail)
             self.messages += n
             for m in messages:
                 source = m.writer_text if m.writer_text is not None else m.text
@@ -273,6 +276,7 @@ class Plan:
                 if size > budget:
                     self.long_messages += 1
                     self.long_bytes += size
+        self.spill.write(b"".join(tails))
 
     def in_order(self) -> Iterator[TurnRecord]:
         """The new turns, oldest first (as they will be logged)."""
@@ -334,7 +338,7 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
         for path, used, entries in sources:
             counted = _Counted(entries)
             for turn in group(counted, settings, granularity, path.stat().st_mtime):
-                key = identity_key(turn.base)
+                turn.key = key = identity_key(turn.base)
                 turn.occurrence = occurrences[key]
                 occurrences[key] += 1
                 if have.counts[key] > turn.occurrence:

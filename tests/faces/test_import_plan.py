@@ -12,7 +12,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from endless.core.settings import load_settings
 from endless.faces.importers.formats import Entry
-from endless.faces.importers.importer import _plan, _plan_any, _question_and_answer
+from endless.faces.importers.importer import _plan_any, _question_and_answer, plan_turn
 
 SETTINGS = load_settings()
 LONG = SETTINGS.message_split_chars
@@ -33,5 +33,5 @@ def test_a_question_and_its_answer_plan_as_the_general_path_plans_them(question,
                Entry("assistant", answer, answered, session, "a title", "f:2")]
     general = _plan_any(entries, SETTINGS, "turn", 1_500_000_000.0)
     assert _question_and_answer(entries[0], entries[1], SETTINGS, 1_500_000_000.0) == general
-    assert _plan(entries, SETTINGS, "turn", 1_500_000_000.0) == general
+    assert plan_turn(entries, SETTINGS, "turn", 1_500_000_000.0) == general
     assert general is not None and general.messages[0].kind == "user"

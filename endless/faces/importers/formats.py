@@ -10,6 +10,7 @@ reads every source to its end before it writes anything.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,20 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
+@dataclass(frozen=True)
+class Stretch:
+    """The lines of a source from byte ``start`` (the start of line ``line``) to byte ``stop``
+    (None: its end): one half of a long source, read on its own core."""
+
+    start: int = 0
+    line: int = 1
+    stop: int | None = None
+
+
+WHOLE = Stretch()
+
+
+def _json_lines(path: Path, stretch: Stretch = WHOLE) -> Iterator[tuple[str, Any]]:
     """(``file:line``, decoded value) for each non-blank line; a bad line is a FormatError.
 
     :func:`_raw_lines` and the decoding in one generator: a source of a million lines
@@ -111,7 +125,12 @@ def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
     loads, bad = orjson.loads, orjson.JSONDecodeError
     try:
         with open(path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
+            lines: Iterator[bytes] = handle
+            if stretch.start:
+                handle.seek(stretch.start)
+            if stretch.stop is not None:
+                lines = _until(handle, stretch.stop - stretch.start)
+            for number, raw in enumerate(lines, start=stretch.line):
                 if raw.isspace():  # (a line read from a file is never empty)
                     continue
                 try:
@@ -121,6 +140,62 @@ def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
                 yield f"{name}:{number}", value
     except OSError as exc:
         raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _until(lines: Iterator[bytes], length: int) -> Iterator[bytes]:
+    """The lines that begin in the next ``length`` bytes."""
+    for raw in lines:
+        if length <= 0:
+            return
+        length -= len(raw)
+        yield raw
+
+
+def split_point(path: Path, lines_to_try: int = 10_000) -> Stretch | None:
+    """Where a generic source can be cut in two halves planned apart: the first line past its middle
+    that opens a turn (a person's message or a note) and gives its time, as the second half's start.
+
+    None when no such line comes soon after the middle.  The lines looked at here are only
+    looked at: a bad one is named by the reading itself, in order.
+    """
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(size // 2)
+            offset = size // 2 + len(handle.readline())  # the rest of the line the middle falls in
+            for _ in range(lines_to_try):
+                raw = handle.readline()
+                if not raw:
+                    return None
+                if _opens_a_turn(raw):
+                    break
+                offset += len(raw)
+            else:
+                return None
+            handle.seek(0)
+            newlines, left = 0, offset
+            while left:
+                block = handle.read(min(left, 1 << 22))
+                if not block:
+                    return None
+                newlines += block.count(b"\n")
+                left -= len(block)
+    except OSError:
+        return None
+    return Stretch(offset, newlines + 1)
+
+
+def _opens_a_turn(raw: bytes) -> bool:
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(record, dict) or record.get("role") not in ("user", "note"):
+        return False
+    try:
+        return parse_time(record.get("at"), "") is not None
+    except FormatError:
+        return False
 
 
 def _scan(path: Path, marker: bytes) -> Iterator[dict]:
@@ -171,12 +246,22 @@ def _generic_titles(path: Path, default_session: str) -> dict[str, str]:
     return titles
 
 
-def read_generic(path: Path) -> Iterator[Entry]:
-    """``{role, content, at?, session?, title?}`` per line; a line without ``at`` takes the previous time."""
+def generic_titles(path: Path) -> dict[str, str]:
+    """Each session's title in a generic source (what :func:`read_generic` reads first)."""
+    return _generic_titles(path, f"import:{path.name}")
+
+
+def read_generic(path: Path, stretch: Stretch = WHOLE, titles: dict[str, str] | None = None) -> Iterator[Entry]:
+    """``{role, content, at?, session?, title?}`` per line; a line without ``at`` takes the previous time.
+
+    ``stretch``: only those lines (a half of a long source), with the ``titles``
+    read from the whole source once.
+    """
     default_session = f"import:{path.name}"
-    titles = _generic_titles(path, default_session)
+    if titles is None:
+        titles = _generic_titles(path, default_session)
     last_at: float | None = None
-    for where, record in _json_lines(path):
+    for where, record in _json_lines(path, stretch):
         if not isinstance(record, dict):
             raise FormatError(f"{where}: each line must be a JSON object with role and content")
         if not _GENERIC_FIELDS.issuperset(record):

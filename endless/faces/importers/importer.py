@@ -73,7 +73,12 @@ class PlannedTurn:
 
     @property
     def tid(self) -> str:
-        return hashlib.sha256(f"{self.base}#{self.occurrence}".encode()).hexdigest()[:16]
+        return turn_id(self.base, self.occurrence)
+
+
+def turn_id(base: str, occurrence: int) -> str:
+    """An imported turn's id: its identity and occurrence, hashed (the same turn, the same id)."""
+    return hashlib.sha256(f"{base}#{occurrence}".encode()).hexdigest()[:16]
 
 
 def present(memory: Memory) -> Presence:
@@ -85,13 +90,18 @@ def present(memory: Memory) -> Presence:
 
 
 def group(entries: Iterable[Entry], settings: Settings, granularity: str,
-          fallback_at: float) -> Iterator[PlannedTurn]:
-    """Turns in the order they close: a person's message opens one; a note is a turn of its own."""
-    current: dict[str, list[Entry]] = {}
+          fallback_at: float, current: dict[str, list[Entry]] | None = None,
+          keep_open: bool = False) -> Iterator[PlannedTurn]:
+    """Turns in the order they close: a person's message opens one; a note is a turn of its own.
+
+    ``current``: each session's open turn, to start from and to leave behind; with
+    ``keep_open`` the turns still open at the end stay there (a source planned in halves).
+    """
+    current = {} if current is None else current
 
     def close(session: str) -> PlannedTurn | None:
         group_ = current.pop(session, None)
-        return _plan(group_, settings, granularity, fallback_at) if group_ else None
+        return plan_turn(group_, settings, granularity, fallback_at) if group_ else None
 
     for entry in entries:
         if entry.role == "note":
@@ -111,13 +121,15 @@ def group(entries: Iterable[Entry], settings: Settings, granularity: str,
             if (done := close(entry.session)) is not None:
                 yield done
         current.setdefault(entry.session, []).append(entry)
+    if keep_open:
+        return
     for session in list(current):
         if (done := close(session)) is not None:
             yield done
 
 
-def _plan(entries: list[Entry], settings: Settings, granularity: str,
-          fallback_at: float) -> PlannedTurn | None:
+def plan_turn(entries: list[Entry], settings: Settings, granularity: str,
+              fallback_at: float) -> PlannedTurn | None:
     if len(entries) == 2 and entries[0].role == "user" and entries[1].role == "assistant":
         return _question_and_answer(entries[0], entries[1], settings, fallback_at)
     return _plan_any(entries, settings, granularity, fallback_at)
@@ -221,6 +233,10 @@ class Plan:
     keys: array = field(default_factory=lambda: array("Q"))  # each turn's identity key
     occurrences: array = field(default_factory=lambda: array("Q"))  # and how many turns began so before it
     redacted: dict[int, dict[str, int]] = field(default_factory=dict)  # turn -> secrets replaced in it
+    sizes: array = field(default_factory=lambda: array("I"))  # each turn's messages
+    longs: dict[int, tuple[int, int]] = field(default_factory=dict)  # turn -> its long messages and bytes
+    bases: bytearray | None = None  # each turn's identity, 16 bytes, when kept (a half's plan: see halves)
+    tids: dict[int, str] = field(default_factory=dict)  # turn -> its turn id, where not the one spilled
     _spilled: int = 0  # the spill's bytes (asking the file costs a system call a turn)
     _waiting: list[PlannedTurn] = field(default_factory=list)  # added, not encoded yet (see add)
 
@@ -253,6 +269,7 @@ class Plan:
         k = 0
         budget = settings.line_budget
         tails: list[bytes] = []
+        spilled = 0
         for turn in waiting:
             n = len(turn.messages)
             messages = kept[k:k + n]
@@ -262,21 +279,30 @@ class Plan:
                 self.redacted[len(self.ats)] = dict(sum((c for c in counts if c is not None), Counter()))
             tail = record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at,
                                [m.to_record() for m in messages])
-            self.offsets.append(self._spilled)
+            self.offsets.append(self._spilled + spilled)
             self.lengths.append(len(tail))
-            self._spilled += len(tail)
+            spilled += len(tail)
             self.ats.append(turn.at)
             self.keys.append(turn.key)
             self.occurrences.append(turn.occurrence)
+            self.sizes.append(n)
+            if self.bases is not None:
+                self.bases += bytes.fromhex(turn.base)
             tails.append(tail)
             self.messages += n
+            longs = long_bytes = 0
             for m in messages:
                 source = m.writer_text if m.writer_text is not None else m.text
                 size = utf8_size(source) + 12  # the tag
                 if size > budget:
-                    self.long_messages += 1
-                    self.long_bytes += size
+                    longs += 1
+                    long_bytes += size
+            if longs:
+                self.longs[len(self.ats) - 1] = (longs, long_bytes)
+                self.long_messages += longs
+                self.long_bytes += long_bytes
         self.spill.write(b"".join(tails))
+        self._spilled = self.spill.tell()
 
     def in_order(self) -> Iterator[TurnRecord]:
         """The new turns, oldest first (as they will be logged)."""
@@ -289,21 +315,39 @@ class Plan:
         """The new turns, oldest first, each with its identity key and occurrence (for the commit's check)."""
         self.flush()
         self.spill.flush()
-        ats, lengths, keys, occurrences, redacted = self.ats, self.lengths, self.keys, self.occurrences, self.redacted
+        ats, offsets, lengths, keys, occurrences = self.ats, self.offsets, self.lengths, self.keys, self.occurrences
+        redacted, tids = self.redacted, self.tids
+        fd = self.spill.fileno()
         if all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1)):  # the usual source: read straight through
             self.spill.seek(0)
             read = self.spill.read
+            at = 0
             for k in range(len(ats)):
-                tail = read(lengths[k])
+                if offsets[k] == at:
+                    tail = read(lengths[k])
+                    at += lengths[k]
+                else:  # a turn spilled out of order (a long source planned in halves)
+                    tail = os.pread(fd, lengths[k], offsets[k])
+                if tids and k in tids:
+                    tail = _with_tid(tail, tids[k])
                 yield EncodedTurn(tail, orjson.loads(b"{" + tail), redacted.get(k)), keys[k], occurrences[k]
             return
-        fd = self.spill.fileno()
         for k in sorted(range(len(ats)), key=ats.__getitem__):
-            tail = os.pread(fd, lengths[k], self.offsets[k])
+            tail = os.pread(fd, lengths[k], offsets[k])
+            if tids and k in tids:
+                tail = _with_tid(tail, tids[k])
             yield EncodedTurn(tail, orjson.loads(b"{" + tail), redacted.get(k)), keys[k], occurrences[k]
 
     def close(self) -> None:
         self.spill.close()
+
+
+_TID_AT = len(b'"tid":"')  # where a record tail's turn id starts (log.record_tail puts it first)
+
+
+def _with_tid(tail: bytes, tid: str) -> bytes:
+    """The record tail with another turn id of the same length (a half's turn counted anew)."""
+    return tail[:_TID_AT] + tid.encode("ascii") + tail[_TID_AT + len(tid):]
 
 
 Source = tuple[Path, str, Iterator[Entry]]  # (path, format read as, its entries as a stream)
@@ -332,19 +376,19 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
     Nothing is written to the memory here: a bad line anywhere raises
     :class:`FormatError` before the first commit.
     """
+    from endless.faces.importers import halves
+
     plan = Plan(tempfile.TemporaryFile(prefix=".import-", dir=spill_dir), settings)
     try:
         occurrences: Counter = Counter()
         for path, used, entries in sources:
-            counted = _Counted(entries)
+            if used == "generic" and halves.worth_it(path):  # (a module of its own, loaded only for these)
+                read = halves.plan_in_halves(path, plan, occurrences, have, granularity, spill_dir)
+                plan.sources.append((str(path), used, read))
+                continue
+            counted = Counted(entries)
             for turn in group(counted, settings, granularity, path.stat().st_mtime):
-                turn.key = key = identity_key(turn.base)
-                turn.occurrence = occurrences[key]
-                occurrences[key] += 1
-                if have.counts[key] > turn.occurrence:
-                    plan.skipped += 1
-                else:
-                    plan.add(turn)
+                take(turn, plan, occurrences, have)
             plan.sources.append((str(path), used, counted.count))
         plan.flush()
     except BaseException:
@@ -353,7 +397,18 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
     return plan
 
 
-class _Counted:
+def take(turn: PlannedTurn, plan: Plan, occurrences: Counter, have: Presence) -> None:
+    """Count the turn's identity, and plan it unless the memory holds it already."""
+    turn.key = key = identity_key(turn.base)
+    turn.occurrence = occurrences[key]
+    occurrences[key] += 1
+    if have.counts[key] > turn.occurrence:
+        plan.skipped += 1
+    else:
+        plan.add(turn)
+
+
+class Counted:
     """An entry stream that counts what passed through it."""
 
     def __init__(self, entries: Iterator[Entry]) -> None:

@@ -1,0 +1,248 @@
+"""A long generic source planned on both cores: its second half in a forked process, then joined.
+
+Planning an import (reading and checking every line, grouping, redacting,
+encoding the spill) is a third of a long import's time, and the second
+core has nothing to do meanwhile: the index helper starts with the commits.
+So a long generic JSONL is cut at a line past its middle that opens a turn
+and gives its time (:func:`formats.split_point`); a forked process plans
+the lines from there into a spill of its own while this one plans the
+lines before, and the two plans are joined into the one a single pass
+makes, turn for turn and byte for byte:
+
+- A turn still open where the first half ends closes where a single pass
+  would close it: at its session's first line in the second half (which
+  must open a turn, or the halves cannot be told apart and this process
+  plans the rest itself), or at the end.
+- Occurrences, and so turn ids and what the memory holds already, are
+  counted in the joined order; a second-half turn whose id changes gets it
+  when it is read back (``Plan.tids``).
+- A bad line of the first half is named first, as a single pass names it.
+
+If the second process fails in any way, this one plans the second half
+itself: nothing depends on the fork but time.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import tempfile
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from endless.core.identity import Presence, identity_key
+from endless.core.settings import PLAN_HALVES_FROM
+from endless.faces.importers import importer
+from endless.faces.importers.formats import (Entry, FormatError, Stretch, generic_titles, read_generic,
+                                             split_point)
+
+OPENS_A_TURN = ("user", "note")
+
+
+@dataclass
+class Half:
+    """The second half's plan as its process sends it back; its turns are in its own spill."""
+
+    ats: array = field(default_factory=lambda: array("d"))
+    offsets: array = field(default_factory=lambda: array("Q"))
+    lengths: array = field(default_factory=lambda: array("Q"))
+    keys: array = field(default_factory=lambda: array("Q"))
+    occurrences: array = field(default_factory=lambda: array("Q"))  # counted within the half
+    sizes: array = field(default_factory=lambda: array("I"))
+    bases: bytes = b""  # each turn's identity, 16 bytes
+    redacted: dict[int, dict[str, int]] = field(default_factory=dict)
+    longs: dict[int, tuple[int, int]] = field(default_factory=dict)
+    closed: int = 0  # the turns closed inside the half; the rest were open at the source's end
+    seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # session -> (turns closed before its
+    #                                                                   first line, that line's number)
+    entries: int = 0
+    error: str | None = None  # the half's first bad line
+    cannot: bool = False  # a session's first line in the half continues a turn: plan it in one pass
+
+
+def worth_it(path: Path) -> bool:
+    """A source long enough for two processes to plan it sooner than one."""
+    if not hasattr(os, "fork"):
+        return False
+    try:
+        return path.stat().st_size >= PLAN_HALVES_FROM
+    except OSError:
+        return False
+
+
+def plan_in_halves(path: Path, plan: importer.Plan, occurrences: Counter, have: Presence, granularity: str,
+                   spill_dir: Path | None, split: Stretch | None = None) -> int:
+    """Plan a generic source into ``plan`` as :func:`importer.make_plan` does; returns its entries read."""
+    settings = plan.settings
+    titles = generic_titles(path)
+    fallback_at = path.stat().st_mtime
+    split = split or split_point(path)
+    current: dict[str, list[Entry]] = {}
+    if split is None:
+        return _plan_lines(path, Stretch(), titles, plan, occurrences, have, granularity, fallback_at, current)
+    spill = tempfile.TemporaryFile(prefix=".import-", dir=spill_dir)
+    pid: int | None = None
+    reading, writing = os.pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _second_half_process(path, split, titles, settings, granularity, fallback_at, spill, reading, writing)
+        os.close(writing)
+        writing = None
+        first = Stretch(0, 1, split.start)
+        read = _plan_lines(path, first, titles, plan, occurrences, have, granularity, fallback_at, current,
+                           keep_open=True)
+        with os.fdopen(reading, "rb") as pipe:
+            reading = None
+            data = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        pid = None
+        half = pickle.loads(data) if data and os.waitstatus_to_exitcode(status) == 0 else None
+        if half is not None and half.error is not None:
+            raise FormatError(half.error)
+        if half is None or half.cannot:
+            return read + _plan_lines(path, split, titles, plan, occurrences, have, granularity, fallback_at,
+                                      current)
+        _join(plan, half, spill, current, occurrences, have, granularity, fallback_at)
+        return read + half.entries
+    finally:
+        if pid is not None:  # stopped or failed before the half came back
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        for fd in (reading, writing):
+            if fd is not None:
+                os.close(fd)
+        spill.close()
+
+
+def _plan_lines(path: Path, stretch: Stretch, titles: dict[str, str], plan: importer.Plan, occurrences: Counter,
+                have: Presence, granularity: str, fallback_at: float, current: dict[str, list[Entry]],
+                keep_open: bool = False) -> int:
+    counted = importer.Counted(read_generic(path, stretch, titles))
+    for turn in importer.group(counted, plan.settings, granularity, fallback_at, current, keep_open):
+        importer.take(turn, plan, occurrences, have)
+    return counted.count
+
+
+def _second_half_process(path: Path, split: Stretch, titles: dict[str, str], settings, granularity: str,
+                         fallback_at: float, spill, reading: int, writing: int) -> None:
+    """The forked process: plan the second half, send it, and end without running anything of the parent's."""
+    code = 1
+    try:
+        os.close(reading)
+        half = _second_half(path, split, titles, settings, granularity, fallback_at, spill)
+        with os.fdopen(writing, "wb") as pipe:
+            pipe.write(pickle.dumps(half, protocol=pickle.HIGHEST_PROTOCOL))
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _second_half(path: Path, split: Stretch, titles: dict[str, str], settings, granularity: str,
+                 fallback_at: float, spill) -> Half:
+    plan = importer.Plan(spill, settings, bases=bytearray())
+    half = Half()
+    occurrences: Counter = Counter()
+
+    def watched(entries: Iterable[Entry]) -> Iterator[Entry]:
+        for entry in entries:
+            if entry.session not in half.seen:
+                if entry.role not in OPENS_A_TURN:
+                    half.cannot = True  # it continues a turn of the first half
+                    return
+                half.seen[entry.session] = (half.closed, int(entry.where.rsplit(":", 1)[1]))
+            yield entry
+
+    def take(turn: importer.PlannedTurn) -> None:
+        turn.key = key = identity_key(turn.base)
+        turn.occurrence = occurrences[key]
+        occurrences[key] += 1
+        plan.add(turn)
+
+    current: dict[str, list[Entry]] = {}
+    counted = importer.Counted(watched(read_generic(path, split, titles)))
+    try:
+        for turn in importer.group(counted, settings, granularity, fallback_at, current, keep_open=True):
+            take(turn)
+            half.closed += 1
+        if half.cannot:
+            return Half(cannot=True)
+        for session in list(current):  # open at the source's end: closed as a single pass closes them
+            turn = importer.plan_turn(current.pop(session), settings, granularity, fallback_at)
+            if turn is not None:
+                take(turn)
+        plan.flush()
+        plan.spill.flush()
+    except FormatError as exc:
+        return Half(error=str(exc))
+    half.entries = counted.count
+    half.ats, half.offsets, half.lengths, half.keys = plan.ats, plan.offsets, plan.lengths, plan.keys
+    half.occurrences, half.sizes, half.bases = plan.occurrences, plan.sizes, bytes(plan.bases or b"")
+    half.redacted, half.longs = plan.redacted, plan.longs
+    return half
+
+
+def _join(plan: importer.Plan, half: Half, spill, current: dict[str, list[Entry]], occurrences: Counter,
+          have: Presence, granularity: str, fallback_at: float) -> None:
+    """Add the second half's turns to the plan, with the first half's open turns where they close."""
+    plan.flush()
+    plan.spill.seek(plan._spilled)
+    spill.seek(0)
+    shutil.copyfileobj(spill, plan.spill, 1 << 20)
+    base = plan._spilled
+    plan._spilled = plan.spill.tell()
+    settings = plan.settings
+    waiting = sorted((half.seen[session], session) for session in current if session in half.seen)
+    never = [session for session in current if session not in half.seen]
+
+    def close(session: str) -> None:
+        entries = current.pop(session)
+        turn = importer.plan_turn(entries, settings, granularity, fallback_at) if entries else None
+        if turn is not None:
+            importer.take(turn, plan, occurrences, have)
+
+    w = 0
+    for i in range(half.closed):
+        while w < len(waiting) and waiting[w][0][0] == i:
+            close(waiting[w][1])
+            w += 1
+        _take_half(plan, half, i, base, occurrences, have)
+    for _, session in waiting[w:]:
+        close(session)
+    for session in never:
+        close(session)
+    for i in range(half.closed, len(half.ats)):
+        _take_half(plan, half, i, base, occurrences, have)
+    plan.flush()
+
+
+def _take_half(plan: importer.Plan, half: Half, i: int, base: int, occurrences: Counter, have: Presence) -> None:
+    if plan._waiting:  # a first-half turn closed just before: it comes first
+        plan.flush()
+    key = half.keys[i]
+    occurrence = occurrences[key]
+    occurrences[key] += 1
+    if have.counts[key] > occurrence:
+        plan.skipped += 1
+        return
+    k = len(plan.ats)
+    plan.ats.append(half.ats[i])
+    plan.offsets.append(base + half.offsets[i])
+    plan.lengths.append(half.lengths[i])
+    plan.keys.append(key)
+    plan.occurrences.append(occurrence)
+    plan.sizes.append(half.sizes[i])
+    if occurrence != half.occurrences[i]:
+        plan.tids[k] = importer.turn_id(half.bases[16 * i:16 * i + 16].hex(), occurrence)
+    if i in half.redacted:
+        plan.redacted[k] = half.redacted[i]
+    plan.messages += half.sizes[i]
+    if i in half.longs:
+        longs, long_bytes = plan.longs[k] = half.longs[i]
+        plan.long_messages += longs
+        plan.long_bytes += long_bytes

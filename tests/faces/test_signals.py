@@ -147,20 +147,36 @@ def test_demo_stops_while_replaying(place, how, code):
     assert "endless demo: stopped" in err.read_text()
 
 
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("phase", ["planning", "committing"])
 @pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("sigterm", 143)])
-def test_import_stops_with_its_index_helper(place, how, code):
-    """A long import runs a helper that keeps its search index; stopping the import stops both."""
+def test_import_stops_with_its_helpers(place, how, code, phase):
+    """A long import plans its source's second half in a forked process, then commits with a helper that
+    keeps its search index; stopping the import in either phase stops it and its helper."""
     root, ws, env = place
     source = root / "long.jsonl"
     with open(source, "wb") as handle:
-        for k in range(150_000):  # long enough to be stopped in the middle of its commits
+        # long enough to be stopped in the middle of its commits, or (four times as long) while it plans
+        for k in range(150_000 if phase == "committing" else 600_000):
             handle.write(b'{"role": "%s", "content": "message %d", "at": %d}\n'
                          % (b"user" if k % 2 == 0 else b"assistant", k, 1_760_000_000 + k))
     err = root / f"stderr-import-{how}.txt"
     proc = subprocess.Popen([*endless_command(), "import", str(source), "--no-progress"], cwd=ws, env=env,
                             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=err.open("wb"))
-    wait_for(lambda: descendants(proc.pid) or proc.poll() is not None, "the import's index helper")
+    def helping() -> bool:  # the index helper runs its own module; the planning half is a fork of the import
+        lines = [cmdline(c) for c in descendants(proc.pid)]
+        if phase == "committing":
+            return any("index_follower" in line for line in lines)
+        return any("import" in line and "index_follower" not in line for line in lines)
+
+    wait_for(lambda: helping() or proc.poll() is not None, f"the import's helper while {phase}")
     assert proc.poll() is None, err.read_text()
     stop(proc, err, how, code, at_least=1)
     assert "stopped. The turns committed so far are kept" in err.read_text()

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-import orjson
-
 from endless.core import tiling
 from endless.core.log import OrderLog
 from endless.core.messages import Message, tag
@@ -46,7 +44,7 @@ def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: 
     lines, parts, texts, sizes = found.lines, found.parts, found.texts, found.sizes
     built = tree.slots[0] if tree.slots else ()
     tags: dict[str, str | None] = {}  # each kind's tag, asked once (an import brings a million messages)
-    dumps = orjson.dumps
+    encode = tree.encode
     for message_id in range(tree.free_upto, total):
         if message_id < len(built) and built[message_id]:
             continue
@@ -61,9 +59,9 @@ def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: 
             if stored is None:
                 continue
             source = stored.writer_source(settings, agent_name)
-        size = len(source) if source.isascii() else len(source.encode("utf-8"))
-        if size <= budget:  # as TreeStore.encode writes it
-            lines.append(dumps({"l": 0, "i": message_id, "text": source, "size": size, "src": size}) + b"\n")
+        size = utf8_size(source)
+        if size <= budget:
+            lines.append(encode(0, message_id, source, size, size))
             parts.append((0, message_id))
             texts.append(source)
             sizes.append(size)
@@ -109,7 +107,7 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
     above = FreeLines()
     pending: dict[Part, tuple[str, int]] = {p: (t, n) for p, t, n in zip(below.parts, below.texts, below.sizes)}
     built = tree.built
-    dumps = orjson.dumps  # each line as TreeStore.encode writes it
+    encode = tree.encode
 
     def text_and_size(part: Part) -> tuple[str, int] | None:
         held = pending.get(part)
@@ -137,7 +135,7 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
                 continue
             joined = f"{left[0]}\n{right[0]}"
             pending[top] = (joined, size)
-            above.lines.append(dumps({"l": top[0], "i": top[1], "text": joined, "size": size}) + b"\n")
+            above.lines.append(encode(top[0], top[1], joined, None, size))
             above.parts.append(top)
             above.texts.append(joined)
             above.sizes.append(size)

@@ -95,15 +95,18 @@ def line_size(line_head: str, text: str) -> int:
     Folding keeps every tag :func:`neutralise` escapes (blanks stay blanks),
     so its growth is counted on the text as stored.
     """
-    return len(line_head) + utf8_size(text) - text.count("\r\n") + _neutralised_growth(text) + 1
+    return _sized(len(line_head), text, utf8_size(text))
 
 
 def part_line_size(part: Part, text: str, text_bytes: int) -> int:
-    """:func:`line_size` of the part's line when the text's utf-8 bytes are known: its head counted,
-    not formatted (a long import sizes two million lines)."""
+    """:func:`line_size` of the part's line when the text's utf-8 bytes are known: its head
+    (``first+count|``) counted, not formatted (a long import sizes two million lines)."""
     level, index = part
-    return len(str(index << level)) + len(str(1 << level)) + 3 + text_bytes - text.count("\r\n") \
-        + _neutralised_growth(text)
+    return _sized(len(str(index << level)) + len(str(1 << level)) + 2, text, text_bytes)
+
+
+def _sized(head_bytes: int, text: str, text_bytes: int) -> int:
+    return head_bytes + text_bytes - text.count("\r\n") + _neutralised_growth(text) + 1
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import shutil
 import signal
 import tempfile
 from array import array
@@ -35,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from endless.core.identity import Presence, identity_key
+from endless.core.identity import Presence
 from endless.core.settings import PLAN_HALVES_FROM
 from endless.faces.importers import importer
 from endless.faces.importers.formats import (Entry, FormatError, Stretch, generic_titles, read_generic,
@@ -147,9 +146,10 @@ def _second_half(path: Path, split: Stretch, titles: dict[str, str], settings, g
                  fallback_at: float, spill) -> Half:
     plan = importer.Plan(spill, settings, bases=bytearray())
     half = Half()
-    occurrences: Counter = Counter()
+    ended = False  # the half's lines are all read: what closes now was open at the source's end
 
     def watched(entries: Iterable[Entry]) -> Iterator[Entry]:
+        nonlocal ended
         for entry in entries:
             if entry.session not in half.seen:
                 if entry.role not in OPENS_A_TURN:
@@ -157,25 +157,18 @@ def _second_half(path: Path, split: Stretch, titles: dict[str, str], settings, g
                     return
                 half.seen[entry.session] = (half.closed, int(entry.where.rsplit(":", 1)[1]))
             yield entry
+        ended = True
 
-    def take(turn: importer.PlannedTurn) -> None:
-        turn.key = key = identity_key(turn.base)
-        turn.occurrence = occurrences[key]
-        occurrences[key] += 1
-        plan.add(turn)
-
-    current: dict[str, list[Entry]] = {}
     counted = importer.Counted(watched(read_generic(path, split, titles)))
+    occurrences: Counter = Counter()
     try:
-        for turn in importer.group(counted, settings, granularity, fallback_at, current, keep_open=True):
-            take(turn)
-            half.closed += 1
+        for turn in importer.group(counted, settings, granularity, fallback_at):
+            if half.cannot:
+                return Half(cannot=True)
+            importer.take(turn, plan, occurrences, Presence())  # counted within the half; skips are the join's
+            half.closed += not ended
         if half.cannot:
             return Half(cannot=True)
-        for session in list(current):  # open at the source's end: closed as a single pass closes them
-            turn = importer.plan_turn(current.pop(session), settings, granularity, fallback_at)
-            if turn is not None:
-                take(turn)
         plan.flush()
         plan.spill.flush()
     except FormatError as exc:
@@ -191,11 +184,7 @@ def _join(plan: importer.Plan, half: Half, spill, current: dict[str, list[Entry]
           have: Presence, granularity: str, fallback_at: float) -> None:
     """Add the second half's turns to the plan, with the first half's open turns where they close."""
     plan.flush()
-    plan.spill.seek(plan._spilled)
-    spill.seek(0)
-    shutil.copyfileobj(spill, plan.spill, 1 << 20)
-    base = plan._spilled
-    plan._spilled = plan.spill.tell()
+    base = plan.append_spill(spill)
     settings = plan.settings
     waiting = sorted((half.seen[session], session) for session in current if session in half.seen)
     never = [session for session in current if session not in half.seen]
@@ -222,8 +211,7 @@ def _join(plan: importer.Plan, half: Half, spill, current: dict[str, list[Entry]
 
 
 def _take_half(plan: importer.Plan, half: Half, i: int, base: int, occurrences: Counter, have: Presence) -> None:
-    if plan._waiting:  # a first-half turn closed just before: it comes first
-        plan.flush()
+    plan.flush()  # a first-half turn closed just before comes first
     key = half.keys[i]
     occurrence = occurrences[key]
     occurrences[key] += 1

@@ -25,6 +25,7 @@ import gc
 import hashlib
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -318,25 +319,27 @@ class Plan:
         ats, offsets, lengths, keys, occurrences = self.ats, self.offsets, self.lengths, self.keys, self.occurrences
         redacted, tids = self.redacted, self.tids
         fd = self.spill.fileno()
-        if all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1)):  # the usual source: read straight through
-            self.spill.seek(0)
-            read = self.spill.read
-            at = 0
-            for k in range(len(ats)):
-                if offsets[k] == at:
-                    tail = read(lengths[k])
-                    at += lengths[k]
-                else:  # a turn spilled out of order (a long source planned in halves)
-                    tail = os.pread(fd, lengths[k], offsets[k])
-                if tids and k in tids:
-                    tail = _with_tid(tail, tids[k])
-                yield EncodedTurn(tail, orjson.loads(b"{" + tail), redacted.get(k)), keys[k], occurrences[k]
-            return
-        for k in sorted(range(len(ats)), key=ats.__getitem__):
-            tail = os.pread(fd, lengths[k], offsets[k])
+        in_order = all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1))  # the usual source: read straight through
+        self.spill.seek(0)
+        read = self.spill.read
+        at = 0
+        for k in range(len(ats)) if in_order else sorted(range(len(ats)), key=ats.__getitem__):
+            if in_order and offsets[k] == at:
+                tail = read(lengths[k])
+                at += lengths[k]
+            else:  # out of time order, or spilled out of order (a long source planned in halves)
+                tail = os.pread(fd, lengths[k], offsets[k])
             if tids and k in tids:
                 tail = _with_tid(tail, tids[k])
             yield EncodedTurn(tail, orjson.loads(b"{" + tail), redacted.get(k)), keys[k], occurrences[k]
+
+    def append_spill(self, other: IO[bytes]) -> int:
+        """Copy another plan's spill after this one's (flushed); returns where it starts here."""
+        self.spill.seek(self._spilled)
+        other.seek(0)
+        shutil.copyfileobj(other, self.spill, 1 << 20)
+        start, self._spilled = self._spilled, self.spill.tell()
+        return start
 
     def close(self) -> None:
         self.spill.close()

@@ -9,7 +9,7 @@ at once, under its lock, so the writer never sees them as work.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 from endless.core import tiling
 from endless.core.log import OrderLog
@@ -29,6 +29,18 @@ class FreeLines:
     texts: list[str] = field(default_factory=list)  # each line's text, for the parents found next
     sizes: list[int] = field(default_factory=list)  # each text's bytes (utf-8)
     long_sources: dict[int, int] = field(default_factory=dict)  # message id -> its source's bytes
+
+
+class FreeStretch(NamedTuple):
+    """Bytes ``[start, end)`` of the tree file ``inode`` hold free lines and nothing else.
+
+    Told by the process that appended them (an import, to its index helper): a free
+    line repeats messages, so the search index steps over the stretch unread.
+    """
+
+    inode: int
+    start: int
+    end: int
 
 
 def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: str, total: int,

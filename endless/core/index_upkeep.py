@@ -145,6 +145,9 @@ class Sources:
     tree_path: Path
     tree_end: int
     size_of: Callable[[int, int], int | None]  # a stored line's size in bytes (for telling free lines apart)
+    # Where a stretch of the tree file that holds free lines alone ends, if one starts at this byte
+    # (told by the process that wrote it: see index_follower); None: read the lines to tell.
+    free_until: Callable[[int], int | None] = lambda offset: None
 
 
 def catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
@@ -211,7 +214,7 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
 
     Most nodes are free, and are told apart by their sizes alone, read from
     the record's ends without parsing its text (see :func:`is_free`); only
-    written lines are parsed.
+    written lines are parsed.  A stretch its writer said is free is not read.
     """
     sizes: list[array] = []  # per level, the size of each node this pass read (0: not read)
     written: list[tuple[int, int, str]] = []
@@ -219,6 +222,11 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
     with durable.open_read(sources.tree_path) as handle:
         handle.seek(pos)
         while pos < sources.tree_end and len(written) < INDEX_BATCH_MESSAGES:
+            skip_to = sources.free_until(pos)
+            if skip_to is not None and pos < skip_to <= sources.tree_end:
+                pos = skip_to
+                handle.seek(pos)
+                continue
             line = handle.readline(sources.tree_end - pos)
             if not line.endswith(b"\n"):
                 break

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from endless.core import (durable, forget, identity, index_upkeep, integrity, journal, keyfile, redact,
                           search_index, sessions, tiling)
 from endless.core.errors import MemoryUseError, NoMemory
-from endless.core.free_nodes import free_above, free_leaves, free_parents
+from endless.core.free_nodes import FreeStretch, free_above, free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
 from endless.core.locks import ChangeLock, Lease
 from endless.core.log import Damage, OrderLog, TurnInfo, placed, stored_from
@@ -66,6 +66,7 @@ class Memory:
         self.index_elsewhere = False  # True: commits leave the index to another process (a long import's helper)
         self._redactions: Counter = Counter()  # counted since the last commit
         self._built_listeners: list[BuiltListener] = []
+        self._free_listeners: list[Callable[[FreeStretch], None]] = []
         self._noted_sessions: set[str] = set()
         self._waiters = Waiters()
 
@@ -313,6 +314,10 @@ class Memory:
         """Call ``listener(part)`` for every line this process stores or learns of from now on."""
         self._built_listeners.append(listener)
 
+    def on_free_stretch(self, listener: Callable[[FreeStretch], None]) -> None:
+        """Call ``listener`` with each stretch of the tree file this process fills with free lines alone."""
+        self._free_listeners.append(listener)
+
     def store_line(self, level: int, index: int, text: str, sync: bool = True) -> bool:
         """Store a written line; False if it already existed (the first one wins)."""
         return self.store_lines([(level, index, text)], sync)[0]
@@ -524,6 +529,10 @@ def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
         stored = memory.tree.add(found.lines + above.lines, parts, texts, False)
         if stored == parts:
             _tell_built(memory, parts, texts, found.sizes + above.sizes)
+            appended, inode = memory.tree.appended, memory.tree.inode
+            if appended is not None and inode is not None:
+                for tell in memory._free_listeners:
+                    tell(FreeStretch(inode, *appended))
         else:  # read back past a torn tail: lines found there may have free parents of their own
             held = dict(zip(parts, texts))
             _tell_built(memory, [p for p in stored if p in held], [held[p] for p in stored if p in held])

@@ -39,6 +39,9 @@ class TreeStore:
         self._dirty: dict[int, dict[int, int]] = {}
         self._rewrite = False  # the slot files are written whole next time (after a rebuild)
         self._ino: int | None = None  # the tree file this index describes (it is replaced only to set lines aside)
+        # The bytes this process's last ``add`` appended where it had left the file: what it
+        # stored there, and nothing else (an import's index helper skips its free lines).
+        self.appended: tuple[int, int] | None = None
         self.on_problem: Callable[[str], None] = lambda what: durable.log("tree", what)
         self._fd: int | None = None
         self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
@@ -49,6 +52,11 @@ class TreeStore:
 
     def _pos_path(self) -> Path:
         return self.index_dir / f"tree-pos.v{FORMAT}.bin"
+
+    @property
+    def inode(self) -> int | None:
+        """The tree file this process reads (another one after lines are set aside)."""
+        return self._ino
 
     def load_index(self) -> None:
         # The position first: a writer updates it after the slot files, so every line
@@ -215,6 +223,7 @@ class TreeStore:
         parts newly indexed.
         """
         offset = durable.append_lines(self.path, lines, sync)
+        self.appended = None
         if offset != self.end:
             return self.catch_up(True)
         highest: dict[int, int] = {}
@@ -241,6 +250,9 @@ class TreeStore:
             offset += len(line)
         self.count += len(found)
         self.merged += merged
+        if self._ino is None:  # the file this process just made
+            self._ino = _inode(self.path)
+        self.appended = (self.end, offset)
         self.end = offset
         self._texts.update(kept[-TEXT_CACHE:])  # the cache ends as remembering each in turn leaves it
         while len(self._texts) > TEXT_CACHE:

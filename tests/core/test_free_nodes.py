@@ -12,8 +12,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import orjson
 from hypothesis import given, settings as hsettings, strategies as st
 
+from endless.core.free_nodes import FreeStretch
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message, render
@@ -52,6 +54,8 @@ def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], cuts: list[in
     messages = [Message("user" if k % 2 == 0 else "reply", text, 1_700_000_000.0 + k) for k, text in enumerate(texts)]
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory.open(workspace_key(None, Path(tmp) / "ws"), settings=SETTINGS, root=Path(tmp))
+        told: list[FreeStretch] = []
+        memory.on_free_stretch(told.append)
         at, k = 0, 0
         while at < len(messages):  # batches of turns of one or two messages, cut at random
             turns = []
@@ -64,6 +68,7 @@ def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], cuts: list[in
             memory.commit_turns(turns, sync=False)
             k += 1
         expected = _oracle(messages, len(messages))
+        _check_told(memory, told, expected)
         held = {(level, index): memory.node_text(level, index)
                 for level, slots in enumerate(memory.built_slots())
                 for index in range(len(slots)) if slots[index]}
@@ -76,6 +81,41 @@ def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], cuts: list[in
         again.close()
     assert held == expected
     assert reread == expected
+
+
+def _check_told(memory: Memory, told: list[FreeStretch], free: dict[tuple[int, int], str]) -> None:
+    """The stretches told are the commits' appends, one after another, and hold free lines alone."""
+    data = memory.tree.path.read_bytes() if memory.tree.path.exists() else b""
+    at = 0
+    for stretch in told:
+        assert stretch.inode == memory.tree.path.stat().st_ino
+        assert stretch.start == at < stretch.end <= len(data)
+        for line in data[stretch.start:stretch.end].splitlines():
+            record = orjson.loads(line)
+            assert free[(record["l"], record["i"])] == record["text"]
+        at = stretch.end
+    assert at == len(data)  # no writer ran: every line is a commit's free line, and told
+
+
+def test_a_written_line_is_never_in_a_stretch_told_free(tmp_path: Path) -> None:
+    """Between commits a writer stores a summary line: the next commit's stretch starts after it."""
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=SETTINGS, root=tmp_path)
+    told: list[FreeStretch] = []
+    memory.on_free_stretch(told.append)
+    long = "w" * 300  # past the budget: its leaf and its parent are the writer's
+    memory.commit_turns([TurnRecord("s", "t", [Message("user", long, 1.0), Message("reply", "ok", 2.0)],
+                                    tid=f"{0:016x}")], sync=False)
+    assert [(s.start, s.end) for s in told] == [(0, memory.tree.end)]  # the short reply's leaf alone
+    memory.store_line(0, 0, "the person pasted a long row of w")
+    written_end = memory.tree.end  # the written leaf, and the free parent it makes with the reply's
+    told.clear()
+    memory.commit_turns([TurnRecord("s", "t", [Message("user", "hi", 3.0), Message("reply", "yes", 4.0)],
+                                    tid=f"{1:016x}")], sync=False)
+    assert [(s.start, s.end) for s in told] == [(written_end, memory.tree.end)]
+    lines = memory.tree.path.read_bytes()[told[0].start:told[0].end].splitlines()
+    # the new leaves, their parent, and the one above it over the written leaf's free parent (not told)
+    assert [(orjson.loads(line)["l"], orjson.loads(line)["i"]) for line in lines] == [(0, 2), (0, 3), (1, 1), (2, 0)]
+    memory.close()
 
 
 def test_a_parent_exactly_at_the_budget_is_free_and_one_byte_more_is_not(tmp_path: Path) -> None:

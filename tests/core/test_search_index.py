@@ -410,3 +410,30 @@ def test_an_index_that_cannot_be_used_says_so_and_phrases_still_work(tmp_path):
     answer = lookback.recall_search(memory, "otter")
     assert answer.startswith("Cannot search: the search index ") and "/pattern/" in answer
     memory.close()
+
+
+@pytest.mark.parametrize("named", ["nothing", "the written line", "past the file's end"])
+def test_only_a_stretch_named_free_is_stepped_over_unread(tmp_path, named):
+    """The index leaves out free lines; a stretch its writer names free is not even read (an import's helper)."""
+    import math
+
+    from endless.core import index_upkeep
+
+    memory = _open(tmp_path)
+    memory.index_elsewhere = True  # the index is caught up below, from the files alone
+    _add(memory, "short question", reply="short answer")
+    long = _add(memory, "pasted " + "row " * 200)
+    before = memory.tree.end
+    memory.store_line(0, long, "The person pasted a long zanzibar table of rows.")
+    after = memory.tree.end
+    ends = {"nothing": None, "the written line": after, "past the file's end": after + 1}
+    index = search_index.SearchIndex(memory.folder)
+    sources = index_upkeep.Sources(memory.log.path, memory.log.end, memory.tree.path, memory.tree.end,
+                                   index_upkeep.node_size(memory.tree),
+                                   lambda offset: ends[named] if offset == before else None)
+    assert index_upkeep.catch_up(index, sources, math.inf)
+    assert index.watermark().tree_end == memory.tree.end
+    rows = index.db().execute("SELECT rowid FROM line_words WHERE line_words MATCH 'zanzibar'").fetchall()
+    assert len(rows) == (0 if named == "the written line" else 1)
+    index.close()
+    memory.close()

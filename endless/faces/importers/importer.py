@@ -718,6 +718,7 @@ def _import(args: argparse.Namespace) -> int:
 
             helper = index_follower.start(memory.folder, memory.granularity)
             memory.index_elsewhere = True
+            memory.on_free_stretch(index_follower.tell_free(helper))
         try:
             done = commit(memory, plan, show, record, have)
         except BaseException:

@@ -6,7 +6,9 @@ time, and a thread does not help: binding the rows holds the interpreter's
 lock, and the two threads convoy (measured slower).  So a long import
 leaves the index to this helper: it follows the memory's files and catches
 the index up from them, as any search may, until the import closes its
-standard input, and then once more to the end.  The import waits for it, so
+standard input, and then once more to the end.  Through that input the
+import also names each stretch of the tree file it filled with free lines
+alone, which the index leaves out anyway: the helper steps over them unread.  The import waits for it, so
 when ``endless import`` returns the index is current.  If the helper fails,
 or the import is killed, nothing is lost: the next search catches up.
 
@@ -27,8 +29,10 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 from endless.core import durable
+from endless.core.free_nodes import FreeStretch
 from endless.core.settings import FOLLOWER_POLL_SECONDS, FOLLOWER_WAIT_SECONDS
 
 
@@ -39,6 +43,18 @@ def start(folder: Path, granularity: str) -> subprocess.Popen:
     with children_ignore_ctrl_c():  # a Ctrl-C reaches the import, which stops this helper
         return subprocess.Popen([sys.executable, "-m", __name__, str(folder), granularity], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL)
+
+
+def tell_free(helper: subprocess.Popen) -> Callable[[FreeStretch], None]:
+    """What tells the helper of each stretch of free lines the import stored (it need not read them)."""
+    def tell(stretch: FreeStretch) -> None:
+        try:
+            helper.stdin.write(b"%d %d %d\n" % stretch)
+            helper.stdin.flush()
+        except (OSError, ValueError):  # the helper is gone: the next search catches the index up
+            pass
+
+    return tell
 
 
 def finish(helper: subprocess.Popen, completed: bool) -> None:
@@ -80,6 +96,13 @@ def _complete_end(path: Path) -> int:
         os.close(fd)
 
 
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
 def _follow(folder: Path, granularity: str) -> int:
     from endless.core import index_upkeep
     from endless.core.log import OrderLog
@@ -89,8 +112,15 @@ def _follow(folder: Path, granularity: str) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (ignored from the start already: see start)
     ended = threading.Event()
 
+    free: dict[int, FreeStretch] = {}  # the import's stretches of free lines, by where they start
+
     def watch_input() -> None:
-        sys.stdin.buffer.read()  # until the import closes it (or ends)
+        for line in sys.stdin.buffer:  # until the import closes it (or ends)
+            try:
+                stretch = FreeStretch(*(int(word) for word in line.split()))
+            except (TypeError, ValueError):
+                continue
+            free[stretch.start] = stretch
         ended.set()
 
     threading.Thread(target=watch_input, daemon=True).start()
@@ -110,8 +140,14 @@ def _follow(folder: Path, granularity: str) -> int:
         while True:
             last = ended.wait(FOLLOWER_POLL_SECONDS)
             loaded = False
+            inode = _inode(tree.path)
+
+            def free_until(offset: int) -> int | None:
+                stretch = free.get(offset)
+                return stretch.end if stretch is not None and stretch.inode == inode else None
+
             sources = index_upkeep.Sources(log_path, _complete_end(log_path), tree.path, _complete_end(tree.path),
-                                           size_of)
+                                           size_of, free_until)
             index_upkeep.catch_up(index, sources, math.inf)
             if last:
                 return 0

@@ -108,49 +108,59 @@ def free_parents(tree: TreeStore, parts: Iterable[Part], total: int, budget: int
 
 
 def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> FreeLines:
-    """Every free parent above the new nodes ``below``, level by level, children before parents.
+    """Every free parent above the new leaves ``below`` (in id order), level by level, children first.
 
     One pass over what a commit brings, all levels at once, so an import of a
     million short messages does not go back and forth between finding, storing
     and telling of each level.  The same parents, in the same order, as
     :func:`free_parents` called level after level on what each level stored.
-    A parent's byte size is its halves' sizes and the newline between them.
+    Each level's new nodes come in index order, so two new siblings are
+    neighbours in it; only a node whose sibling came before this commit asks
+    the tree.  A parent's byte size is its halves' sizes and the newline between them.
     """
     above = FreeLines()
-    pending: dict[Part, tuple[str, int]] = {p: (t, n) for p, t, n in zip(below.parts, below.texts, below.sizes)}
-    built = tree.built
-    encode = tree.encode
-
-    def text_and_size(part: Part) -> tuple[str, int] | None:
-        held = pending.get(part)
-        if held is not None:
-            return held
-        text = tree.cached_text(*part)
-        return None if text is None else (text, utf8_size(text))
-
-    frontier = below.parts
-    while frontier:
-        next_level: list[Part] = []
-        for level, index in frontier:
-            if not index & 1 and (level, index | 1) in pending:
-                continue  # its parent is looked at from its right half, later in this frontier
-            top = (level + 1, index >> 1)
-            sibling = (level, index ^ 1)
-            if built(*top) or not (sibling in pending or built(*sibling)) or (top[1] + 1) << top[0] > total:
+    lines, parts, texts, sizes = above.lines, above.parts, above.texts, above.sizes
+    encode, built, cached_text = tree.encode, tree.built, tree.cached_text
+    level = 0
+    indices, level_texts, level_sizes = [index for _, index in below.parts], below.texts, below.sizes
+    while indices:
+        up = level + 1
+        up_slots = tree.slots[up] if up < len(tree.slots) else ()
+        stored_up, room = len(up_slots), total >> up  # a parent ends within the history: index < room
+        new_indices: list[int] = []
+        new_texts: list[str] = []
+        new_sizes: list[int] = []
+        k, n = 0, len(indices)
+        while k < n:
+            index = indices[k]
+            top = index >> 1
+            paired = not index & 1 and k + 1 < n and indices[k + 1] == index + 1
+            own = k
+            k += 2 if paired else 1
+            if top >= room or (top < stored_up and up_slots[top]):
                 continue
-            left = text_and_size((level, index & ~1))
-            right = text_and_size((level, index | 1))
-            if left is None or right is None:
-                continue
-            size = left[1] + right[1] + 1
+            if paired:
+                left, left_size, right, right_size = (level_texts[own], level_sizes[own],
+                                                      level_texts[own + 1], level_sizes[own + 1])
+            else:  # its sibling is from before this commit
+                sibling = index ^ 1
+                other = cached_text(level, sibling) if built(level, sibling) else None
+                if other is None:
+                    continue
+                if index & 1:
+                    left, left_size, right, right_size = other, utf8_size(other), level_texts[own], level_sizes[own]
+                else:
+                    left, left_size, right, right_size = level_texts[own], level_sizes[own], other, utf8_size(other)
+            size = left_size + right_size + 1
             if size > budget:
                 continue
-            joined = f"{left[0]}\n{right[0]}"
-            pending[top] = (joined, size)
-            above.lines.append(encode(top[0], top[1], joined, None, size))
-            above.parts.append(top)
-            above.texts.append(joined)
-            above.sizes.append(size)
-            next_level.append(top)
-        frontier = next_level
+            joined = f"{left}\n{right}"
+            lines.append(encode(up, top, joined, None, size))
+            parts.append((up, top))
+            texts.append(joined)
+            sizes.append(size)
+            new_indices.append(top)
+            new_texts.append(joined)
+            new_sizes.append(size)
+        level, indices, level_texts, level_sizes = up, new_indices, new_texts, new_sizes
     return above

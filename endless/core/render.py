@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from endless.core import tiling
 from endless.core.settings import FRAME_TAGS, STATE_MARKER, TASK_MARKER
@@ -98,11 +98,11 @@ def line_size(line_head: str, text: str) -> int:
     return _sized(len(line_head), text, utf8_size(text))
 
 
-def part_line_size(part: Part, text: str, text_bytes: int) -> int:
-    """:func:`line_size` of the part's line when the text's utf-8 bytes are known: its head
+def part_line_sizes(parts: Iterable[Part], texts: Iterable[str], text_bytes: Iterable[int]) -> Iterator[int]:
+    """:func:`line_size` of each part's line when its text's utf-8 bytes are known: the head
     (``first+count|``) counted, not formatted (a long import sizes two million lines)."""
-    level, index = part
-    return _sized(len(str(index << level)) + len(str(1 << level)) + 2, text, text_bytes)
+    for (level, index), text, size in zip(parts, texts, text_bytes):
+        yield _sized(len(str(index << level)) + len(str(1 << level)) + 2, text, size)
 
 
 def _sized(head_bytes: int, text: str, text_bytes: int) -> int:

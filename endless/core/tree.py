@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from array import array
 from collections import OrderedDict
+from itertools import accumulate, groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Callable
 
@@ -36,7 +38,7 @@ class TreeStore:
         # only its changes matter, so it starts at 0 whatever the index holds.
         self.merged = 0
         self.free_upto = 0  # free leaves are known stored for every message below this id
-        self._dirty: dict[int, dict[int, int]] = {}
+        self._dirty: dict[int, set[int]] = {}  # per level, the slots changed since the slot files were written
         self._rewrite = False  # the slot files are written whole next time (after a rebuild)
         self._ino: int | None = None  # the tree file this index describes (it is replaced only to set lines aside)
         # The bytes this process's last ``add`` appended where it had left the file: what it
@@ -138,7 +140,7 @@ class TreeStore:
             return False  # the first line stored for a node wins
         # (equal: a slot file newer than our position already named this line; count it now)
         slots[index] = offset + 1
-        self._dirty.setdefault(level, {})[index] = offset + 1
+        self._dirty.setdefault(level, set()).add(index)
         self.count += 1
         if level:
             self.merged += 1
@@ -232,22 +234,27 @@ class TreeStore:
                 highest[level] = index
         for level, index in highest.items():  # room for every slot at once, not a slot at a time
             self._reserve(level, index)
-        found = []
-        kept: list[tuple[tuple[int, int], str]] = []
         slots_at, dirty = self.slots, self._dirty
-        merged = 0
-        for line, part, text in zip(lines, parts, texts):  # _set_reserved, inline: two million calls
+        skipped: set[int] = set()  # positions whose node had a line already (the first one wins)
+        # _set_reserved, inline (two million calls), each slot set to its line's offset + 1
+        for k, (part, at) in enumerate(zip(parts, accumulate(map(len, lines), initial=offset + 1))):
             level, index = part
             slots = slots_at[level]
             held = slots[index]
-            if not held or held == offset + 1:
-                slots[index] = offset + 1
-                (dirty.get(level) or dirty.setdefault(level, {}))[index] = offset + 1
-                if level:
-                    merged += 1
-                found.append(part)
-                kept.append((part, text))
-            offset += len(line)
+            if held and held != at:
+                skipped.add(k)
+                continue
+            slots[index] = at
+        offset += sum(map(len, lines))
+        found = [p for k, p in enumerate(parts) if k not in skipped] if skipped else list(parts)
+        kept = ([(p, t) for k, (p, t) in enumerate(zip(parts, texts)) if k not in skipped] if skipped
+                else list(zip(parts[-TEXT_CACHE:], texts[-TEXT_CACHE:])))
+        merged = 0
+        for level, group in groupby(found, itemgetter(0)):  # the slot files' changes, a level's run at once
+            indices = list(map(itemgetter(1), group))
+            (dirty.get(level) or dirty.setdefault(level, set())).update(indices)
+            if level:
+                merged += len(indices)
         self.count += len(found)
         self.merged += merged
         if self._ino is None:  # the file this process just made
@@ -341,7 +348,7 @@ class TreeStore:
         for level, index in parts:
             if self.built(level, index):
                 self.slots[level][index] = 0
-                self._dirty.setdefault(level, {})[index] = 0
+                self._dirty.setdefault(level, set()).add(index)
                 self.count -= 1
                 self._texts.pop((level, index), None)
         self.merged += 1

@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple
 
 from endless.core import durable, tiling
 from endless.core.log import OrderLog
-from endless.core.render import ViewLine, chat_block, head, line_size, part_line_size, utf8_size
+from endless.core.render import ViewLine, chat_block, head, line_size, part_line_sizes, utf8_size
 from endless.core.settings import Settings
 from endless.core.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
 from endless.core.tree import TreeStore
@@ -126,11 +126,12 @@ class ViewKeeper:
         src, sizes = self._src, self._sizes
         if text_sizes is None:
             text_sizes = [utf8_size(text) for text in texts]
-        for part, text, text_bytes in zip(parts, texts, text_sizes):
-            level, index = part
-            if src and level == 0:
-                src.pop(index, None)
-            sizes[level][index] = part_line_size(part, text, text_bytes)
+        if src:
+            for level, index in parts:
+                if level == 0:
+                    src.pop(index, None)
+        for (level, index), size in zip(parts, part_line_sizes(parts, texts, text_sizes)):
+            sizes[level][index] = size
 
     def _keep_size(self, part: Part, size: int) -> None:
         level, index = part

@@ -102,7 +102,9 @@ def part_line_sizes(parts: Iterable[Part], texts: Iterable[str], text_bytes: Ite
     """:func:`line_size` of each part's line when its text's utf-8 bytes are known: the head
     (``first+count|``) counted, not formatted (a long import sizes two million lines)."""
     for (level, index), text, size in zip(parts, texts, text_bytes):
-        yield _sized(len(str(index << level)) + len(str(1 << level)) + 2, text, size)
+        # _sized, inline: the head, the text less a byte per folded CRLF, any tags neutralised, the newline
+        yield (len(str(index << level)) + len(str(1 << level)) + 3 + size - text.count("\r\n")
+               + (_neutralised_growth(text) if "<" in text or "\uff1c" in text or "\ufe64" in text else 0))
 
 
 def _sized(head_bytes: int, text: str, text_bytes: int) -> int:

@@ -24,8 +24,8 @@ from endless.core.settings import Settings
 from endless.core.turns import TurnRecord
 
 SETTINGS = Settings(line_budget=200)
-WORDS = ["ok", "yes", "déjà vu", "naïve", "日本語", "line\nbreak", "cr\r\nlf", "a <chat> tag", "x" * 40, "y" * 90,
-         "z" * 190]
+WORDS = ["ok", "yes", "déjà vu", "naïve", "日本語", "line\nbreak", "cr\r\nlf", "a <chat> tag",
+         "a \uff1cchat\uff1e tag", "x" * 40, "y" * 90, "z" * 190]
 
 
 def _oracle(messages: list[Message], total: int) -> dict[tuple[int, int], str]:

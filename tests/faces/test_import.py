@@ -383,6 +383,59 @@ def test_a_long_import_is_searchable_when_it_returns_and_leaves_no_helper(place,
     assert [(h["id"], h["snippet"]) for h in hits][:1] == [(2 * turns - 1, f"answer number {turns - 1}")]
 
 
+
+def test_lines_written_while_a_long_import_runs_are_all_in_its_index(place, tmp_path) -> None:
+    """A writer stores summary lines between the import's batches while the index is busy, so it
+    leaves them to the import's helper: told only of the import's own free stretches, the helper
+    indexes every one of them (none is stepped over as free)."""
+    import math
+
+    from endless.core import index_upkeep
+    from endless.core.errors import NoMemory
+    from endless.core.search_index import SearchIndex
+
+    home, workspace, env = place
+    turns = 2 * IMPORT_FOLLOWER_FROM
+    source = tmp_path / "long.jsonl"
+    big_source(source, turns)
+    proc = subprocess.Popen([*endless_command(), "import", "--workspace", str(workspace), str(source),
+                             "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    memory = None
+    stored: list[str] = []
+    try:
+        while proc.poll() is None:
+            if memory is None:
+                try:
+                    memory = Memory.open(workspace_key(None, workspace), settings=Settings(home=str(home)),
+                                         create=False)
+                except NoMemory:
+                    continue
+                blocker = SearchIndex(memory.folder)
+            memory.catch_up()
+            # the newest level-5 line: 32 of these messages are past the line budget (16 fit), so never free
+            index = (memory.total >> 5) - 1
+            if (index >= 0 and memory.is_built(4, 2 * index) and memory.is_built(4, 2 * index + 1)
+                    and not memory.is_built(5, index) and memory.search_index.exists()):
+                text = f"zanzibar summary {len(stored)}"
+                with blocker.write():  # the index is busy: the writer leaves its line to the helper
+                    if memory.store_line(5, index, text, sync=False):
+                        stored.append(text)
+    finally:
+        out, err = proc.communicate(timeout=120)
+        if memory is not None:
+            blocker.close()
+            memory.close()
+    assert proc.returncode == 0, err
+    assert f"imported {turns} turns" in out
+    if not stored:
+        pytest.skip("the import ended before a line could be stored beside it")
+    with open_memory(place) as memory:
+        assert index_upkeep.catch_up(memory.search_index, memory.index_sources(), math.inf)
+        rows = memory.search_index.db().execute(
+            "SELECT count(*) FROM line_words WHERE line_words MATCH 'zanzibar'").fetchone()[0]
+    assert rows == len(stored)
+
+
 HERMES_PYTHON = Path(os.environ.get("ENDLESS_HERMES_PYTHON",
                                     REPO / ".venv-hermes" / "bin" / "python"))
 

@@ -49,6 +49,14 @@ def open_fd(path: Path | str, flags: int, mode: int = FILE_MODE) -> int:
         raise
 
 
+def inode(path: Path | str) -> int | None:
+    """Which file is at ``path`` now (None if none): a file replaced by a rename has another."""
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
 def open_read(path: Path | str) -> BinaryIO:
     """A binary reader of ``path`` that never follows a link."""
     return os.fdopen(open_fd(path, os.O_RDONLY), "rb")

@@ -148,7 +148,7 @@ class TreeStore:
 
     def catch_up(self, write_index: bool) -> list[tuple[int, int]]:
         """Index nodes other processes stored; returns the newly known ``(level, index)``."""
-        ino = _inode(self.path)
+        ino = durable.inode(self.path)
         if self.end and ino != self._ino and self._ino is not None:
             # The tree file was replaced (lines set aside past a shorter log's end): read the new one.
             self.on_problem(f"{self.path.name} was replaced (lines set aside past the log's end); indexing it again")
@@ -258,7 +258,7 @@ class TreeStore:
         self.count += len(found)
         self.merged += merged
         if self._ino is None:  # the file this process just made
-            self._ino = _inode(self.path)
+            self._ino = durable.inode(self.path)
         self.appended = (self.end, offset)
         self.end = offset
         self._texts.update(kept[-TEXT_CACHE:])  # the cache ends as remembering each in turn leaves it
@@ -361,13 +361,6 @@ class TreeStore:
     def repair_tail(self, quarantine: Path) -> str | None:
         return durable.repair_tail(self.path, self.end, quarantine,
                                    lambda raw: _parse_node(raw) is not None)
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return None
 
 
 def is_erased_line(line: bytes) -> bool:

@@ -8,8 +8,9 @@ leaves the index to this helper: it follows the memory's files and catches
 the index up from them, as any search may, until the import closes its
 standard input, and then once more to the end.  Through that input the
 import also names each stretch of the tree file it filled with free lines
-alone, which the index leaves out anyway: the helper steps over them unread.  The import waits for it, so
-when ``endless import`` returns the index is current.  If the helper fails,
+alone, which the index leaves out anyway: the helper steps over them
+unread.  The import waits for the helper, so when ``endless import``
+returns the index is current.  If the helper fails,
 or the import is killed, nothing is lost: the next search catches up.
 
 It reads only what the index needs: the files' complete ends and, now and
@@ -96,13 +97,6 @@ def _complete_end(path: Path) -> int:
         os.close(fd)
 
 
-def _inode(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return None
-
-
 def _follow(folder: Path, granularity: str) -> int:
     from endless.core import index_upkeep
     from endless.core.log import OrderLog
@@ -140,7 +134,7 @@ def _follow(folder: Path, granularity: str) -> int:
         while True:
             last = ended.wait(FOLLOWER_POLL_SECONDS)
             loaded = False
-            inode = _inode(tree.path)
+            inode = durable.inode(tree.path)
 
             def free_until(offset: int) -> int | None:
                 stretch = free.get(offset)

@@ -9,15 +9,20 @@ at once, under its lock, so the writer never sees them as work.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, NamedTuple
+from itertools import chain, compress, repeat
+from operator import add, and_, lshift
+from typing import Iterable, Mapping, NamedTuple, Sequence
+
+import orjson
 
 from endless.core import tiling
 from endless.core.log import OrderLog
-from endless.core.messages import Message, tag
-from endless.core.render import utf8_size
+from endless.core.messages import KINDS, Message, tag
+from endless.core.render import head, line_size, utf8_size
 from endless.core.settings import Settings
 from endless.core.tiling import Part
 from endless.core.tree import TreeStore
+from endless.core.turns import EncodedTurn
 
 
 @dataclass
@@ -164,3 +169,198 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
             new_sizes.append(size)
         level, indices, level_texts, level_sizes = up, new_indices, new_texts, new_sizes
     return above
+
+
+class EncodedLines(NamedTuple):
+    """Free lines put together from an import's encoded turns (:func:`free_encoded`)."""
+
+    lines: list[bytes]
+    parts: list[Part]
+    view_sizes: list[int]  # each line's bytes in a view: head, text and newline (``render.line_size``)
+    long_sources: dict[int, int]  # message id -> its source's bytes, for a message too long to be free
+
+
+@dataclass
+class _Level:
+    """One level's new free nodes, in index order: their texts escaped for JSON (without the
+    quotes), their texts' bytes, and whether each is plain (None: all are; see :func:`_plain`)."""
+
+    indices: list[int]
+    inners: list[bytes]
+    sizes: list[int]
+    plain: list[bool] | None
+
+
+_LEAF = b'{"l":0,"i":%d,"text":"%s","size":%d,"src":%d}\n'  # TreeStore.encode of a free leaf, as bytes
+_PARENT = b'{"l":%d,"i":%d,"text":"%s","size":%d}\n'  # and of a free parent
+_NEWLINE = b"\\n"  # a newline inside a JSON string
+# Bytes of a JSON-escaped text that may make its view line differ from its head, text and newline:
+# a carriage return (``\r\n`` folds to one byte) or a bracket ``render.neutralise`` may escape.
+# Looked for in the escaped bytes, where ``\r`` may also be an escaped backslash before an ``r``:
+# such a line is only sized the slow way.
+_NOT_PLAIN = (b"\\r", b"<", "\uff1c".encode(), "\ufe64".encode())
+
+
+def _plain(inner: bytes) -> bool:
+    return not any(mark in inner for mark in _NOT_PLAIN)
+
+
+def _exact_view_size(part: Part, inner: bytes) -> int:
+    return line_size(head(part), orjson.loads(b'"' + inner + b'"'))
+
+
+def _view_sizes(level: int, nodes: _Level, out: list[int]) -> None:
+    """Each node's line size in a view (``render.part_line_sizes``), added to ``out``."""
+    count_bytes = len(str(1 << level)) + 3  # "+", the count, "|" and the newline
+    if nodes.plain is None:
+        starts = map(lshift, nodes.indices, repeat(level)) if level else nodes.indices
+        out += map(add, map(len, map(str, starts)), map(count_bytes.__add__, nodes.sizes))
+        return
+    for index, inner, size, plain in zip(nodes.indices, nodes.inners, nodes.sizes, nodes.plain):
+        out.append(len(str(index << level)) + count_bytes + size if plain
+                   else _exact_view_size((level, index), inner))
+
+
+def _plainness(inners: list[bytes]) -> list[bool] | None:
+    joined = b"\0".join(inners)  # one look over a whole level, the usual answer being "all plain"
+    return None if _plain(joined) else list(map(_plain, inners))
+
+
+def free_encoded(tree: TreeStore, settings: Settings, agent_name: str, first: int,
+                 turns: Sequence[EncodedTurn], total: int) -> EncodedLines:
+    """The free lines of encoded turns just logged from message ``first`` on, every level at once.
+
+    The same lines, byte for byte and in the same order, as :func:`free_leaves`
+    and :func:`free_above` make from the messages (a property test holds them
+    equal), put together from the turns' JSON-escaped sources: a leaf is its
+    tag's bytes and its source's, a parent its halves' joined by an escaped
+    newline, so no text is decoded, tagged, measured or escaped again, and the
+    usual run of new nodes is made a level at a time by ``map`` over whole
+    lists (an import of a million messages makes two million such lines).
+    A line's size in a view is its head, its bytes and a newline, unless it
+    holds a carriage return or a bracket (then it is measured as ``render`` does).
+    """
+    budget = settings.line_budget
+    kinds = list(chain.from_iterable([turn.kinds for turn in turns]))
+    sizes = list(chain.from_iterable([turn.sizes for turn in turns]))
+    sources = list(chain.from_iterable([turn.sources for turn in turns]))
+    tag_inners, tag_sizes = [], []
+    for kind in KINDS:
+        name = tag(kind, settings, agent_name)
+        prefix = "" if name is None else f"{name}: "
+        tag_inners.append(orjson.dumps(prefix)[1:-1])
+        tag_sizes.append(utf8_size(prefix))
+    ids = range(first, first + len(kinds))
+    sizes = list(map(add, sizes, map(tag_sizes.__getitem__, kinds)))
+    keep = list(map(budget.__ge__, sizes))
+    built0 = tree.slots[0] if tree.slots else ()
+    unbuilt = None if not any(built0[first:first + len(kinds)]) else [
+        not (i < len(built0) and built0[i]) for i in ids]
+    long_sources: dict[int, int] = {}
+    if unbuilt is not None or not all(keep):
+        if unbuilt is None:
+            unbuilt = [True] * len(keep)
+        long_sources = {i: size for i, size, free, new in zip(ids, sizes, keep, unbuilt) if new and not free}
+        keep = list(map(and_, keep, unbuilt))
+        ids, sizes = list(compress(ids, keep)), list(compress(sizes, keep))
+        kinds, sources = list(compress(kinds, keep)), list(compress(sources, keep))
+    inners = list(map(add, map(tag_inners.__getitem__, kinds), sources))
+    leaves = _Level(list(ids), inners, sizes, _plainness(inners))
+    lines = list(map(_LEAF.__mod__, zip(leaves.indices, inners, sizes, sizes)))
+    parts = list(zip(repeat(0), leaves.indices))
+    view_sizes: list[int] = []
+    _view_sizes(0, leaves, view_sizes)
+    level, nodes = 0, leaves
+    while nodes.indices:
+        up = level + 1
+        nodes = _parents(tree, level, nodes, total >> up, budget)
+        lines += map(_PARENT.__mod__, zip(repeat(up), nodes.indices, nodes.inners, nodes.sizes))
+        parts += zip(repeat(up), nodes.indices)
+        _view_sizes(up, nodes, view_sizes)
+        level = up
+    return EncodedLines(lines, parts, view_sizes, long_sources)
+
+
+def _parents(tree: TreeStore, level: int, below: _Level, room: int, budget: int) -> _Level:
+    """The free parents of a level's new nodes: pairs of new siblings, and a first node's sibling
+    from before; a parent ends within the history (index < ``room``) and is not built yet."""
+    up = level + 1
+    up_slots = tree.slots[up] if up < len(tree.slots) else ()
+    indices, inners, sizes = below.indices, below.inners, below.sizes
+    plain = below.plain
+    out = _Level([], [], [], None if plain is None else [])
+    n = len(indices)
+    k = 0
+    if indices[0] & 1:  # its left sibling is from before these turns
+        _with_stored_sibling(tree, level, below, 0, room, budget, out)
+        k = 1
+    if k == n:
+        return out
+    if indices[-1] - indices[0] == n - 1:  # the usual run of neighbours: whole lists at once
+        pairs = (n - k) // 2
+        top0 = indices[k] >> 1
+        pairs = max(0, min(pairs, room - top0))
+        stop = k + 2 * pairs
+        tops = range(top0, top0 + pairs)
+        joined = list(map(add, map(add, sizes[k:stop:2], sizes[k + 1:stop:2]), repeat(1)))
+        ok = list(map(budget.__ge__, joined))
+        stored = up_slots[top0:top0 + pairs]
+        if any(stored):
+            ok = [fits and not (j < len(stored) and stored[j]) for j, fits in enumerate(ok)]
+        lefts, rights = inners[k:stop:2], inners[k + 1:stop:2]
+        if all(ok):
+            out.indices += tops
+            out.sizes += joined
+        else:
+            out.indices += compress(tops, ok)
+            out.sizes += compress(joined, ok)
+            lefts, rights = list(compress(lefts, ok)), list(compress(rights, ok))
+        out.inners += map(_NEWLINE.join, zip(lefts, rights))
+        if plain is not None:  # a parent is plain when both halves are
+            both = map(and_, plain[k:stop:2], plain[k + 1:stop:2])
+            out.plain += both if all(ok) else compress(both, ok)
+        elif out.plain is not None:  # (the first parent, over a stored sibling, was not plain)
+            out.plain += [True] * len(lefts)
+        return out
+    while k < n:  # not neighbours (a message too long to be free between them): one at a time
+        index = indices[k]
+        if index & 1:
+            _with_stored_sibling(tree, level, below, k, room, budget, out)
+            k += 1
+            continue
+        paired = k + 1 < n and indices[k + 1] == index + 1
+        if paired:
+            _join_into(out, index >> 1, room, up_slots, budget,
+                       inners[k], sizes[k], plain is None or plain[k],
+                       inners[k + 1], sizes[k + 1], plain is None or plain[k + 1])
+        k += 2 if paired else 1  # an even node without its right sibling: that one is not logged yet
+    return out
+
+
+def _with_stored_sibling(tree: TreeStore, level: int, below: _Level, k: int, room: int, budget: int,
+                         out: _Level) -> None:
+    """The parent of the odd node ``k`` and its left sibling, stored before these turns (if it is)."""
+    index = below.indices[k]
+    other = tree.cached_text(level, index - 1) if tree.built(level, index - 1) else None
+    if other is None:
+        return
+    up_slots = tree.slots[level + 1] if level + 1 < len(tree.slots) else ()
+    other_inner = orjson.dumps(other)[1:-1]
+    _join_into(out, index >> 1, room, up_slots, budget, other_inner, utf8_size(other), _plain(other_inner),
+               below.inners[k], below.sizes[k], below.plain is None or below.plain[k])
+
+
+def _join_into(out: _Level, top: int, room: int, up_slots: Sequence[int], budget: int,
+               left: bytes, left_size: int, left_plain: bool,
+               right: bytes, right_size: int, right_plain: bool) -> None:
+    size = left_size + right_size + 1
+    if top >= room or size > budget or (top < len(up_slots) and up_slots[top]):
+        return
+    out.indices.append(top)
+    out.inners.append(left + _NEWLINE + right)
+    out.sizes.append(size)
+    plain = left_plain and right_plain
+    if out.plain is not None:
+        out.plain.append(plain)
+    elif not plain:  # the first node of the level that is not plain: from now on, one flag each
+        out.plain = [True] * (len(out.indices) - 1) + [False]

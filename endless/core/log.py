@@ -49,6 +49,20 @@ def record_tail(tid: str, session: str, title: str, status: str, at: float, mess
     return orjson.dumps({"tid": tid, "s": session, "t": title, "st": status, "at": at, "m": messages})[1:]
 
 
+_TID_AT = len(b'"tid":"')  # where a record tail's turn id starts (record_tail puts it first)
+_TID_END = _TID_AT + 16
+
+
+def tail_tid(tail: bytes) -> str:
+    """The turn id of a record tail (an import's ids are 16 hex digits)."""
+    return tail[_TID_AT:_TID_END].decode("ascii")
+
+
+def with_tid(tail: bytes, tid: str) -> bytes:
+    """The record tail with another turn id of the same length (a turn counted anew)."""
+    return tail[:_TID_AT] + tid.encode("ascii") + tail[_TID_AT + len(tid):]
+
+
 def placed(turn: int, first: int, tail: bytes) -> bytes:
     """The log line of a record whose tail is ``tail``: the same bytes as encoding the whole record."""
     return b'{"turn":%d,"id":%d,' % (turn, first) + tail + b"\n"

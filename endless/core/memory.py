@@ -15,20 +15,21 @@ import secrets
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Sequence
 
 from endless.core import (durable, forget, identity, index_upkeep, integrity, journal, keyfile, redact,
                           search_index, sessions, tiling)
 from endless.core.errors import MemoryUseError, NoMemory
-from endless.core.free_nodes import FreeStretch, free_above, free_leaves, free_parents
+from endless.core.free_nodes import FreeStretch, free_above, free_encoded, free_leaves, free_parents
 from endless.core.keys import Key, check_memory_id
 from endless.core.locks import ChangeLock, Lease
-from endless.core.log import Damage, OrderLog, TurnInfo, placed, stored_from
-from endless.core.messages import STEP_KINDS, TURN_KINDS, Message, Stored, check_kind
+from endless.core.log import Damage, OrderLog, TurnInfo, stored_from
+from endless.core.messages import Message, Stored, check_kind
 from endless.core.settings import Settings, load_settings
 from endless.core.tiling import Part
 from endless.core.tree import TreeStore
-from endless.core.turns import COMPLETED, STATUSES, EncodedTurn, TurnInProgress, TurnRecord, close_orphans
+from endless.core.turns import (COMPLETED, STATUSES, EncodedTurn, TurnInProgress, TurnRecord, close_orphans,
+                                decoded, place_encoded)
 from endless.core.views import ViewKeeper
 from endless.core.waiters import Waiters
 
@@ -218,44 +219,44 @@ class Memory:
                                               since=since)], sync=sync)
         return infos[0] if infos else None
 
-    def commit_turns(self, records: Sequence[TurnRecord | EncodedTurn], sync: bool = True, plan: bool = True,
-                     admit: Callable[["Memory"], Sequence[TurnRecord | EncodedTurn]] | None = None
-                     ) -> list[TurnInfo]:
-        """Commit several turns in one write (imports and fixtures: one fsync per batch).
+    def commit_turns(self, records: Sequence[TurnRecord], sync: bool = True, plan: bool = True) -> list[TurnInfo]:
+        """Commit several turns in one write (one fsync); a live turn (``since`` set) leaves out the
+        messages an import logged meanwhile.  ``plan=False`` leaves the views to :meth:`plan_views`
+        (each plan walks the whole view); whoever opens the memory next appends them anyway."""
+        return self._commit(lambda: _records_ready(self, records), sync, plan)
 
-        ``admit(memory)``, called under the lock once caught up, returns the
-        records to commit: an import decides there which turns are already
-        in the log (:mod:`endless.core.identity`).  A live turn (``since``
-        set) leaves out the messages an import logged meanwhile.
+    def commit_encoded(self, admit: Callable[["Memory"], Sequence[EncodedTurn]], sync: bool = True
+                       ) -> list[TurnInfo]:
+        """Commit an import's batch of encoded turns in one write, leaving the views to :meth:`plan_views`.
 
-        ``plan=False`` leaves the views as they are: an import commits many
-        batches and plans the views once at its end (:meth:`plan_views`),
-        since each plan walks the whole view.  Unplanned messages are still
-        safe: whoever opens the memory next appends them to the view.
-        """
+        ``admit(memory)``, called under the lock once caught up, returns the turns not logged yet
+        (:mod:`endless.core.identity`).  They come encoded and redacted: only their places are
+        added, and their free lines are put together from their bytes (:func:`free_encoded`)."""
+        return self._commit(lambda: _encoded_ready(self, admit(self)), sync, False)
+
+    def _commit(self, ready: Callable[[], "_Ready"], sync: bool, plan: bool) -> list[TurnInfo]:
+        """Log what ``ready()`` makes under the lock (caught up), then its free lines, the index and the views."""
         self._writable()
         with self.lock:
             self._catch_up(locked=True)
-            if admit is not None:
-                records = admit(self)
-            lines, infos, in_hand = _encode(self, records)
-            if not lines:
+            commit = ready()
+            if not commit.lines:
                 return []
-            for info in infos:  # before the turns exist: a crash must not leave them unrecorded
+            for info in commit.infos:  # before the turns exist: a crash must not leave them unrecorded
                 self.note_session(info.session)
             if self._redactions:
                 redact.add_counts(self.folder, self._redactions)
                 self._redactions = Counter()
             before = (self.log.end, self.tree.end)
-            self.log.add(lines, infos, sync)
-            _store_free_leaves(self, in_hand)
-            mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
+            self.log.add(commit.lines, commit.infos, sync)
+            commit.store_free()
             if not self.index_elsewhere:
-                index_upkeep.after_commit(self.search_index, before, infos, in_hand, mark)
+                mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
+                index_upkeep.after_commit(self.search_index, before, commit.infos, commit.messages(), mark)
             if plan:
                 self.views.update(self.total, save=True, sync=sync)
         self._waiters.notify()
-        return infos
+        return commit.infos
 
     def index_sources(self) -> index_upkeep.Sources:
         """What a search catches the full-text index up from (this process's view of the files)."""
@@ -441,27 +442,39 @@ class Memory:
         return True
 
 
-def _encode(memory: Memory, records: Sequence[TurnRecord | EncodedTurn]
-            ) -> tuple[list[bytes], list[TurnInfo], dict[int, Message]]:
-    """The log lines of ``records`` (under the lock, caught up), where they land, their messages by id.
+class _Ready(NamedTuple):
+    """A commit's log lines and where they land, ready under the lock (see ``Memory._commit``)."""
 
-    An :class:`EncodedTurn` (an import's) was encoded and redacted when it was planned: only
-    its place is added here.
-    """
+    lines: list[bytes]
+    infos: list[TurnInfo]
+    store_free: Callable[[], None]  # stores their free lines, once they are logged
+    messages: Callable[[], dict[int, Message]]  # their messages by id (for an index fed here)
+
+
+def _records_ready(memory: Memory, records: Sequence[TurnRecord]) -> _Ready:
+    lines, infos, in_hand = _encode(memory, records)
+    return _Ready(lines, infos, lambda: _store_free_leaves(memory, in_hand), lambda: in_hand)
+
+
+def _encoded_ready(memory: Memory, turns: Sequence[EncodedTurn]) -> _Ready:
+    if memory.tree.free_upto < memory.total:  # a commit whose free lines a crash cut short
+        _store_free_leaves(memory, {})
+    placed = place_encoded(turns, memory.total, memory.turns, memory.granularity)
+    memory._redactions.update(placed.redacted)
+    return _Ready(placed.lines, placed.infos, lambda: _store_free_encoded(memory, placed.infos[0].first, placed.turns),
+                  lambda: decoded(placed.turns, placed.infos))
+
+
+def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes], list[TurnInfo], dict[int, Message]]:
+    """The log lines of ``records`` (under the lock, caught up), where they land, their messages by id."""
     lines: list[bytes] = []
     infos: list[TurnInfo] = []
     first = memory.total
     turn_no = memory.turns
     at_now = memory.clock()
     in_hand: dict[int, Message] = {}
-    kept = iter(memory.kept_all([m for record in records if not isinstance(record, EncodedTurn)
-                                 for m in record.messages]))
+    kept = iter(memory.kept_all([m for record in records for m in record.messages]))
     for record in records:
-        if isinstance(record, EncodedTurn):
-            count = _place_encoded(memory, record, turn_no, first, lines, infos, in_hand)
-            first += count
-            turn_no += 1 if count else 0
-            continue
         at_turn = record.at if record.at is not None else at_now
         if record.status not in STATUSES:
             raise MemoryUseError(f"turn status must be one of {', '.join(STATUSES)}, "
@@ -496,23 +509,25 @@ def _encode(memory: Memory, records: Sequence[TurnRecord | EncodedTurn]
     return lines, infos, in_hand
 
 
-def _place_encoded(memory: Memory, turn: EncodedTurn, turn_no: int, first: int, lines: list[bytes],
-                   infos: list[TurnInfo], in_hand: dict[int, Message]) -> int:
-    """An encoded turn's log line at its place (see :func:`_encode`); returns how many messages it logs."""
-    raw = turn.record
-    messages = raw["m"]
-    if not messages:
-        return 0
-    allowed = TURN_KINDS if memory.granularity == "turn" else STEP_KINDS
-    for k, m in enumerate(messages, first):
-        if m["k"] not in allowed:
-            check_kind(m["k"], memory.granularity)  # says what is wrong
-        in_hand[k] = Message(m["k"], m["x"], m["at"], m.get("w"))  # Message.from_record, inline
-    if turn.redacted:
-        memory._redactions.update(turn.redacted)
-    lines.append(placed(turn_no, first, turn.tail))
-    infos.append(TurnInfo(turn_no, first, len(messages), raw["s"], raw["t"], raw["st"], raw["at"], raw["tid"]))
-    return len(messages)
+def _store_free_encoded(memory: Memory, first: int, turns: Sequence[EncodedTurn]) -> None:
+    """Store the free lines of encoded turns just logged from message ``first`` on (under the lock)."""
+    found = free_encoded(memory.tree, memory.settings, memory.agent_name, first, turns, memory.total)
+    for message_id, size in found.long_sources.items():
+        memory.views.note_source_size(message_id, size)
+    if found.lines:
+        # No fsync of its own: free lines are derived from the log (fsynced just before), and a
+        # lost one is only a line the writer writes again.
+        stored = memory.tree.add(found.lines, found.parts, None, False)
+        if stored == found.parts:
+            _tell_sized(memory, found.parts, found.view_sizes)
+            _tell_free_stretch(memory)
+        else:  # read back past a torn tail: lines found there may have free parents of their own
+            sized = dict(zip(found.parts, found.view_sizes))
+            mine = [p for p in stored if p in sized]
+            _tell_sized(memory, mine, [sized[p] for p in mine])
+            memory._after_built([p for p in stored if p not in sized], False)
+    memory.tree.free_upto = memory.total
+    memory.tree.write_index(force=True)
 
 
 def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
@@ -529,10 +544,7 @@ def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
         stored = memory.tree.add(found.lines + above.lines, parts, texts, False)
         if stored == parts:
             _tell_built(memory, parts, texts, found.sizes + above.sizes)
-            appended, inode = memory.tree.appended, memory.tree.inode
-            if appended is not None and inode is not None:
-                for tell in memory._free_listeners:
-                    tell(FreeStretch(inode, *appended))
+            _tell_free_stretch(memory)
         else:  # read back past a torn tail: lines found there may have free parents of their own
             held = dict(zip(parts, texts))
             _tell_built(memory, [p for p in stored if p in held], [held[p] for p in stored if p in held])
@@ -543,6 +555,23 @@ def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
 
 def _tell_built(memory: Memory, parts: list[Part], texts: list[str], sizes: list[int] | None = None) -> None:
     memory.views.built_all(parts, texts, sizes)
+    _tell_listeners(memory, parts)
+
+
+def _tell_sized(memory: Memory, parts: list[Part], view_sizes: list[int]) -> None:
+    memory.views.built_sized(parts, view_sizes)
+    _tell_listeners(memory, parts)
+
+
+def _tell_listeners(memory: Memory, parts: list[Part]) -> None:
     for listener in memory._built_listeners:
         for part in parts:
             listener(part)
+
+
+def _tell_free_stretch(memory: Memory) -> None:
+    """Tell who listens (an import's index helper) of the bytes the last append filled with free lines."""
+    appended, inode = memory.tree.appended, memory.tree.inode
+    if appended is not None and inode is not None:
+        for tell in memory._free_listeners:
+            tell(FreeStretch(inode, *appended))

@@ -215,14 +215,16 @@ class TreeStore:
             record["src"] = src
         return durable.dumps_line(record)
 
-    def add(self, lines: list[bytes], parts: list[tuple[int, int]], texts: list[str], sync: bool) -> list[tuple[int, int]]:
+    def add(self, lines: list[bytes], parts: list[tuple[int, int]], texts: list[str] | None,
+            sync: bool) -> list[tuple[int, int]]:
         """Append encoded nodes and index them from what is in hand (under the lock, caught up).
 
         Reading back what was just written costs a parse per node, which an
         import of a million messages pays twice over; the offsets are known.
         If the file did not end where this process last read it (a torn
         tail kept in place), it falls back to reading it.  Returns the
-        parts newly indexed.
+        parts newly indexed.  ``texts`` None: the lines' texts are not in hand (an import's free
+        lines, put together from bytes), so they are not cached either.
         """
         offset = durable.append_lines(self.path, lines, sync)
         self.appended = None
@@ -247,8 +249,12 @@ class TreeStore:
             slots[index] = at
         offset += sum(map(len, lines))
         found = [p for k, p in enumerate(parts) if k not in skipped] if skipped else list(parts)
-        kept = ([(p, t) for k, (p, t) in enumerate(zip(parts, texts)) if k not in skipped] if skipped
-                else list(zip(parts[-TEXT_CACHE:], texts[-TEXT_CACHE:])))
+        if texts is None:
+            kept = []
+        elif skipped:
+            kept = [(p, t) for k, (p, t) in enumerate(zip(parts, texts)) if k not in skipped]
+        else:
+            kept = list(zip(parts[-TEXT_CACHE:], texts[-TEXT_CACHE:]))
         merged = 0
         for level, group in groupby(found, itemgetter(0)):  # the slot files' changes, a level's run at once
             indices = list(map(itemgetter(1), group))

@@ -7,13 +7,16 @@ left behind by a dead process is closed as ``interrupted`` by the next one.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
+
+import orjson
 
 from endless.core import durable, journal
 from endless.core.journal import Journal
-from endless.core.log import TurnInfo
-from endless.core.messages import Message, check_kind, prepare
+from endless.core.log import TurnInfo, placed, tail_tid
+from endless.core.messages import KINDS, STEP_KINDS, TURN_KINDS, Message, check_kind, prepare
 
 if TYPE_CHECKING:
     from endless.core.memory import Memory
@@ -56,15 +59,69 @@ class EncodedTurn:
     """A completed turn encoded for the log but for its place: an import's turn, read from its spill.
 
     ``tail`` is the record from its turn id on (:func:`endless.core.log.record_tail`),
-    ``record`` the same decoded, its messages already as the memory keeps
-    them (redacted); ``redacted`` counts the secrets replaced in them.  The
-    commit writes the tail after the turn's place instead of encoding the
-    turn again.
+    its messages already as the memory keeps them (redacted); the commit
+    writes it after the turn's place instead of encoding the turn again.
+    What the commit needs besides comes with it, so that a long import never
+    decodes its turns again: per message its kind (an index into ``KINDS``),
+    the bytes of its writer source in UTF-8 without the tag, and that source
+    as the inside of a JSON string (``b""`` when it is longer than the line
+    budget, so never a free leaf).  A free line is then put together from
+    bytes (:func:`endless.core.free_nodes.free_encoded`).  ``redacted`` counts
+    the secrets replaced in it.
     """
 
     tail: bytes
-    record: dict
+    session: str
+    title: str
+    at: float
+    kinds: list[int]
+    sizes: list[int]
+    sources: list[bytes]
     redacted: dict[str, int] | None = None
+
+
+class Placed(NamedTuple):
+    """Encoded turns at their places in the log (:func:`place_encoded`)."""
+
+    lines: list[bytes]
+    infos: list[TurnInfo]
+    turns: list[EncodedTurn]  # those that log a message, in order
+    redacted: Counter  # the secrets replaced in them, by kind
+
+
+def place_encoded(turns: Sequence[EncodedTurn], first: int, turn_no: int, granularity: str) -> Placed:
+    """An import's encoded turns placed from message ``first`` and turn ``turn_no`` on (the log's ends)."""
+    lines: list[bytes] = []
+    infos: list[TurnInfo] = []
+    kept: list[EncodedTurn] = []
+    redacted: Counter = Counter()
+    logged = TURN_KINDS if granularity == "turn" else STEP_KINDS
+    allowed = bytes(code for code, kind in enumerate(KINDS) if kind in logged)
+    for turn in turns:
+        count = len(turn.kinds)
+        if not count:
+            continue
+        if bytes(turn.kinds).translate(None, allowed):  # a kind this granularity does not log: say which
+            for code in turn.kinds:
+                check_kind(KINDS[code] if 0 <= code < len(KINDS) else str(code), granularity)
+        if turn.redacted:
+            redacted.update(turn.redacted)
+        lines.append(placed(turn_no, first, turn.tail))
+        infos.append(TurnInfo(turn_no, first, count, turn.session, turn.title, COMPLETED, turn.at,
+                              tail_tid(turn.tail)))
+        kept.append(turn)
+        first += count
+        turn_no += 1
+    return Placed(lines, infos, kept, redacted)
+
+
+def decoded(turns: Sequence[EncodedTurn], infos: Sequence[TurnInfo]) -> dict[int, Message]:
+    """The messages of placed encoded turns by id (decoded only for an index fed in the same process)."""
+    in_hand: dict[int, Message] = {}
+    for turn, info in zip(turns, infos):
+        for k, record in enumerate(orjson.loads(b"{" + turn.tail)["m"], info.first):
+            in_hand[k] = Message.from_record(record)
+    return in_hand
 
 
 class TurnInProgress:

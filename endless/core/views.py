@@ -12,7 +12,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from endless.core import durable, tiling
 from endless.core.log import OrderLog
@@ -115,8 +115,13 @@ class ViewKeeper:
             self._keep_size(part, line_size(head(part), text))
 
     def built_all(self, parts: list[Part], texts: list[str], text_sizes: list[int] | None = None) -> None:
-        """:meth:`built` for a commit's free lines: room made once per level, each size set in place
-        (``text_sizes``: each text's utf-8 bytes, when known)."""
+        """:meth:`built` for a commit's free lines (``text_sizes``: each text's utf-8 bytes, when known)."""
+        if text_sizes is None:
+            text_sizes = [utf8_size(text) for text in texts]
+        self.built_sized(parts, part_line_sizes(parts, texts, text_sizes))
+
+    def built_sized(self, parts: list[Part], line_sizes: Iterable[int]) -> None:
+        """:meth:`built` for lines whose rendered sizes are known: room made once per level, each set in place."""
         highest: dict[int, int] = {}
         for level, index in parts:
             if index > highest.get(level, -1):
@@ -124,13 +129,11 @@ class ViewKeeper:
         for level, index in highest.items():
             self._keep_size((level, index), 0)
         src, sizes = self._src, self._sizes
-        if text_sizes is None:
-            text_sizes = [utf8_size(text) for text in texts]
         if src:
             for level, index in parts:
                 if level == 0:
                     src.pop(index, None)
-        for (level, index), size in zip(parts, part_line_sizes(parts, texts, text_sizes)):
+        for (level, index), size in zip(parts, line_sizes):
             sizes[level][index] = size
 
     def _keep_size(self, part: Part, size: int) -> None:

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import orjson
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import example, given, settings as hsettings, strategies as st
 
 from endless.core.free_nodes import FreeStretch
 from endless.core.keys import workspace_key
@@ -21,18 +21,24 @@ from endless.core.memory import Memory
 from endless.core.messages import Message, render
 from endless.core.render import head, line_size
 from endless.core.settings import Settings
-from endless.core.turns import TurnRecord
+from endless.core.log import record_tail
+from endless.core.messages import KINDS
+from endless.core.turns import COMPLETED, EncodedTurn, TurnRecord
 
 SETTINGS = Settings(line_budget=200)
 WORDS = ["ok", "yes", "déjà vu", "naïve", "日本語", "line\nbreak", "cr\r\nlf", "a <chat> tag",
          "a \uff1cchat\uff1e tag", "x" * 40, "y" * 90, "z" * 190]
+SHORT = ["a", "bc", "d e", "é", "f\\rg"]  # (an escaped backslash before an r: plain, but looks not to be)
 
 
-def _oracle(messages: list[Message], total: int) -> dict[tuple[int, int], str]:
+def _oracle(messages: list[Message], total: int, written: dict[int, str] | None = None) -> dict[tuple[int, int], str]:
+    """Every node a memory holds when no writer ran but for the leaves in ``written``."""
     nodes: dict[tuple[int, int], str] = {}
     for i, m in enumerate(messages):
         source = render(m.kind, m.text, SETTINGS, SETTINGS.agent_name)
-        if len(source.encode()) <= SETTINGS.line_budget:
+        if written and i in written:
+            nodes[(0, i)] = written[i]
+        elif len(source.encode()) <= SETTINGS.line_budget:
             nodes[(0, i)] = source
     level = 0
     while (1 << (level + 1)) <= total:
@@ -46,41 +52,90 @@ def _oracle(messages: list[Message], total: int) -> dict[tuple[int, int], str]:
     return nodes
 
 
-@hsettings(max_examples=25, deadline=None)
-@given(texts=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join),
+def encoded(turn: TurnRecord, budget: int = SETTINGS.line_budget) -> EncodedTurn:
+    """A turn as an import spills it (importer.Plan): its log tail, and per message its kind, its
+    source's bytes and that source escaped."""
+    sources = [m.text if m.writer_text is None else m.writer_text for m in turn.messages]
+    sizes = [len(x.encode()) for x in sources]
+    return EncodedTurn(record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.messages[0].at,
+                                   [m.to_record() for m in turn.messages]),
+                       turn.session, turn.title, turn.messages[0].at, [KINDS.index(m.kind) for m in turn.messages],
+                       sizes, [orjson.dumps(x)[1:-1] if size <= budget else b"" for x, size in zip(sources, sizes)])
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(WORDS) | st.sampled_from(SHORT), min_size=1, max_size=4).map(" ".join),
                       min_size=1, max_size=70),
-       cuts=st.lists(st.integers(1, 9), min_size=1, max_size=20))
-def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], cuts: list[int]) -> None:
-    messages = [Message("user" if k % 2 == 0 else "reply", text, 1_700_000_000.0 + k) for k, text in enumerate(texts)]
+       turn_sizes=st.lists(st.integers(1, 3), min_size=1, max_size=10),
+       cuts=st.lists(st.integers(1, 9), min_size=1, max_size=20),
+       writes=st.lists(st.booleans(), min_size=1, max_size=20),
+       before=st.sampled_from([0, 1021]))
+@example(texts=["ok", "yes", "a", "bc", "a", "é"], turn_sizes=[1], cuts=[1], writes=[False], before=0)  # odd starts
+@example(texts=["a"] * 40, turn_sizes=[3], cuts=[1, 2], writes=[False], before=1021)
+def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], turn_sizes: list[int], cuts: list[int],
+                                                 writes: list[bool], before: int) -> None:
+    """Both ways of committing (a live chat's records, an import's encoded turns) hold the oracle's
+    nodes, store the very same bytes, and size every line as the views render it.  Turns have one
+    to three messages (so a batch may start at any id), a memory may hold a thousand short
+    messages before (so heads grow digits), and between batches a writer may write the leaves
+    of messages too long to be free (their parents may then be free)."""
+    messages = [Message("user" if k % 2 == 0 else "reply", f"p{k}", 1_600_000_000.0 + k) for k in range(before)]
+    k = 0
+    while len(messages) < before + len(texts):
+        size = min(turn_sizes[k % len(turn_sizes)], before + len(texts) - len(messages))
+        for j in range(size):
+            n = len(messages)
+            messages.append(Message("user" if j == 0 else "reply", texts[n - before], 1_700_000_000.0 + n))
+        k += 1
     with tempfile.TemporaryDirectory() as tmp:
-        memory = Memory.open(workspace_key(None, Path(tmp) / "ws"), settings=SETTINGS, root=Path(tmp))
-        told: list[FreeStretch] = []
-        memory.on_free_stretch(told.append)
-        at, k = 0, 0
-        while at < len(messages):  # batches of turns of one or two messages, cut at random
-            turns = []
-            for _ in range(cuts[k % len(cuts)]):
-                if at >= len(messages):
-                    break
-                take = 1 if at + 1 == len(messages) or messages[at].kind == "reply" else 2
-                turns.append(TurnRecord("s", "t", messages[at:at + take], tid=f"{at:016x}"))
-                at += take
-            memory.commit_turns(turns, sync=False)
-            k += 1
-        expected = _oracle(messages, len(messages))
-        _check_told(memory, told, expected)
-        held = {(level, index): memory.node_text(level, index)
-                for level, slots in enumerate(memory.built_slots())
-                for index in range(len(slots)) if slots[index]}
-        # the sizes the views plan with are the rendered lines' (counted as the lines were stored)
-        sizes = {part: memory.views.size_of(part) for part in held}
-        assert sizes == {part: line_size(head(part), text) for part, text in held.items()}
-        memory.close()
-        again = Memory.open(workspace_key(None, Path(tmp) / "ws"), settings=SETTINGS, root=Path(tmp), readonly=True)
-        reread = {part: again.node_text(*part) for part in expected}
-        again.close()
-    assert held == expected
-    assert reread == expected
+        trees: dict[str, bytes] = {}
+        written: dict[int, str] = {}
+        for way in ("records", "encoded"):
+            home = Path(tmp) / way
+            memory = Memory.open(workspace_key(None, home / "ws"), settings=SETTINGS, root=home)
+            told: list[FreeStretch] = []
+            memory.on_free_stretch(told.append)
+            if before:
+                memory.commit_turns([TurnRecord("s", "t", messages[i:min(i + 2, before)], tid=f"{i:016x}")
+                                     for i in range(0, before, 2)], sync=False)
+            at, k = before, 0
+            while at < len(messages):  # batches of whole turns, cut at random
+                turns = []
+                for _ in range(cuts[k % len(cuts)]):
+                    if at >= len(messages):
+                        break
+                    take = 1
+                    while at + take < len(messages) and messages[at + take].kind == "reply":
+                        take += 1
+                    turns.append(TurnRecord("s", "t", messages[at:at + take], tid=f"{at:016x}"))
+                    at += take
+                if way == "records":
+                    memory.commit_turns(turns, sync=False)
+                else:
+                    memory.commit_encoded(lambda m: [encoded(turn) for turn in turns], sync=False)
+                if writes[k % len(writes)]:  # the writer writes the unwritten leaves so far
+                    for i in range(memory.total):
+                        if not memory.is_built(0, i):
+                            written[i] = f"long message {i}"
+                            memory.store_line(0, i, written[i], sync=False)
+                k += 1
+            trees[way] = memory.tree.path.read_bytes() if memory.tree.path.exists() else b""
+            expected = _oracle(messages, len(messages), written)
+            if not written:
+                _check_told(memory, told, expected)
+            held = {(level, index): memory.node_text(level, index)
+                    for level, slots in enumerate(memory.built_slots())
+                    for index in range(len(slots)) if slots[index]}
+            # the sizes the views plan with are the rendered lines' (counted as the lines were stored)
+            sizes = {part: memory.views.size_of(part) for part in held}
+            assert sizes == {part: line_size(head(part), text) for part, text in held.items()}
+            memory.close()
+            again = Memory.open(workspace_key(None, home / "ws"), settings=SETTINGS, root=home, readonly=True)
+            reread = {part: again.node_text(*part) for part in expected}
+            again.close()
+            assert held == expected
+            assert reread == expected
+        assert trees["encoded"] == trees["records"]
 
 
 def _check_told(memory: Memory, told: list[FreeStretch], free: dict[tuple[int, int], str]) -> None:

@@ -43,10 +43,9 @@ from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceEr
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
 from endless.core.memory import Memory, MemoryUseError
-from endless.core.log import record_tail
+from endless.core.log import record_tail, with_tid
 from endless.core.turns import COMPLETED, EncodedTurn, TurnRecord
-from endless.core.messages import Message, TraceBuilder, prepare
-from endless.core.render import utf8_size
+from endless.core.messages import KINDS, Message, TraceBuilder, prepare
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
 from endless.core.words import agree, count
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
@@ -55,6 +54,9 @@ BATCH_TURNS = 2000  # turns per durable commit (one fsync each)
 BATCH_BYTES = 8 << 20
 SPILL_QUEUE = 1000  # planned turns whose secrets are looked for at once
 PROGRESS_FROM = 200  # turns: below this no progress bar is worth drawing
+KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
+TAG_GUESS = 12  # bytes a line's tag adds, about (the catch-up's count of messages too long to be free)
+SOURCES_APART = b"\0"  # between a spilled turn's escaped sources (JSON escapes every control character)
 
 
 def log(message: str) -> None:
@@ -267,48 +269,51 @@ class Plan:
             kept, each = redact.messages_each(everything)
         else:
             kept, each = everything, [None] * len(everything)
-        k = 0
         budget = settings.line_budget
-        tails: list[bytes] = []
-        spilled = 0
+        dumps = orjson.dumps
+        # What the commit needs of each message besides the log's bytes (see EncodedTurn): its
+        # kind, its writer source's bytes, and that source escaped when it may be a free line.
+        # Made for the whole queue at once: an import plans a million messages.
+        sources = [m.text if m.writer_text is None else m.writer_text for m in kept]
+        sizes = [len(x) if x.isascii() else len(x.encode("utf-8")) for x in sources]
+        escaped = [dumps(x)[1:-1] if size <= budget else b"" for x, size in zip(sources, sizes)]
+        records = [{"k": m.kind, "x": m.text, "at": m.at} if m.writer_text is None else m.to_record() for m in kept]
+        codes = [KIND_CODES[m.kind] for m in kept]
+        entries: list[bytes] = []
+        spilled = self._spilled
+        k = 0
         for turn in waiting:
             n = len(turn.messages)
-            messages = kept[k:k + n]
-            counts = each[k:k + n]
-            k += n
-            if counts.count(None) != n:
-                self.redacted[len(self.ats)] = dict(sum((c for c in counts if c is not None), Counter()))
-            tail = record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at,
-                               [m.to_record() for m in messages])
-            self.offsets.append(self._spilled + spilled)
-            self.lengths.append(len(tail))
-            spilled += len(tail)
+            end = k + n
+            if each[k:end].count(None) != n:
+                self.redacted[len(self.ats)] = dict(sum((c for c in each[k:end] if c is not None), Counter()))
+            entry = b"\n".join((record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at, records[k:end]),
+                                dumps([turn.session, turn.title, codes[k:end], sizes[k:end]]),
+                                SOURCES_APART.join(escaped[k:end])))
+            self.offsets.append(spilled)
+            self.lengths.append(len(entry))
+            spilled += len(entry)
             self.ats.append(turn.at)
             self.keys.append(turn.key)
             self.occurrences.append(turn.occurrence)
             self.sizes.append(n)
             if self.bases is not None:
                 self.bases += bytes.fromhex(turn.base)
-            tails.append(tail)
-            self.messages += n
-            longs = long_bytes = 0
-            for m in messages:
-                source = m.writer_text if m.writer_text is not None else m.text
-                size = utf8_size(source) + 12  # the tag
-                if size > budget:
-                    longs += 1
-                    long_bytes += size
+            entries.append(entry)
+            longs = [size + TAG_GUESS for size in sizes[k:end] if size + TAG_GUESS > budget]
             if longs:
-                self.longs[len(self.ats) - 1] = (longs, long_bytes)
-                self.long_messages += longs
-                self.long_bytes += long_bytes
-        self.spill.write(b"".join(tails))
+                self.longs[len(self.ats) - 1] = (len(longs), sum(longs))
+                self.long_messages += len(longs)
+                self.long_bytes += sum(longs)
+            k = end
+        self.messages += k
+        self.spill.write(b"".join(entries))
         self._spilled = self.spill.tell()
 
     def in_order(self) -> Iterator[TurnRecord]:
         """The new turns, oldest first (as they will be logged)."""
         for turn, _, _ in self.planned():
-            raw = turn.record
+            raw = orjson.loads(b"{" + turn.tail)
             yield TurnRecord(raw["s"], raw["t"], [Message.from_record(m) for m in raw["m"]], tid=raw["tid"],
                              at=raw["at"])
 
@@ -322,16 +327,20 @@ class Plan:
         in_order = all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1))  # the usual source: read straight through
         self.spill.seek(0)
         read = self.spill.read
+        loads = orjson.loads
         at = 0
         for k in range(len(ats)) if in_order else sorted(range(len(ats)), key=ats.__getitem__):
             if in_order and offsets[k] == at:
-                tail = read(lengths[k])
+                entry = read(lengths[k])
                 at += lengths[k]
             else:  # out of time order, or spilled out of order (a long source planned in halves)
-                tail = os.pread(fd, lengths[k], offsets[k])
+                entry = os.pread(fd, lengths[k], offsets[k])
+            tail, meta, joined = entry.split(b"\n", 2)
             if tids and k in tids:
-                tail = _with_tid(tail, tids[k])
-            yield EncodedTurn(tail, orjson.loads(b"{" + tail), redacted.get(k)), keys[k], occurrences[k]
+                tail = with_tid(tail, tids[k])
+            session, title, kinds, sizes = loads(meta)
+            yield (EncodedTurn(tail, session, title, ats[k], kinds, sizes, joined.split(SOURCES_APART),
+                               redacted.get(k)), keys[k], occurrences[k])
 
     def append_spill(self, other: IO[bytes]) -> int:
         """Copy another plan's spill after this one's (flushed); returns where it starts here."""
@@ -343,14 +352,6 @@ class Plan:
 
     def close(self) -> None:
         self.spill.close()
-
-
-_TID_AT = len(b'"tid":"')  # where a record tail's turn id starts (log.record_tail puts it first)
-
-
-def _with_tid(tail: bytes, tid: str) -> bytes:
-    """The record tail with another turn id of the same length (a half's turn counted anew)."""
-    return tail[:_TID_AT] + tid.encode("ascii") + tail[_TID_AT + len(tid):]
 
 
 Source = tuple[Path, str, Iterator[Entry]]  # (path, format read as, its entries as a stream)
@@ -614,7 +615,7 @@ class Landed:
 
 def _commit_batch(memory: Memory, batch: list[tuple[EncodedTurn, int, int]],
                   landed: Callable[[int, int], None] | None, have: Presence) -> list:
-    infos = memory.commit_turns([b[0] for b in batch], plan=False, admit=lambda m: have.admit(m, batch))
+    infos = memory.commit_encoded(lambda m: have.admit(m, batch))
     have.committed(infos)
     if infos and landed is not None:
         landed(infos[0].first, infos[-1].first + infos[-1].count)

@@ -13,6 +13,8 @@ import bisect
 import os
 from array import array
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import attrgetter
 from pathlib import Path
 from typing import Callable
 
@@ -201,9 +203,9 @@ class OrderLog:
             os.truncate(self.index_path, 0)
         if start >= len(self.offsets):
             return
-        rows = array("Q")
-        for t in range(start, len(self.offsets)):
-            rows.extend((self.offsets[t], self.lengths[t], self.firsts[t], self.counts[t], self.tids[t]))
+        rows = array("Q", bytes(_ITEM * _FIELDS * (len(self.offsets) - start)))
+        for field, column in enumerate((self.offsets, self.lengths, self.firsts, self.counts, self.tids)):
+            rows[field::_FIELDS] = column[start:]
         durable.make_dir(self.index_path.parent)
         fd = durable.open_fd(self.index_path, os.O_WRONLY | os.O_CREAT)
         try:
@@ -238,15 +240,16 @@ class OrderLog:
         if offset != self.end or (infos and infos[0].first != self.total):
             self.catch_up(True)
             return
-        for line, info in zip(lines, infos):
-            self.offsets.append(offset)
-            self.lengths.append(len(line) - 1)  # without its newline, as iter_lines gives it
-            self.firsts.append(info.first)
-            self.counts.append(info.count)
-            self.tids.append(tid_number(info.tid))
-            offset += len(line)
+        # (a column at a time: an import adds a million turns)
+        sizes = list(map(len, lines))
+        if sizes:
+            self.offsets.extend(accumulate(sizes[:-1], initial=offset))
+        self.lengths.extend(map((-1).__add__, sizes))  # without its newline, as iter_lines gives it
+        self.firsts.extend(map(attrgetter("first"), infos))
+        self.counts.extend(map(attrgetter("count"), infos))
+        self.tids.extend(map(tid_number, map(attrgetter("tid"), infos)))
         self.total = infos[-1].first + infos[-1].count if infos else self.total
-        self.end = offset
+        self.end = offset + sum(sizes)
         self.write_index()
 
     # -- reading -------------------------------------------------------------------

@@ -230,24 +230,35 @@ class TreeStore:
         self.appended = None
         if offset != self.end:
             return self.catch_up(True)
-        highest: dict[int, int] = {}
-        for level, index in parts:
-            if index > highest.get(level, -1):
-                highest[level] = index
-        for level, index in highest.items():  # room for every slot at once, not a slot at a time
-            self._reserve(level, index)
-        slots_at, dirty = self.slots, self._dirty
+        ats = list(accumulate(map(len, lines), initial=offset + 1))  # each line's slot: its offset + 1
+        levels, indices = list(map(itemgetter(0), parts)), list(map(itemgetter(1), parts))
+        dirty = self._dirty
         skipped: set[int] = set()  # positions whose node had a line already (the first one wins)
-        # _set_reserved, inline (two million calls), each slot set to its line's offset + 1
-        for k, (part, at) in enumerate(zip(parts, accumulate(map(len, lines), initial=offset + 1))):
-            level, index = part
-            slots = slots_at[level]
-            held = slots[index]
-            if held and held != at:
-                skipped.add(k)
-                continue
-            slots[index] = at
-        offset += sum(map(len, lines))
+        merged = 0
+        start = 0
+        for level, run in groupby(levels):  # a level's run at once: an import stores two million lines
+            stop = start + len(list(run))
+            first, last = indices[start], indices[stop - 1]
+            self._reserve(level, max(indices[start:stop]))
+            slots = self.slots[level]
+            changed = dirty.get(level) or dirty.setdefault(level, set())
+            if (last - first == stop - start - 1 and indices[start:stop] == list(range(first, last + 1))
+                    and not any(slots[first:last + 1])):  # neighbours in order, none held
+                slots[first:last + 1] = array("Q", ats[start:stop])
+                changed.update(range(first, last + 1))
+            else:
+                for k in range(start, stop):  # _set_reserved, inline
+                    index = indices[k]
+                    held = slots[index]
+                    if held and held != ats[k]:
+                        skipped.add(k)
+                        continue
+                    slots[index] = ats[k]
+                    changed.add(index)
+            if level:
+                merged += stop - start - sum(1 for k in skipped if start <= k < stop)
+            start = stop
+        offset = ats[-1] - 1
         found = [p for k, p in enumerate(parts) if k not in skipped] if skipped else list(parts)
         if texts is None:
             kept = []
@@ -255,12 +266,6 @@ class TreeStore:
             kept = [(p, t) for k, (p, t) in enumerate(zip(parts, texts)) if k not in skipped]
         else:
             kept = list(zip(parts[-TEXT_CACHE:], texts[-TEXT_CACHE:]))
-        merged = 0
-        for level, group in groupby(found, itemgetter(0)):  # the slot files' changes, a level's run at once
-            indices = list(map(itemgetter(1), group))
-            (dirty.get(level) or dirty.setdefault(level, set())).update(indices)
-            if level:
-                merged += len(indices)
         self.count += len(found)
         self.merged += merged
         if self._ino is None:  # the file this process just made

@@ -151,18 +151,20 @@ def _until(lines: Iterator[bytes], length: int) -> Iterator[bytes]:
         yield raw
 
 
-def split_point(path: Path, lines_to_try: int = 10_000) -> Stretch | None:
-    """Where a generic source can be cut in two halves planned apart: the first line past its middle
-    that opens a turn (a person's message or a note) and gives its time, as the second half's start.
+def split_point(path: Path, lines_to_try: int = 10_000, share: float = 0.5) -> Stretch | None:
+    """Where a generic source can be cut in two halves planned apart: the first line past ``share``
+    of its bytes that opens a turn (a person's message or a note) and gives its time, as the
+    second half's start.
 
-    None when no such line comes soon after the middle.  The lines looked at here are only
+    None when no such line comes soon after.  The lines looked at here are only
     looked at: a bad one is named by the reading itself, in order.
     """
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            handle.seek(size // 2)
-            offset = size // 2 + len(handle.readline())  # the rest of the line the middle falls in
+            cut = int(size * share)
+            handle.seek(cut)
+            offset = cut + len(handle.readline())  # the rest of the line the cut falls in
             for _ in range(lines_to_try):
                 raw = handle.readline()
                 if not raw:

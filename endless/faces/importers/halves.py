@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from endless.core.identity import Presence
-from endless.core.settings import PLAN_HALVES_FROM
+from endless.core.settings import PLAN_FIRST_SHARE, PLAN_HALVES_FROM
 from endless.faces.importers import importer
 from endless.faces.importers.formats import (Entry, FormatError, Stretch, generic_titles, read_generic,
                                              split_point)
@@ -80,7 +80,7 @@ def plan_in_halves(path: Path, plan: importer.Plan, occurrences: Counter, have: 
     settings = plan.settings
     titles = generic_titles(path)
     fallback_at = path.stat().st_mtime
-    split = split or split_point(path)
+    split = split or split_point(path, share=PLAN_FIRST_SHARE)
     current: dict[str, list[Entry]] = {}
     if split is None:
         return _plan_lines(path, Stretch(), titles, plan, occurrences, have, granularity, fallback_at, current)

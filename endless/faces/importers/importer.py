@@ -281,11 +281,13 @@ class Plan:
         codes = [KIND_CODES[m.kind] for m in kept]
         entries: list[bytes] = []
         spilled = self._spilled
+        secrets = each.count(None) != len(each)  # (the usual queue holds none)
+        longs_here = bool(sizes) and max(sizes) + TAG_GUESS > budget
         k = 0
         for turn in waiting:
             n = len(turn.messages)
             end = k + n
-            if each[k:end].count(None) != n:
+            if secrets and each[k:end].count(None) != n:
                 self.redacted[len(self.ats)] = dict(sum((c for c in each[k:end] if c is not None), Counter()))
             entry = b"\n".join((record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at, records[k:end]),
                                 dumps([turn.session, turn.title, codes[k:end], sizes[k:end]]),
@@ -300,7 +302,7 @@ class Plan:
             if self.bases is not None:
                 self.bases += bytes.fromhex(turn.base)
             entries.append(entry)
-            longs = [size + TAG_GUESS for size in sizes[k:end] if size + TAG_GUESS > budget]
+            longs = [size + TAG_GUESS for size in sizes[k:end] if size + TAG_GUESS > budget] if longs_here else None
             if longs:
                 self.longs[len(self.ats) - 1] = (len(longs), sum(longs))
                 self.long_messages += len(longs)

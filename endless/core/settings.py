@@ -44,6 +44,7 @@ PLAN_HALVES_FROM = 4 << 20  # bytes: a generic import source this long is planne
 # The first half's share of such a source's bytes: the second half's process also checks each line's
 # session (about a fifth more work a line, measured), and sends its plan to be joined.
 PLAN_FIRST_SHARE = 0.55
+IMPORT_SCAN_BLOCK = 8 << 20  # bytes read at once when an import source is searched for a marker
 FOLLOWER_POLL_SECONDS = 0.2  # how often that helper looks for the import's new turns
 FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the rest (then the next search does)
 RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days

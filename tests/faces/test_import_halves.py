@@ -71,8 +71,25 @@ def test_two_halves_plan_what_one_pass_plans(tmp_path, records, data) -> None:
     starts = _write(path, records)
     # any line that gives its time (as split_point's choice does), whatever its role
     cut = data.draw(st.sampled_from([0] + [i for i in range(1, len(records)) if "at" in records[i]]))
+    _check_halves(tmp_path, path, starts, cut, data.draw(st.lists(words, max_size=3)))
+
+
+@pytest.mark.parametrize("held", [[], ["hi"], ["hi", "hi", "hi"]])
+def test_turns_said_again_in_both_halves_are_counted_and_skipped_in_the_joined_order(tmp_path, held) -> None:
+    """The same words in both halves: the second half's turns get the ids one pass gives them, and
+    those the memory holds already are skipped as one pass skips them."""
+    records = []
+    for k in range(6):
+        records += [{"role": "user", "content": "hi", "session": "a", "at": 1.6e9 + k},
+                    {"role": "assistant", "content": f"answer {k}", "session": "a", "at": 1.6e9 + k}]
+    path = tmp_path / "source.jsonl"
+    starts = _write(path, records)
+    _check_halves(tmp_path, path, starts, 4, held)
+
+
+def _check_halves(tmp_path: Path, path: Path, starts: list[int], cut: int, held: list[str]) -> None:
     have = Presence()
-    for text in data.draw(st.lists(words, max_size=3)):  # some turns are in the memory already
+    for text in held:  # some turns are in the memory already
         have.counts[importer.identity_key(importer.identity("a", "user", text))] += 1
     one, read_once = _one_pass(path, have, tmp_path)
     two = importer.Plan(open(tmp_path / "two.spill", "w+b"), SETTINGS)

@@ -35,3 +35,25 @@ def test_a_question_and_its_answer_plan_as_the_general_path_plans_them(question,
     assert _question_and_answer(entries[0], entries[1], SETTINGS, 1_500_000_000.0) == general
     assert plan_turn(entries, SETTINGS, "turn", 1_500_000_000.0) == general
     assert general is not None and general.messages[0].kind == "user"
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.sampled_from([b"", b"  ", b'{"title": "a"}', b'{"role": "user"}', b'x"title"y"title"',
+                                       b'"title"', b"\r", b'{"title": "\xc3\xa9"}\r', b'a\r"title"', b"abc" * 5]), max_size=30),
+       last_newline=st.booleans(), block=st.integers(1, 40))
+def test_a_marked_line_is_found_in_blocks_as_walking_the_lines_finds_it(tmp_path_factory, lines: list[bytes],
+                                                                      last_newline: bool, block: int) -> None:
+    """The title scan searches blocks of the file: every line holding the marker, once and in order,
+    whatever the block size (a line cut between blocks, a last line without its newline)."""
+    import endless.faces.importers.formats as formats
+
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    path = tmp_path_factory.mktemp("scan") / "source.jsonl"
+    path.write_bytes(data)
+    walked = [line for line in data.split(b"\n") if b'"title"' in line]  # as a file's lines are walked
+    saved = formats.IMPORT_SCAN_BLOCK
+    formats.IMPORT_SCAN_BLOCK = block
+    try:
+        assert list(formats._marked_lines(path, b'"title"')) == walked
+    finally:
+        formats.IMPORT_SCAN_BLOCK = saved

@@ -195,42 +195,68 @@ def _join(plan: importer.Plan, half: Half, spill, current: dict[str, list[Entry]
         if turn is not None:
             importer.take(turn, plan, occurrences, have)
 
-    w = 0
-    for i in range(half.closed):
-        while w < len(waiting) and waiting[w][0][0] == i:
-            close(waiting[w][1])
-            w += 1
-        _take_half(plan, half, i, base, occurrences, have)
-    for _, session in waiting[w:]:
-        close(session)
+    at = 0
+    for (before, _), session in waiting:  # a first-half turn closes just before the half's turn ``before``
+        if before < half.closed:
+            _take_half(plan, half, at, before, base, occurrences, have)
+            at = before
+            close(session)
+    _take_half(plan, half, at, half.closed, base, occurrences, have)
+    for (before, _), session in waiting:
+        if before >= half.closed:
+            close(session)
     for session in never:
         close(session)
-    for i in range(half.closed, len(half.ats)):
-        _take_half(plan, half, i, base, occurrences, have)
+    _take_half(plan, half, half.closed, len(half.ats), base, occurrences, have)
     plan.flush()
 
 
-def _take_half(plan: importer.Plan, half: Half, i: int, base: int, occurrences: Counter, have: Presence) -> None:
-    plan.flush()  # a first-half turn closed just before comes first
-    key = half.keys[i]
-    occurrence = occurrences[key]
-    occurrences[key] += 1
-    if have.counts[key] > occurrence:
-        plan.skipped += 1
+def _take_half(plan: importer.Plan, half: Half, start: int, stop: int, base: int, occurrences: Counter,
+               have: Presence) -> None:
+    """The half's turns ``[start, stop)`` into the plan, counted in the joined order; a run at once."""
+    if start >= stop:
         return
+    plan.flush()  # a first-half turn closed just before comes first
+    keys = half.keys[start:stop]
+    held, counted = have.counts, occurrences
+    occurring = []
+    for key in keys:  # (``get``: a Counter's missing key costs a Python call, and most keys are new)
+        occurrence = counted.get(key, 0)
+        counted[key] = occurrence + 1
+        occurring.append(occurrence)
     k = len(plan.ats)
-    plan.ats.append(half.ats[i])
-    plan.offsets.append(base + half.offsets[i])
-    plan.lengths.append(half.lengths[i])
-    plan.keys.append(key)
-    plan.occurrences.append(occurrence)
-    plan.sizes.append(half.sizes[i])
-    if occurrence != half.occurrences[i]:
-        plan.tids[k] = importer.turn_id(half.bases[16 * i:16 * i + 16].hex(), occurrence)
-    if i in half.redacted:
-        plan.redacted[k] = half.redacted[i]
-    plan.messages += half.sizes[i]
-    if i in half.longs:
-        longs, long_bytes = plan.longs[k] = half.longs[i]
-        plan.long_messages += longs
-        plan.long_bytes += long_bytes
+    if held and any(held.get(key, 0) > occurrence for key, occurrence in zip(keys, occurring)):
+        taken = [j for j, (key, occurrence) in enumerate(zip(keys, occurring), start)
+                 if held.get(key, 0) <= occurrence]  # the rest are in the memory already
+        plan.skipped += (stop - start) - len(taken)
+    else:
+        taken = range(start, stop)
+    if len(taken) == stop - start:  # the usual run: the arrays at once
+        plan.ats.extend(half.ats[start:stop])
+        plan.offsets.extend(map(base.__add__, half.offsets[start:stop]))
+        plan.lengths.extend(half.lengths[start:stop])
+        plan.keys.extend(keys)
+        plan.occurrences.extend(occurring)
+        plan.sizes.extend(half.sizes[start:stop])
+        plan.messages += sum(half.sizes[start:stop])
+    else:
+        for j in taken:
+            plan.ats.append(half.ats[j])
+            plan.offsets.append(base + half.offsets[j])
+            plan.lengths.append(half.lengths[j])
+            plan.keys.append(half.keys[j])
+            plan.occurrences.append(occurring[j - start])
+            plan.sizes.append(half.sizes[j])
+            plan.messages += half.sizes[j]
+    if occurring != half.occurrences[start:stop].tolist():  # a turn counted anew has another id
+        for n, j in enumerate(taken, k):
+            if occurring[j - start] != half.occurrences[j]:
+                plan.tids[n] = importer.turn_id(half.bases[16 * j:16 * j + 16].hex(), occurring[j - start])
+    if half.redacted or half.longs:
+        for n, j in enumerate(taken, k):
+            if j in half.redacted:
+                plan.redacted[n] = half.redacted[j]
+            if j in half.longs:
+                longs, long_bytes = plan.longs[n] = half.longs[j]
+                plan.long_messages += longs
+                plan.long_bytes += long_bytes

@@ -29,6 +29,11 @@ class Lines:
 
     size: SizeOf
     built: Built | None = None
+    # Optional fast forms of the two, read inline by merge_down (a plan after a long import asks a
+    # million times): per level, sizes known already (0: ask ``size``), and the tree's slots
+    # (nonzero: built; given only where ``built`` is exactly that).
+    known: Sequence[array] | None = None
+    slots: Sequence[array] | None = None
 
     def is_built(self, part: Part) -> bool:
         return self.built is None or self.built(*part)
@@ -177,13 +182,16 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     million merges here: one pass and one sort of integers cost far less
     than a heap operation per merge.
     """
-    size_of, built = lines.size, lines.built
+    size_of, built, known, slots = lines.size, lines.built, lines.known or (), lines.slots
+    levels_known = len(known)
+    if built is None:
+        slots = None
     n = len(parts)
     # Each position's part as merged so far: its size once asked (-1: not yet), and the next
     # position still alive.  Arrays, not lists: a plan after a long import has a million parts.
     sizes = array("q", [-1]) * n
     if size is None:
-        sizes = array("q", [size_of(p) for p in parts])
+        sizes = array("q", map(size_of, parts))
         size = sum(sizes)
     if size <= target or n < 2:
         return Merged(list(parts), [], size)
@@ -202,8 +210,13 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     for k, part in enumerate(parts):
         level, index = part
         pos = k
-        while (index & 1 and stack and stack[-1] == (level, index - 1)
-               and (built is None or built(level + 1, index >> 1))):
+        while index & 1 and stack and stack[-1] == (level, index - 1):
+            if slots is not None:  # built(level + 1, index >> 1), inline
+                up = level + 1
+                if up >= len(slots) or (index >> 1) >= len(slots[up]) or not slots[up][index >> 1]:
+                    break
+            elif built is not None and not built(level + 1, index >> 1):
+                break
             stack.pop()
             left = at.pop()
             last = ((index + 1) << level) - 1
@@ -232,7 +245,13 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
         b = sizes[j]
         if b < 0:
             b = size_of(right)
-        c = size_of(top)
+        c = 0
+        if top[0] < levels_known:  # size_of(top), inline when known
+            row = known[top[0]]
+            if top[1] < len(row):
+                c = row[top[1]]
+        if not c:
+            c = size_of(top)
         size += c - a - b
         cur[k] = top
         sizes[k] = c

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
@@ -83,7 +84,7 @@ class ViewKeeper:
 
     @property
     def lines(self) -> Lines:
-        return Lines(self.size_of, self.tree.built)
+        return Lines(self.size_of, self.tree.built, self._sizes, self.tree.slots)
 
     def set_window(self, window_tokens: int) -> None:
         """Scale the chat view to a model's window: ceiling = min(128,000, tokens × 1 byte)."""
@@ -163,8 +164,18 @@ class ViewKeeper:
         return len(line_head) + self.settings.line_budget + 1
 
     def size(self, state: ViewState | None = None) -> int:
-        state = state or self.chat
-        return sum(self.size_of(p) for p in state.parts)
+        parts = (state or self.chat).parts
+        # The messages appended since the last merge are a run of level-0 parts at the view's end
+        # (a million after a long import): their known sizes are summed as one slice.
+        head = len(bytes(map(itemgetter(0), parts)).rstrip(b"\0")) if parts and not parts[-1][0] else len(parts)
+        total = sum(map(self.size_of, parts[:head]))
+        if head < len(parts):
+            first = parts[head][1]
+            known = self._sizes[0][first:first + len(parts) - head] if self._sizes else array("I")
+            if len(known) == len(parts) - head and 0 not in known:
+                return total + sum(known)
+            total += sum(map(self.size_of, parts[head:]))
+        return total
 
     # -- reading -------------------------------------------------------------------
 

@@ -129,6 +129,8 @@ def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], turn_sizes: l
             # the sizes the views plan with are the rendered lines' (counted as the lines were stored)
             sizes = {part: memory.views.size_of(part) for part in held}
             assert sizes == {part: line_size(head(part), text) for part, text in held.items()}
+            for state in (memory.views.chat, memory.views.wview):  # summed a run at a time, as one by one
+                assert memory.views.size(state) == sum(memory.views.size_of(part) for part in state.parts)
             memory.close()
             again = Memory.open(workspace_key(None, home / "ws"), settings=SETTINGS, root=home, readonly=True)
             reread = {part: again.node_text(*part) for part in expected}

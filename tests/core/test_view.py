@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from array import array
+
+from hypothesis import example, given, settings, strategies as st
 
 from endless.core import tiling as views
 from endless.core.tiling import Lines, Part, Sawtooth, ViewState, merge_down, most_due
@@ -233,22 +235,32 @@ def _can_merge(state, total, built):
     return most_due(state.parts, total, built) is not None
 
 
-@given(st.lists(st.integers(0, 4), min_size=1, max_size=200), st.integers(0, 100_000),
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=200), st.integers(0, 110),
        st.sets(st.tuples(st.integers(1, 8), st.integers(0, 200)), max_size=30),
-       st.integers(0, 200), st.integers(0, 60), st.sampled_from([None, 10, 700]), st.booleans())
+       st.integers(0, 200), st.integers(0, 60), st.sampled_from([None, 10, 700]), st.booleans(), st.booleans())
 @settings(max_examples=300, deadline=None)
-def test_merge_down_equals_repeated_most_due(levels_seed, target, missing, cut, growth, estimate, keep_even):
+@example([0] * 64, 60, set(), 0, 5, None, False, True)  # sizes read inline, stopped half way
+@example([0] * 64, 0, {(1, 3), (2, 1)}, 0, 5, None, False, True)  # slots read inline, some parents missing
+def test_merge_down_equals_repeated_most_due(levels_seed, target_share, missing, cut, growth, estimate, keep_even,
+                                             inline):
     """From a view already merged up to ``cut`` (the rest appended), parents that may be larger than their
-    halves (so a merge can grow the view), planned or not, with or without ``keep``."""
+    halves (so a merge can grow the view), planned or not, with or without ``keep``, and with the sizes
+    and slots read inline (some sizes not known yet) or asked."""
     total = len(levels_seed)
     cut = min(cut, total)
     built = lambda l, i: (l, i) not in missing  # noqa: E731
     size_of = lambda part: 100 + part[0] * growth + (part[1] * 7919) % 61  # noqa: E731
     lines = Lines(size_of, built)
+    if inline:
+        known = [array("I", [size_of((l, i)) if (i * 7 + l) % 3 else 0 for i in range((total >> l) - l % 2)])
+                 for l in range(6)]  # some sizes not known, some rows short
+        slots = [array("Q", [int(built(l, i)) for i in range(total >> l)]) for l in range(9)]
+        lines = Lines(size_of, built, known, slots)
     parts = merge_down([(0, i) for i in range(cut)], cut, 50 * cut, lines).parts + [(0, i) for i in range(cut, total)]
     if estimate is not None:
         lines = lines.planned(estimate)
     keep = (lambda part: part[0] % 2 == 0) if keep_even else None  # noqa: E731
+    target = sum(lines.size(p) for p in parts) * target_share // 100  # (past 100: nothing to merge)
     fast, merged, size = merge_down(parts, total, target, lines, keep=keep)
     slow = list(parts)
     slow_merged = []

@@ -97,7 +97,9 @@ class Presence:
         """The planned ``(record, identity key, occurrence)`` turns that are not there yet (under the lock)."""
         self.refresh(memory)
         flying = self.in_flight(memory)
-        kept = [(record, key) for record, key, occurrence in planned if self.counts[key] + flying[key] <= occurrence]
+        held = self.counts.get
+        kept = [(record, key) for record, key, occurrence in planned
+                if held(key, 0) + flying.get(key, 0) <= occurrence]  # (get: a Counter's __missing__ is Python)
         self._admitted = (memory.turns, [key for _, key in kept])
         return [record for record, _ in kept]
 

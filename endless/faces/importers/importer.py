@@ -406,9 +406,10 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
 def take(turn: PlannedTurn, plan: Plan, occurrences: Counter, have: Presence) -> None:
     """Count the turn's identity, and plan it unless the memory holds it already."""
     turn.key = key = identity_key(turn.base)
-    turn.occurrence = occurrences[key]
-    occurrences[key] += 1
-    if have.counts[key] > turn.occurrence:
+    # (``get``: a Counter's missing key costs a Python call, and most keys are new)
+    turn.occurrence = occurrence = occurrences.get(key, 0)
+    occurrences[key] = occurrence + 1
+    if have.counts.get(key, 0) > occurrence:
         plan.skipped += 1
     else:
         plan.add(turn)

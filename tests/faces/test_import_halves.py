@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from endless.core.identity import Presence
+from endless.core.messages import KINDS
 from endless.core.settings import load_settings
 from endless.faces.importers import halves, importer
 from endless.faces.importers.formats import FormatError, Stretch, read_generic, split_point
@@ -47,7 +48,8 @@ def _write(path: Path, records: list[dict]) -> list[int]:
 
 
 def _planned(plan: importer.Plan) -> list:
-    return [(turn.tail, turn.redacted, key, occurrence) for turn, key, occurrence in plan.planned()]
+    return [(turn.tail, turn.session, turn.title, turn.at, turn.kinds, turn.sizes, turn.sources, turn.redacted, key,
+             occurrence) for turn, key, occurrence in plan.planned()]
 
 
 def _one_pass(path: Path, have: Presence, tmp: Path) -> tuple[importer.Plan, int]:
@@ -98,6 +100,14 @@ def _check_halves(tmp_path: Path, path: Path, starts: list[int], cut: int, held:
     assert read == read_once
     assert _planned(two) == _planned(one)
     assert _summary(two) == _summary(one)
+    for turn, _, _ in one.planned():  # what a turn brings besides its tail says what its tail holds
+        record = orjson.loads(b"{" + turn.tail)
+        assert (turn.session, turn.title, turn.at) == (record["s"], record["t"], record["at"])
+        sources = [m.get("w", m["x"]) for m in record["m"]]
+        assert [KINDS[k] for k in turn.kinds] == [m["k"] for m in record["m"]]
+        assert turn.sizes == [len(x.encode()) for x in sources]
+        assert turn.sources == [orjson.dumps(x)[1:-1] if len(x.encode()) <= SETTINGS.line_budget else b""
+                                for x in sources]
 
 
 @pytest.mark.parametrize("bad_half", ["first", "second", "both"])

@@ -282,6 +282,35 @@ def test_overlap_with_turns_captured_live(place, tmp_path) -> None:
     assert run_import(place, str(db)).stdout.startswith("imported 0 turns")
 
 
+def test_turns_holding_secrets_are_recognised_when_imported_again(place, tmp_path) -> None:
+    """A turn is known by its first message as the memory keeps it, secrets redacted: importing the
+    same source again adds nothing, and a turn logged live with a secret is not imported twice.
+    (It was known by its words before redaction, so every turn with a secret was added again.)"""
+    token = "ghp_" + "A1b2C3d4" * 5
+    lines = [{"role": "user", "content": f"my token is {token}", "session": "s", "at": 1_770_000_000},
+             {"role": "assistant", "content": "noted", "session": "s", "at": 1_770_000_001},
+             {"role": "user", "content": f"again {token}", "session": "s", "at": 1_770_000_002},
+             {"role": "assistant", "content": f"it was {token}", "session": "s", "at": 1_770_000_003},
+             {"role": "note", "content": f"keys: {token}", "session": "s", "at": 1_770_000_004},
+             {"role": "user", "content": "word " * 9_000 + token, "session": "s", "at": 1_770_000_005},
+             {"role": "user", "content": f"live {token}", "session": "live", "at": 1_770_000_006},
+             {"role": "assistant", "content": "ok", "session": "live", "at": 1_770_000_007}]
+    source = tmp_path / "secrets.jsonl"
+    source.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    with open_memory(place, readonly=False) as memory:  # the last turn was logged live (redacted) first
+        memory.commit_turn("live", "", [Message("user", f"live {token}", 1_770_000_006.0),
+                                        Message("reply", "ok", 1_770_000_007.0)])
+    first = run_import(place, str(source))
+    assert "imported 4 turns" in first.stdout and "1 turn was there already" in first.stdout
+    with open_memory(place) as memory:
+        total = memory.total
+        assert token not in memory.log.path.read_text()
+    again = run_import(place, str(source))
+    assert again.stdout.startswith("imported 0 turns") and "5 turns were there already" in again.stdout
+    with open_memory(place) as memory:
+        assert memory.total == total
+
+
 # -- dry run, long imports, interruption -----------------------------------------------------------
 
 

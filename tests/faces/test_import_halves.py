@@ -10,14 +10,13 @@ line in either half is named as one pass names it.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from endless.core.identity import Presence
+from endless.core.identity import Presence, identity, identity_key
 from endless.core.messages import KINDS
 from endless.core.settings import load_settings
 from endless.faces.importers import halves, importer
@@ -53,11 +52,10 @@ def _planned(plan: importer.Plan) -> list:
 
 
 def _one_pass(path: Path, have: Presence, tmp: Path) -> tuple[importer.Plan, int]:
-    plan = importer.Plan(open(tmp / "one.spill", "w+b"), SETTINGS)
+    plan = importer.Plan(open(tmp / "one.spill", "w+b"), SETTINGS, have=have)
     counted = importer.Counted(read_generic(path))
-    occurrences: Counter = Counter()
     for turn in importer.group(counted, SETTINGS, "turn", path.stat().st_mtime):
-        importer.take(turn, plan, occurrences, have)
+        plan.add(turn)
     plan.flush()
     return plan, counted.count
 
@@ -92,10 +90,10 @@ def test_turns_said_again_in_both_halves_are_counted_and_skipped_in_the_joined_o
 def _check_halves(tmp_path: Path, path: Path, starts: list[int], cut: int, held: list[str]) -> None:
     have = Presence()
     for text in held:  # some turns are in the memory already
-        have.counts[importer.identity_key(importer.identity("a", "user", text))] += 1
+        have.counts[identity_key(identity("a", "user", text))] += 1
     one, read_once = _one_pass(path, have, tmp_path)
-    two = importer.Plan(open(tmp_path / "two.spill", "w+b"), SETTINGS)
-    read = halves.plan_in_halves(path, two, Counter(), have, "turn", tmp_path, Stretch(starts[cut], cut + 1))
+    two = importer.Plan(open(tmp_path / "two.spill", "w+b"), SETTINGS, have=have)
+    read = halves.plan_in_halves(path, two, "turn", tmp_path, Stretch(starts[cut], cut + 1))
     two.flush()
     assert read == read_once
     assert _planned(two) == _planned(one)
@@ -125,8 +123,7 @@ def test_a_bad_line_is_named_as_one_pass_names_it(tmp_path, bad_half) -> None:
         _one_pass(path, Presence(), tmp_path)
     split = Stretch(sum(len(r) + 1 for r in raw[:20]), 21)
     with pytest.raises(FormatError) as two:
-        halves.plan_in_halves(path, importer.Plan(open(tmp_path / "s", "w+b"), SETTINGS), Counter(), Presence(),
-                              "turn", tmp_path, split)
+        halves.plan_in_halves(path, importer.Plan(open(tmp_path / "s", "w+b"), SETTINGS), "turn", tmp_path, split)
     assert str(two.value) == str(one.value)
     assert (":6:" if bad_half != "second" else ":32:") in str(two.value)
 

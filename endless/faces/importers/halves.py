@@ -29,12 +29,10 @@ import pickle
 import signal
 import tempfile
 from array import array
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from endless.core.identity import Presence
 from endless.core.settings import PLAN_FIRST_SHARE, PLAN_HALVES_FROM
 from endless.faces.importers import importer
 from endless.faces.importers.formats import (Entry, FormatError, Stretch, generic_titles, read_generic,
@@ -74,8 +72,8 @@ def worth_it(path: Path) -> bool:
         return False
 
 
-def plan_in_halves(path: Path, plan: importer.Plan, occurrences: Counter, have: Presence, granularity: str,
-                   spill_dir: Path | None, split: Stretch | None = None) -> int:
+def plan_in_halves(path: Path, plan: importer.Plan, granularity: str, spill_dir: Path | None,
+                   split: Stretch | None = None) -> int:
     """Plan a generic source into ``plan`` as :func:`importer.make_plan` does; returns its entries read."""
     settings = plan.settings
     titles = generic_titles(path)
@@ -83,7 +81,7 @@ def plan_in_halves(path: Path, plan: importer.Plan, occurrences: Counter, have: 
     split = split or split_point(path, share=PLAN_FIRST_SHARE)
     current: dict[str, list[Entry]] = {}
     if split is None:
-        return _plan_lines(path, Stretch(), titles, plan, occurrences, have, granularity, fallback_at, current)
+        return _plan_lines(path, Stretch(), titles, plan, granularity, fallback_at, current)
     spill = tempfile.TemporaryFile(prefix=".import-", dir=spill_dir)
     pid: int | None = None
     reading, writing = os.pipe()
@@ -94,7 +92,7 @@ def plan_in_halves(path: Path, plan: importer.Plan, occurrences: Counter, have: 
         os.close(writing)
         writing = None
         first = Stretch(0, 1, split.start)
-        read = _plan_lines(path, first, titles, plan, occurrences, have, granularity, fallback_at, current,
+        read = _plan_lines(path, first, titles, plan, granularity, fallback_at, current,
                            keep_open=True)
         with os.fdopen(reading, "rb") as pipe:
             reading = None
@@ -105,9 +103,9 @@ def plan_in_halves(path: Path, plan: importer.Plan, occurrences: Counter, have: 
         if half is not None and half.error is not None:
             raise FormatError(half.error)
         if half is None or half.cannot:
-            return read + _plan_lines(path, split, titles, plan, occurrences, have, granularity, fallback_at,
+            return read + _plan_lines(path, split, titles, plan, granularity, fallback_at,
                                       current)
-        _join(plan, half, spill, current, occurrences, have, granularity, fallback_at)
+        _join(plan, half, spill, current, granularity, fallback_at)
         return read + half.entries
     finally:
         if pid is not None:  # stopped or failed before the half came back
@@ -119,12 +117,12 @@ def plan_in_halves(path: Path, plan: importer.Plan, occurrences: Counter, have: 
         spill.close()
 
 
-def _plan_lines(path: Path, stretch: Stretch, titles: dict[str, str], plan: importer.Plan, occurrences: Counter,
-                have: Presence, granularity: str, fallback_at: float, current: dict[str, list[Entry]],
+def _plan_lines(path: Path, stretch: Stretch, titles: dict[str, str], plan: importer.Plan,
+                granularity: str, fallback_at: float, current: dict[str, list[Entry]],
                 keep_open: bool = False) -> int:
     counted = importer.Counted(read_generic(path, stretch, titles))
     for turn in importer.group(counted, plan.settings, granularity, fallback_at, current, keep_open):
-        importer.take(turn, plan, occurrences, have)
+        plan.add(turn)
     return counted.count
 
 
@@ -160,12 +158,11 @@ def _second_half(path: Path, split: Stretch, titles: dict[str, str], settings, g
         ended = True
 
     counted = importer.Counted(watched(read_generic(path, split, titles)))
-    occurrences: Counter = Counter()
     try:
         for turn in importer.group(counted, settings, granularity, fallback_at):
             if half.cannot:
                 return Half(cannot=True)
-            importer.take(turn, plan, occurrences, Presence())  # counted within the half; skips are the join's
+            plan.add(turn)  # counted within the half (its own plan holds nothing): skips are the join's
             half.closed += not ended
         if half.cannot:
             return Half(cannot=True)
@@ -180,8 +177,8 @@ def _second_half(path: Path, split: Stretch, titles: dict[str, str], settings, g
     return half
 
 
-def _join(plan: importer.Plan, half: Half, spill, current: dict[str, list[Entry]], occurrences: Counter,
-          have: Presence, granularity: str, fallback_at: float) -> None:
+def _join(plan: importer.Plan, half: Half, spill, current: dict[str, list[Entry]], granularity: str,
+          fallback_at: float) -> None:
     """Add the second half's turns to the plan, with the first half's open turns where they close."""
     plan.flush()
     base = plan.append_spill(spill)
@@ -193,32 +190,31 @@ def _join(plan: importer.Plan, half: Half, spill, current: dict[str, list[Entry]
         entries = current.pop(session)
         turn = importer.plan_turn(entries, settings, granularity, fallback_at) if entries else None
         if turn is not None:
-            importer.take(turn, plan, occurrences, have)
+            plan.add(turn)
 
     at = 0
     for (before, _), session in waiting:  # a first-half turn closes just before the half's turn ``before``
         if before < half.closed:
-            _take_half(plan, half, at, before, base, occurrences, have)
+            _take_half(plan, half, at, before, base)
             at = before
             close(session)
-    _take_half(plan, half, at, half.closed, base, occurrences, have)
+    _take_half(plan, half, at, half.closed, base)
     for (before, _), session in waiting:
         if before >= half.closed:
             close(session)
     for session in never:
         close(session)
-    _take_half(plan, half, half.closed, len(half.ats), base, occurrences, have)
+    _take_half(plan, half, half.closed, len(half.ats), base)
     plan.flush()
 
 
-def _take_half(plan: importer.Plan, half: Half, start: int, stop: int, base: int, occurrences: Counter,
-               have: Presence) -> None:
+def _take_half(plan: importer.Plan, half: Half, start: int, stop: int, base: int) -> None:
     """The half's turns ``[start, stop)`` into the plan, counted in the joined order; a run at once."""
     if start >= stop:
         return
     plan.flush()  # a first-half turn closed just before comes first
     keys = half.keys[start:stop]
-    held, counted = have.counts, occurrences
+    held, counted = plan.have.counts, plan.counted
     occurring = []
     for key in keys:  # (``get``: a Counter's missing key costs a Python call, and most keys are new)
         occurrence = counted.get(key, 0)

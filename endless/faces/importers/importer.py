@@ -38,7 +38,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 import orjson
 
 from endless.core import durable, lookback, moments, redact
-from endless.core.identity import Presence, identity, identity_key
+from endless.core.identity import Presence, identity_key, messages_identity
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
@@ -69,8 +69,9 @@ class PlannedTurn:
     title: str
     at: float
     messages: list[Message]
-    base: str  # identity without the occurrence count
     where: str
+    # Set when the turn is spilled (Plan.flush), from its messages as the memory keeps them:
+    base: str = ""  # identity without the occurrence count
     occurrence: int = 0
     key: int = 0  # identity_key(base), set with the occurrence
 
@@ -145,8 +146,7 @@ def _question_and_answer(question: Entry, answer: Entry, settings: Settings, fal
     messages = prepare("user", question.text, asked_at, settings)
     if answer.text.strip():
         messages += prepare("reply", answer.text, fallback_at if answer.at is None else answer.at, settings)
-    return PlannedTurn(question.session, question.title, asked_at, messages,
-                       identity(question.session, "user", question.text), question.where)
+    return PlannedTurn(question.session, question.title, asked_at, messages, question.where)
 
 
 def _plan_any(entries: list[Entry], settings: Settings, granularity: str,
@@ -162,7 +162,6 @@ def _plan_any(entries: list[Entry], settings: Settings, granularity: str,
             i += 1
         head_text = "\n\n".join(texts)
         messages += prepare(first.role, head_text, at(first), settings)
-        base = identity(first.session, first.role, head_text)
     rest = entries[i:]
     last_step = next((k for k in range(len(rest) - 1, -1, -1) if rest[k].role in ("call", "result")), -1)
     steps, replies = rest[:last_step + 1], rest[last_step + 1:]
@@ -173,11 +172,7 @@ def _plan_any(entries: list[Entry], settings: Settings, granularity: str,
         messages += prepare("reply", reply, at(replies[-1]), settings)
     if not messages:
         return None  # nothing but empty words: no turn
-    if first.role not in ("user", "note"):
-        head = messages[0]
-        text = "".join(m.text for m in messages if m.kind == head.kind) if head.kind == "user" else head.text
-        base = identity(first.session, head.kind, text)
-    return PlannedTurn(first.session, first.title, at(first), messages, base, first.where)
+    return PlannedTurn(first.session, first.title, at(first), messages, first.where)
 
 
 def _steps(steps: list[Entry], settings: Settings, granularity: str, title: str, at) -> list[Message]:
@@ -225,6 +220,10 @@ class Plan:
 
     spill: IO[bytes]
     settings: Settings
+    # How many turns began with each identity so far in this plan, and in the memory (turns it holds
+    # are skipped): counted as the turns are spilled, in the order they were taken.
+    counted: Counter = field(default_factory=Counter)
+    have: Presence = field(default_factory=Presence)
     skipped: int = 0
     messages: int = 0
     sources: list[tuple[str, str, int]] = field(default_factory=list)  # (path, format, entries)
@@ -248,10 +247,12 @@ class Plan:
         return len(self.ats)
 
     def add(self, turn: PlannedTurn) -> None:
-        """Keep the turn encoded as the log will hold it (redacted), but for its place.
+        """Keep the turn encoded as the log will hold it (redacted), but for its place, unless the
+        memory holds it already (then it is counted as skipped).
 
         Turns wait in a short queue: their secrets are looked for a queue at a time
-        (:func:`redact.messages_each`), far cheaper than a turn at a time.
+        (:func:`redact.messages_each`), far cheaper than a turn at a time; a turn's
+        identity is counted when it leaves the queue, in the order turns were added.
         """
         self._waiting.append(turn)
         if len(self._waiting) >= SPILL_QUEUE:
@@ -283,10 +284,21 @@ class Plan:
         spilled = self._spilled
         secrets = each.count(None) != len(each)  # (the usual queue holds none)
         longs_here = bool(sizes) and max(sizes) + TAG_GUESS > budget
+        counted, held = self.counted, self.have.counts
         k = 0
         for turn in waiting:
             n = len(turn.messages)
             end = k + n
+            # The turn's identity from its messages as the memory keeps them (secrets redacted), as
+            # the memory counts its turns: a turn imported before, or logged live, is recognised.
+            turn.base = base = messages_identity(turn.session, records[k:end])
+            turn.key = key = identity_key(base)
+            turn.occurrence = occurrence = counted.get(key, 0)  # (get: a Counter's __missing__ is Python)
+            counted[key] = occurrence + 1
+            if held.get(key, 0) > occurrence:
+                self.skipped += 1
+                k = end
+                continue
             if secrets and each[k:end].count(None) != n:
                 self.redacted[len(self.ats)] = dict(sum((c for c in each[k:end] if c is not None), Counter()))
             entry = b"\n".join((record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at, records[k:end]),
@@ -307,8 +319,8 @@ class Plan:
                 self.longs[len(self.ats) - 1] = (len(longs), sum(longs))
                 self.long_messages += len(longs)
                 self.long_bytes += sum(longs)
+            self.messages += n
             k = end
-        self.messages += k
         self.spill.write(b"".join(entries))
         self._spilled = self.spill.tell()
 
@@ -384,35 +396,22 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
     """
     from endless.faces.importers import halves
 
-    plan = Plan(tempfile.TemporaryFile(prefix=".import-", dir=spill_dir), settings)
+    plan = Plan(tempfile.TemporaryFile(prefix=".import-", dir=spill_dir), settings, have=have)
     try:
-        occurrences: Counter = Counter()
         for path, used, entries in sources:
             if used == "generic" and halves.worth_it(path):  # (a module of its own, loaded only for these)
-                read = halves.plan_in_halves(path, plan, occurrences, have, granularity, spill_dir)
+                read = halves.plan_in_halves(path, plan, granularity, spill_dir)
                 plan.sources.append((str(path), used, read))
                 continue
             counted = Counted(entries)
             for turn in group(counted, settings, granularity, path.stat().st_mtime):
-                take(turn, plan, occurrences, have)
+                plan.add(turn)
             plan.sources.append((str(path), used, counted.count))
         plan.flush()
     except BaseException:
         plan.close()
         raise
     return plan
-
-
-def take(turn: PlannedTurn, plan: Plan, occurrences: Counter, have: Presence) -> None:
-    """Count the turn's identity, and plan it unless the memory holds it already."""
-    turn.key = key = identity_key(turn.base)
-    # (``get``: a Counter's missing key costs a Python call, and most keys are new)
-    turn.occurrence = occurrence = occurrences.get(key, 0)
-    occurrences[key] = occurrence + 1
-    if have.counts.get(key, 0) > occurrence:
-        plan.skipped += 1
-    else:
-        plan.add(turn)
 
 
 class Counted:

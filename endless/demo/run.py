@@ -27,7 +27,7 @@ from endless.core.settings import Settings, load_settings
 from endless.demo import conversation
 from endless.demo.replay import Replay, ReplayConfig
 from endless.demo.story import tell
-from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
+from endless.faces.signals import Terminated, exit_code, raise_on_sigterm, wait_for_stop
 
 # The demo model's window (tokens).  The view's ceiling scales with it (48,000 bytes here, 128,000 from a
 # 128k window on), so four days of one project already fold older messages into merged lines.
@@ -142,8 +142,6 @@ def _demo(folder: Path, keep: bool, sock, held: _Held) -> int:
 
 def _serve(folder: Path, memory_id: str, sock, out) -> int:
     """Serve the History page on the demo memory until Ctrl-C."""
-    import threading
-
     from endless.faces.rpc.serve import start_in_thread
 
     settings = load_settings(environ={"ENDLESS_HOME": str(folder)})
@@ -152,7 +150,7 @@ def _serve(folder: Path, memory_id: str, sock, out) -> int:
     out.print("Serving it until Ctrl-C.")
     sys.stdout.flush()
     try:
-        threading.Event().wait()
+        wait_for_stop()
     finally:
         served.stop()
     return 0

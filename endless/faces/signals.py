@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import sys
 import threading
@@ -35,6 +36,30 @@ def raise_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise_terminated)
 
 
+def wait_for_stop() -> None:
+    """Block the main thread until Ctrl-C or SIGTERM raises there (``KeyboardInterrupt``, :class:`Terminated`).
+
+    The kernel hands a signal sent to the process to any of its threads.
+    Python runs the handler in the main thread only, and a main thread asleep
+    on a lock or in ``sleep`` does not wake for a signal another thread took:
+    ``endless demo`` once ignored a SIGTERM for good that way.  Python's own C
+    handler, in whichever thread caught the signal, writes its number to the
+    wakeup fd, so the main thread sleeps on that pipe and runs the handler at
+    once.  Call it from the main thread, after the handlers are set.
+    """
+    reader, writer = os.pipe()
+    os.set_blocking(writer, False)  # the C handler must never block on a full pipe
+    previous = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+    try:
+        while True:
+            select.select([reader], [], [])
+            os.read(reader, 512)  # the handler runs before the next line does
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(reader)
+        os.close(writer)
+
+
 def end_at_once_on_stop() -> None:
     """From now on, Ctrl-C and SIGTERM end the process at once with 130 or 143 (main thread only).
 
@@ -42,16 +67,29 @@ def end_at_once_on_stop() -> None:
     worker thread (``endless mcp`` on stdio): unwinding would wait for that
     read, which ends only when the client closes the stream, so a stop
     raised into the loop could hang.  Nothing of such a process needs
-    finishing: it holds no lock and writes no file.
+    finishing: it holds no lock and writes no file.  The main thread may be
+    asleep in its event loop's poll when another thread catches the signal
+    (see :func:`wait_for_stop`), so a thread of its own reads the signal's
+    number from the wakeup fd and ends the process from there.
     """
-    def end(signum: int, frame: Any) -> None:
+    def end(signum: int) -> None:
         try:
             sys.stderr.flush()
         finally:
             os._exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
 
-    signal.signal(signal.SIGTERM, end)
-    signal.signal(signal.SIGINT, end)
+    def watch(reader: int) -> None:
+        while True:
+            for signum in os.read(reader, 512):  # one byte a signal: its number
+                if signum in (signal.SIGTERM, signal.SIGINT):
+                    end(signum)
+
+    signal.signal(signal.SIGTERM, lambda signum, frame: end(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: end(signum))
+    reader, writer = os.pipe()
+    os.set_blocking(writer, False)  # the C handler must never block on a full pipe
+    signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+    threading.Thread(target=watch, args=(reader,), name="endless-stop", daemon=True).start()
 
 
 def quiet_worker() -> None:

@@ -9,6 +9,7 @@ search workers, multiprocessing's resource tracker).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -145,6 +146,43 @@ def test_demo_stops_while_replaying(place, how, code):
     proc, err = start(place, "demo", "--no-serve", "--dir", str(root / "demo"), ready="The demo memory lives in")
     stop(proc, err, how, code)
     assert "endless demo: stopped" in err.read_text()
+
+
+def other_threads(pid: int) -> list[int]:
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+    except OSError:
+        return []
+
+
+def signal_a_thread(pid: int, tid: int, signum: int) -> None:
+    """What the kernel may do with a signal sent to a process: hand it to one of its other threads."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "tgkill"):
+        pytest.skip("this C library has no tgkill")
+    assert libc.tgkill(pid, tid, signum) == 0, os.strerror(ctypes.get_errno())
+
+
+SERVING = {"serve": (("serve", "--port", "0"), "Ctrl-C stops"),
+           "demo": (("demo", "--port", "0", "--dir", "{root}/demo"), "Serving it until Ctrl-C"),
+           "chat": (("chat", "--base-url", "http://127.0.0.1:1/v1", "--model", "sim"), "ends the chat"),
+           "mcp": (("mcp",), "read-only over stdio")}
+
+
+@pytest.mark.parametrize("command", sorted(SERVING))
+@pytest.mark.parametrize("how,signum,code", [("ctrl-c", signal.SIGINT, 130), ("sigterm", signal.SIGTERM, 143)])
+def test_a_stop_caught_by_another_thread_still_stops(place, command, how, signum, code):
+    """Python runs signal handlers in the main thread only; a main thread asleep on a lock never woke
+    for a SIGTERM another thread caught (``endless demo`` served on for good, once in CI)."""
+    root, _, _ = place
+    argv, ready = SERVING[command]
+    proc, err = start(place, *(a.format(root=root) for a in argv), ready=ready, stdin=True)
+    wait_for(lambda: other_threads(proc.pid), f"{command} to start a thread")
+    children = descendants(proc.pid)
+    signal_a_thread(proc.pid, other_threads(proc.pid)[0], signum)
+    assert proc.wait(BOUND) == code, err.read_text()
+    wait_for(lambda: not any(alive(c) for c in children), "the child processes to end")
+    assert "Traceback" not in err.read_text(errors="replace"), err.read_text()
 
 
 def cmdline(pid: int) -> str:

@@ -8,16 +8,18 @@ the core's own business.
 
 from __future__ import annotations
 
-import asyncio
 import weakref
 from pathlib import Path
-from typing import Callable, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, Protocol, TypeVar
 
 from endless.core.locks import ChangeLock
 from endless.core.messages import Stored
 from endless.core.settings import Settings
 from endless.core.tiling import Part
 from endless.core.views import ViewKeeper
+
+if TYPE_CHECKING:  # an annotation only: the commands that price a catch-up never start an event loop
+    import asyncio
 
 
 class WriterMemory(Protocol):

@@ -37,7 +37,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 
 import orjson
 
-from endless.core import durable, lookback, moments, redact
+from endless.core import durable, moments, redact
 from endless.core.identity import Presence, identity_key, messages_identity
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
@@ -192,7 +192,9 @@ def _steps(steps: list[Entry], settings: Settings, granularity: str, title: str,
                 args = orjson.loads(e.args or "{}")
             except orjson.JSONDecodeError:
                 args = None
-            words = lookback.lookback_words(e.name or "", args, title)
+            from endless.core.lookback import lookback_words  # the search modules, for sources with tool calls only
+
+            words = lookback_words(e.name or "", args, title)
             own_tool = words is not None
             trace.add("did", f"{e.name} {e.args}", words)
         elif e.role == "result":

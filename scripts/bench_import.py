@@ -6,7 +6,10 @@ time, the rate, the peak resident memory of the import process (from
 ``wait4``), and the rate relative to the same run's smallest size (1.00 is
 linear).  With ``--compare PYTHON`` the same imports run a second time with
 another Python that has another version of Endless installed (e.g. a venv
-with the last release), side by side in the same run.
+with the last release), side by side in the same run.  Each Python first
+compiles its Endless to bytecode, so every run loads compiled modules as an
+installed package does (an editable checkout under ``PYTHONDONTWRITEBYTECODE``
+would otherwise compile its changed modules in every timed run).
 
 Usage: python scripts/bench_import.py [--sizes 10000,100000,1000000] [--compare PYTHON]
 """
@@ -36,6 +39,17 @@ def source(path: Path, size: int) -> None:
                                        "at": 1_700_000_000 + 10 * i}) + b"\n")
 
 
+COMPILE = ("import compileall, sys, endless, endless.writer, endless.prompts\n"
+           "sys.exit(not all(compileall.compile_dir(d, quiet=1) for m in (endless, endless.writer, endless.prompts)"
+           " for d in m.__path__))")
+
+
+def compile_endless(python: Path | None) -> None:
+    """Bytecode for every module of that Python's Endless (an editable install has none of its own)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([str(python or sys.executable), "-c", COMPILE], env=env, check=True, cwd="/")  # (not a checkout)
+
+
 def run_import(path: Path, root: Path, python: Path | None) -> dict:
     env = {**os.environ, "ENDLESS_HOME": str(root / "home"), "XDG_CONFIG_HOME": str(root / "xdg")}
     env.pop("ENDLESS_WRITER_ROUTE", None)
@@ -63,6 +77,8 @@ def main() -> None:
     runs = [("this", None)] + ([("compare", args.compare)] if args.compare else [])
     results: dict[tuple[str, int], dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        for name, checkout in runs:
+            compile_endless(checkout)
         for size in sizes:
             path = Path(tmp) / f"short{size}.jsonl"
             source(path, size)

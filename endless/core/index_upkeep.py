@@ -22,7 +22,7 @@ import orjson
 
 from endless.core import durable
 from endless.core.search_index import IndexBusy, SearchIndex, Watermark
-from endless.core.settings import INDEX_BATCH_MESSAGES
+from endless.core.settings import INDEX_BATCH_MESSAGES, INDEX_PARSE_GROUP
 
 if TYPE_CHECKING:
     from endless.core.log import TurnInfo
@@ -31,7 +31,11 @@ if TYPE_CHECKING:
 
 
 def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[tuple[int, int, dict]]:
-    """``(turn, byte end, record)`` of the log's lines in ``[start, stop)``; damaged lines are skipped."""
+    """``(turn, byte end, record)`` of the log's lines in ``[start, stop)``; damaged lines are skipped.
+
+    A record is a JSON object with an integer ``id`` and a list ``m``; its
+    messages are checked as they are indexed.
+    """
     try:
         fd = durable.open_fd(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -46,12 +50,20 @@ def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[t
             if cut == 0:  # one record longer than the window: read it whole
                 nl = _find_newline(fd, pos + len(data), stop)
                 data, cut = os.pread(fd, nl + 1 - pos, pos), nl + 1 - pos
-            for line in data[:cut].split(b"\n")[:-1]:
-                pos += len(line) + 1
-                record = _turn_record(line)
-                if record is not None:
-                    yield turn, pos, record
-                turn += 1
+            lines = data[:cut].split(b"\n")
+            lines.pop()
+            for at in range(0, len(lines), INDEX_PARSE_GROUP):  # parsed a group at a time, as far as the reader goes
+                group = lines[at:at + INDEX_PARSE_GROUP]
+                try:
+                    records = list(map(orjson.loads, group))
+                except orjson.JSONDecodeError:  # a damaged line among them: each alone
+                    records = list(map(_loaded, group))
+                for line, record in zip(group, records):
+                    pos += len(line) + 1
+                    if (type(record) is dict and isinstance(record.get("id"), int)
+                            and type(record.get("m")) is list):
+                        yield turn, pos, record
+                    turn += 1
     finally:
         os.close(fd)
 
@@ -66,15 +78,12 @@ def _find_newline(fd: int, pos: int, stop: int) -> int:
     return stop - 1
 
 
-def _turn_record(line: bytes) -> dict | None:
-    """The record, if it is one; its messages are checked as they are indexed."""
+def _loaded(line: bytes) -> object:
+    """The line's value, or None for a line that is not JSON (a record is checked where it is read)."""
     try:
-        record = orjson.loads(line)
+        return orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if isinstance(record, dict) and isinstance(record.get("id"), int) and isinstance(record.get("m"), list):
-        return record
-    return None
 
 
 def batches(items: Iterable[tuple[int, int, dict]]) -> Iterator[list[tuple[int, int, dict]]]:

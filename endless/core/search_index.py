@@ -195,8 +195,11 @@ class SearchIndex:
         rows: list[tuple[int, str]] = []
         infos: list[tuple[int, float | None, int, int]] = []
         codes = _KIND_CODE
+        named, chat = None, 0
         for _, _, record in records:
-            chat = self._chat(str(record.get("s", "")), str(record.get("t", "")))
+            names = (record.get("s", ""), record.get("t", ""))
+            if names != named:  # a turn's chat is most often the one before it
+                named, chat = names, self._chat(str(names[0]), str(names[1]))
             mid = record["id"]
             for message in record["m"]:
                 try:
@@ -204,7 +207,7 @@ class SearchIndex:
                     kind = codes.get(message["k"], -1)
                 except (KeyError, TypeError, AttributeError):
                     text = None  # not a message record (a damaged line the log also skips)
-                if isinstance(text, str):
+                if type(text) is str:
                     rows.append((mid, text))
                     infos.append((mid, at if type(at) in (int, float) else None, kind, chat))
                 mid += 1

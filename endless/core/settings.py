@@ -37,6 +37,7 @@ LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-
 # processes' commits wait at most one batch), how long a writer waits for another's transaction,
 # and how many SQLite steps pass between two looks at a query's deadline.
 INDEX_BATCH_MESSAGES = 20_000
+INDEX_PARSE_GROUP = 512  # log lines parsed with one map; a reader that stops early parsed at most this many more
 INDEX_BUSY_SECONDS = 5.0
 INDEX_PROGRESS_STEPS = 2_000
 IMPORT_FOLLOWER_FROM = 20_000  # messages: an import this long leaves its search index to a helper process

@@ -14,13 +14,15 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import example, given, settings as hsettings, strategies as st
 
 from endless.core import lookback, search, search_index
 from endless.core.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.messages import Message
-from endless.core.settings import Settings
+from endless.core.settings import INDEX_PARSE_GROUP, Settings
 
 BASE = 1_764_000_000.0  # 2025-11-24 16:00 UTC; each test's messages are BASE + seconds
 DAY = 86_400.0
@@ -437,3 +439,38 @@ def test_only_a_stretch_named_free_is_stepped_over_unread(tmp_path, named):
     assert len(rows) == (0 if named == "the written line" else 1)
     index.close()
     memory.close()
+
+
+# -- reading the log a group of lines at a time ---------------------------------------------------------
+
+
+_LOG_LINES = st.one_of(
+    st.builds(lambda i, n: orjson.dumps({"id": i, "tid": "t", "m": [{"k": "user", "x": f"m{j}"} for j in range(n)]}),
+              st.integers(0, 10**6), st.integers(0, 3)),
+    st.sampled_from([b'{"id": 1, "m": [', b"not json", b"[1, 2]", b'{"id": "7", "m": []}', b'{"id": 3}',
+                     b'{"id": true, "m": []}', b"", b'"text"', b'{"id": 4, "m": {}}']),
+)
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(lines=st.lists(_LOG_LINES, max_size=40), repeat=st.integers(1, 40), start_line=st.integers(0, 5))
+@example(lines=[orjson.dumps({"id": 0, "m": []}), b"not json"], repeat=INDEX_PARSE_GROUP, start_line=0)
+def test_turns_read_a_group_at_a_time_are_the_lines_read_alone(tmp_path_factory, lines, repeat, start_line):
+    """Records are parsed a group of lines at a time; a damaged line in a group is skipped alone, every
+    other line of the group is read, and each record keeps its turn number and the byte where it ends."""
+    from endless.core.index_upkeep import read_turns
+
+    every = (lines * repeat)[:3 * INDEX_PARSE_GROUP]
+    path = tmp_path_factory.mktemp("log") / "turns.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in every))
+    start = sum(len(line) + 1 for line in every[:start_line])
+    expected, pos = [], start
+    for turn, line in enumerate(every[start_line:], start=start_line):
+        pos += len(line) + 1
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("id"), int) and isinstance(record.get("m"), list):
+            expected.append((turn, pos, record))
+    assert list(read_turns(path, start, path.stat().st_size, start_line)) == expected

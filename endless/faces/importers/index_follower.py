@@ -130,9 +130,16 @@ def _follow(folder: Path, granularity: str) -> int:
             loaded = True
         return stored_size(level, ix)
 
+    read_to = (-1, -1)
     try:
         while True:
-            last = ended.wait(FOLLOWER_POLL_SECONDS)
+            ends = (_complete_end(log_path), _complete_end(tree.path))
+            # Files that grew since the last pass are read again at once: the import commits faster than
+            # the index keeps up, and a pause here would leave the helper's core idle.
+            last = ended.wait(0 if ends != read_to else FOLLOWER_POLL_SECONDS)
+            if last or ends == read_to:
+                ends = (_complete_end(log_path), _complete_end(tree.path))
+            read_to = ends
             loaded = False
             inode = durable.inode(tree.path)
 
@@ -140,8 +147,7 @@ def _follow(folder: Path, granularity: str) -> int:
                 stretch = free.get(offset)
                 return stretch.end if stretch is not None and stretch.inode == inode else None
 
-            sources = index_upkeep.Sources(log_path, _complete_end(log_path), tree.path, _complete_end(tree.path),
-                                           size_of, free_until)
+            sources = index_upkeep.Sources(log_path, ends[0], tree.path, ends[1], size_of, free_until)
             index_upkeep.catch_up(index, sources, math.inf)
             if last:
                 return 0

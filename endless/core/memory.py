@@ -514,20 +514,12 @@ def _store_free_encoded(memory: Memory, first: int, turns: Sequence[EncodedTurn]
     found = free_encoded(memory.tree, memory.settings, memory.agent_name, first, turns, memory.total)
     for message_id, size in found.long_sources.items():
         memory.views.note_source_size(message_id, size)
-    if found.lines:
-        # No fsync of its own: free lines are derived from the log (fsynced just before), and a
-        # lost one is only a line the writer writes again.
-        stored = memory.tree.add(found.lines, found.parts, None, False)
-        if stored == found.parts:
-            _tell_sized(memory, found.parts, found.view_sizes)
-            _tell_free_stretch(memory)
-        else:  # read back past a torn tail: lines found there may have free parents of their own
-            sized = dict(zip(found.parts, found.view_sizes))
-            mine = [p for p in stored if p in sized]
-            _tell_sized(memory, mine, [sized[p] for p in mine])
-            memory._after_built([p for p in stored if p not in sized], False)
-    memory.tree.free_upto = memory.total
-    memory.tree.write_index(force=True)
+
+    def tell(parts: list[Part], picks: list[int] | None) -> None:
+        sizes = found.view_sizes
+        _tell_sized(memory, parts, sizes if picks is None else [sizes[k] for k in picks])
+
+    _store_free(memory, found.lines, found.parts, None, tell)
 
 
 def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
@@ -535,20 +527,39 @@ def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
     found = free_leaves(memory.tree, memory.log, memory.settings, memory.agent_name, memory.total, in_hand)
     for message_id, size in found.long_sources.items():
         memory.views.note_source_size(message_id, size)
-    if found.lines:
-        # Every level's free parents found at once and stored in one append.  No fsync of
-        # its own: free lines are derived from the log (fsynced just before), and a lost
-        # one is only a line the writer writes again.
+    lines, parts, texts, sizes = found.lines, found.parts, found.texts, found.sizes
+    if lines:  # every level's free parents found at once, stored in the same append
         above = free_above(memory.tree, found, memory.total, memory.settings.line_budget)
-        parts, texts = found.parts + above.parts, found.texts + above.texts
-        stored = memory.tree.add(found.lines + above.lines, parts, texts, False)
+        lines, parts, texts, sizes = lines + above.lines, parts + above.parts, texts + above.texts, sizes + above.sizes
+
+    def tell(parts: list[Part], picks: list[int] | None) -> None:
+        if picks is None:
+            _tell_built(memory, parts, texts, sizes)
+        else:
+            _tell_built(memory, parts, [texts[k] for k in picks], [sizes[k] for k in picks])
+
+    _store_free(memory, lines, parts, texts, tell)
+
+
+def _store_free(memory: Memory, lines: list[bytes], parts: list[Part], texts: list[str] | None,
+                tell: Callable[[list[Part], list[int] | None], None]) -> None:
+    """Append a commit's free lines to the tree and tell of them, then mark every message checked.
+
+    ``tell(parts, picks)`` tells of the stored parts (``picks``: their places
+    in ``parts``; None: all of them).  No fsync of its own: free lines are
+    derived from the log (fsynced just before), and a lost one is only a line
+    the writer writes again.
+    """
+    if lines:
+        stored = memory.tree.add(lines, parts, texts, False)
         if stored == parts:
-            _tell_built(memory, parts, texts, found.sizes + above.sizes)
+            tell(parts, None)
             _tell_free_stretch(memory)
         else:  # read back past a torn tail: lines found there may have free parents of their own
-            held = dict(zip(parts, texts))
-            _tell_built(memory, [p for p in stored if p in held], [held[p] for p in stored if p in held])
-            memory._after_built([p for p in stored if p not in held], False)
+            place = {part: k for k, part in enumerate(parts)}
+            mine = [p for p in stored if p in place]
+            tell(mine, [place[p] for p in mine])
+            memory._after_built([p for p in stored if p not in place], False)
     memory.tree.free_upto = memory.total
     memory.tree.write_index(force=True)
 

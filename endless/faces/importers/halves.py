@@ -31,7 +31,7 @@ import tempfile
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from endless.core.settings import PLAN_FIRST_SHARE, PLAN_HALVES_FROM
 from endless.faces.importers import importer
@@ -214,19 +214,13 @@ def _take_half(plan: importer.Plan, half: Half, start: int, stop: int, base: int
         return
     plan.flush()  # a first-half turn closed just before comes first
     keys = half.keys[start:stop]
-    held, counted = plan.have.counts, plan.counted
-    occurring = []
-    for key in keys:  # (``get``: a Counter's missing key costs a Python call, and most keys are new)
-        occurrence = counted.get(key, 0)
-        counted[key] = occurrence + 1
-        occurring.append(occurrence)
+    occurring, new = plan.count(keys)
     k = len(plan.ats)
-    if held and any(held.get(key, 0) > occurrence for key, occurrence in zip(keys, occurring)):
-        taken = [j for j, (key, occurrence) in enumerate(zip(keys, occurring), start)
-                 if held.get(key, 0) <= occurrence]  # the rest are in the memory already
+    if new is None:
+        taken: Sequence[int] = range(start, stop)
+    else:  # the rest are in the memory already
+        taken = [j for j, fresh in enumerate(new, start) if fresh]
         plan.skipped += (stop - start) - len(taken)
-    else:
-        taken = range(start, stop)
     if len(taken) == stop - start:  # the usual run: the arrays at once
         plan.ats.extend(half.ats[start:stop])
         plan.offsets.extend(map(base.__add__, half.offsets[start:stop]))

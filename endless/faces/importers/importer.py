@@ -33,7 +33,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -46,6 +46,7 @@ from endless.core.memory import Memory, MemoryUseError
 from endless.core.log import record_tail, with_tid
 from endless.core.turns import COMPLETED, EncodedTurn, TurnRecord
 from endless.core.messages import KINDS, Message, TraceBuilder, prepare
+from endless.core.render import utf8_size
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
 from endless.core.words import agree, count
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
@@ -278,26 +279,28 @@ class Plan:
         # kind, its writer source's bytes, and that source escaped when it may be a free line.
         # Made for the whole queue at once: an import plans a million messages.
         sources = [m.text if m.writer_text is None else m.writer_text for m in kept]
-        sizes = [len(x) if x.isascii() else len(x.encode("utf-8")) for x in sources]
+        sizes = list(map(utf8_size, sources))
         escaped = [dumps(x)[1:-1] if size <= budget else b"" for x, size in zip(sources, sizes)]
-        records = [{"k": m.kind, "x": m.text, "at": m.at} if m.writer_text is None else m.to_record() for m in kept]
+        records = [m.to_record() for m in kept]
         codes = [KIND_CODES[m.kind] for m in kept]
         entries: list[bytes] = []
         spilled = self._spilled
         secrets = each.count(None) != len(each)  # (the usual queue holds none)
         longs_here = bool(sizes) and max(sizes) + TAG_GUESS > budget
-        counted, held = self.counted, self.have.counts
         k = 0
         for turn in waiting:
-            n = len(turn.messages)
-            end = k + n
             # The turn's identity from its messages as the memory keeps them (secrets redacted), as
             # the memory counts its turns: a turn imported before, or logged live, is recognised.
-            turn.base = base = messages_identity(turn.session, records[k:end])
-            turn.key = key = identity_key(base)
-            turn.occurrence = occurrence = counted.get(key, 0)  # (get: a Counter's __missing__ is Python)
-            counted[key] = occurrence + 1
-            if held.get(key, 0) > occurrence:
+            turn.base = messages_identity(turn.session, records[k:k + len(turn.messages)])
+            turn.key = identity_key(turn.base)
+            k += len(turn.messages)
+        occurring, new = self.count([turn.key for turn in waiting])
+        k = 0
+        for number, turn in enumerate(waiting):
+            n = len(turn.messages)
+            end = k + n
+            turn.occurrence = occurring[number]
+            if new is not None and not new[number]:
                 self.skipped += 1
                 k = end
                 continue
@@ -325,6 +328,19 @@ class Plan:
             k = end
         self.spill.write(b"".join(entries))
         self._spilled = self.spill.tell()
+
+    def count(self, keys: Sequence[int]) -> tuple[list[int], list[bool] | None]:
+        """Count turns' identities in the order they are planned: each one's occurrence of its
+        identity so far, and whether it is new to the memory (None: every one is)."""
+        counted, held = self.counted, self.have.counts
+        occurring = []
+        for key in keys:  # (``get``: a Counter's missing key costs a Python call, and most keys are new)
+            occurrence = counted.get(key, 0)
+            counted[key] = occurrence + 1
+            occurring.append(occurrence)
+        if not held or not any(held.get(key, 0) > occurrence for key, occurrence in zip(keys, occurring)):
+            return occurring, None
+        return occurring, [held.get(key, 0) <= occurrence for key, occurrence in zip(keys, occurring)]
 
     def in_order(self) -> Iterator[TurnRecord]:
         """The new turns, oldest first (as they will be logged)."""

@@ -33,9 +33,9 @@ from typing import Callable, Iterator
 import httpx
 import orjson
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory, memories_dir
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 
 NOBODY = 65534

@@ -29,12 +29,12 @@ from typing import Callable
 
 import orjson
 
-from endless.core.keys import workspace_key
-from endless.core.locks import ChangeLock
+from endless.core.store.keys import workspace_key
+from endless.core.store.locks import ChangeLock
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
-from endless.core.turns import TurnRecord
+from endless.core.store.turns import TurnRecord
 
 SMALL = {"line_budget": 96, "view_ceiling": 2500, "view_floor": 1250, "view_shrink_slack": 600,
          "writer_view_ceiling": 1000, "writer_view_floor": 500}
@@ -210,7 +210,7 @@ def shortened(place: Place, turns: int, how: str) -> tuple[str, bool]:
 
 
 def shortened_search(place: Place, turns: int) -> tuple[str, bool]:
-    from endless.core.search import corpus_of, search
+    from endless.core.search.finder import corpus_of, search
 
     fill(place, turns, write=False)
     with place.open() as memory:

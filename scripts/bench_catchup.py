@@ -25,10 +25,10 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.turns import TurnRecord
-from endless.core.messages import Message
+from endless.core.store.turns import TurnRecord
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from endless.writer.queue import ready_work
 

@@ -51,10 +51,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from endless.core.keys import Key  # noqa: E402
-from endless.core.messages import Message, render  # noqa: E402
+from endless.core.store.keys import Key  # noqa: E402
+from endless.core.store.messages import Message, render  # noqa: E402
 from endless.core.settings import Settings  # noqa: E402
-from endless.core.turns import TurnRecord  # noqa: E402
+from endless.core.store.turns import TurnRecord  # noqa: E402
 
 KEY = Key("bench", "/bench/engine-workspace")
 HIT_WORD = "qz7hitmark"  # in exactly one old message

@@ -24,11 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
-from endless.core.turns import TurnRecord
+from endless.core.store.turns import TurnRecord
 from endless.llm import tokens
 from endless.turn.head import build_request, system_prompt, turn_tools
 from endless.writer.pace import lines_left

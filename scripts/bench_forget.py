@@ -44,7 +44,8 @@ def _written_bytes() -> int:
 
 
 def child(root: Path, which: int, at: float) -> dict:
-    from endless.core import forget, search
+    from endless.core.privacy import forget
+    from endless.core.search import finder as search
     from endless.core.memory import Memory
 
     settings = engine.bench_settings(root)

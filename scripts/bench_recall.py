@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recall_corpus import conversation  # noqa: E402
 
-from endless.core import index_upkeep, recall, search  # noqa: E402
-from endless.core.keys import workspace_key  # noqa: E402
+from endless.core.search import upkeep as index_upkeep, scan as recall, finder as search  # noqa: E402
+from endless.core.store.keys import workspace_key  # noqa: E402
 from endless.core.memory import Memory  # noqa: E402
-from endless.core.messages import Message  # noqa: E402
+from endless.core.store.messages import Message  # noqa: E402
 from endless.core.settings import Settings  # noqa: E402
-from endless.core.turns import TurnRecord  # noqa: E402
+from endless.core.store.turns import TurnRecord  # noqa: E402
 
 BATCH = 5_000
 

@@ -6,8 +6,8 @@ project's own source files cut to 30,000 characters, one with a key planted.
 Prints the median and p99 per message in microseconds, and how many were
 changed (the planted keys are the only expected changes).
 
-With ``--compare FILE`` (another version's ``endless/core/redact.py``, e.g.
-from ``git show REV:endless/core/redact.py``) both run in this process, on the
+With ``--compare FILE`` (another version's ``endless/core/privacy/redact.py``, e.g.
+from ``git show REV:endless/core/privacy/redact.py``) both run in this process, on the
 same messages, round by round, and the table puts them side by side.
 
 Usage: python scripts/bench_redact.py [--compare FILE]
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recall_corpus import conversation  # noqa: E402
 
-from endless.core import redact  # noqa: E402
+from endless.core.privacy import redact  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

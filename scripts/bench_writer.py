@@ -24,9 +24,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from endless.core.keys import workspace_key  # noqa: E402
+from endless.core.store.keys import workspace_key  # noqa: E402
 from endless.core.memory import Memory  # noqa: E402
-from endless.core.messages import Message  # noqa: E402
+from endless.core.store.messages import Message  # noqa: E402
 from endless.core.settings import Settings  # noqa: E402
 from endless.sim.cache import make_cache  # noqa: E402
 from endless.sim.clock import SimClock, run  # noqa: E402

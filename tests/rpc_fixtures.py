@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from endless.core.keys import Key, workspace_key
+from endless.core.store.keys import Key, workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from endless.writer.offline import offline_leaf, offline_merge
 from endless.writer.queue import ready_work

@@ -144,6 +144,185 @@ def test_core_and_writer_modules_stay_small() -> None:
     assert cls.end_lineno - cls.lineno + 1 < 400, cls.end_lineno - cls.lineno + 1
 
 
+# -- floors inside the core (DESIGN §1): ground, store, view, search, privacy, then Memory on top ----------
+
+CORE = "endless.core"
+GROUND = {"settings", "errors", "diagnostics", "words", "moments"}  # modules of endless/core/ every floor uses
+FLOORS = ["store", "view", "search", "privacy"]  # sub-packages, lowest first; the rest of endless/core/ is the top
+# private names of other people's code that our faces must touch (the host's internals are read in one place)
+FOREIGN_PRIVATE = {"os._exit", "sys._getframe", "argparse._SubParsersAction", "parser._actions"}
+HOST_INTERNALS = "endless/faces/hermes/internals.py"  # the one module that reads Hermes's own private state
+
+
+def _floor_rank(module: str) -> int:
+    """0 for the ground, 1.. for the floors, len(FLOORS) + 1 for the top."""
+    parts = module.split(".")
+    if len(parts) >= 3 and parts[2] in FLOORS:
+        return FLOORS.index(parts[2]) + 1
+    if len(parts) == 3 and parts[2] in GROUND:
+        return 0
+    return len(FLOORS) + 1
+
+
+def _surface(floor: str) -> dict[str, str]:
+    """The floor's public names and the module holding each (its ``__init__``'s ``_WHERE``)."""
+    tree = ast.parse((REPO / "endless" / "core" / floor / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_WHERE" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"endless/core/{floor}/__init__.py names no _WHERE")
+
+
+def _core_edges() -> dict[str, set[str]]:
+    """Every core module and the core modules it imports (a floor's own name resolved to its module)."""
+    modules = _modules()
+    surfaces = {f: _surface(f) for f in FLOORS}
+    edges: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        if not module.startswith(CORE + ".") or path.name == "__init__.py":
+            continue
+        out = edges.setdefault(module, set())
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(CORE):
+                continue
+            floor = node.module.split(".")[2] if node.module.count(".") == 2 else None
+            for alias in node.names:
+                if floor in surfaces and alias.name in surfaces[floor]:
+                    out.add(f"{CORE}.{floor}.{surfaces[floor][alias.name]}")
+                elif f"{node.module}.{alias.name}" in modules:
+                    out.add(f"{node.module}.{alias.name}")
+                elif node.module in modules and not node.module.endswith(tuple(FLOORS)):
+                    out.add(node.module)
+        out.discard(module)
+    return edges
+
+
+def test_the_floors_of_the_core_import_down() -> None:
+    """A core module imports its own floor and the floors below it, never one above (type-only imports too)."""
+    problems = []
+    for module, targets in sorted(_core_edges().items()):
+        for target in sorted(targets):
+            if _floor_rank(target) > _floor_rank(module):
+                problems.append(f"{module} imports {target}, a floor above it")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_core_has_no_import_cycle() -> None:
+    edges = _core_edges()
+    seen: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def walk(module: str) -> None:  # depth first; a module met again while on the stack closes a cycle
+        seen[module] = 1
+        stack.append(module)
+        for target in sorted(edges.get(module, ())):
+            if seen.get(target) == 1:
+                cycles.append(stack[stack.index(target):] + [target])
+            elif target not in seen:
+                walk(target)
+        stack.pop()
+        seen[module] = 2
+
+    for module in sorted(edges):
+        if module not in seen:
+            walk(module)
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_outside_a_floor_only_its_public_names_are_used() -> None:
+    """Other floors and layers import a floor's package and the names its ``__init__`` lists, nothing deeper."""
+    surfaces = {f: _surface(f) for f in FLOORS}
+    problems = []
+    for module, path in sorted(_modules().items()):
+        here = module.split(".")[2] if module.startswith(CORE + ".") and module.count(".") >= 2 else None
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(CORE + "."):
+                parts = node.module.split(".")
+                floor = parts[2]
+                if floor not in FLOORS or floor == here:
+                    continue
+                where = f"{path.relative_to(REPO)}:{node.lineno}"
+                if len(parts) > 3:
+                    problems.append(f"{where}: imports {node.module}; use `from {CORE}.{floor} import ...`")
+                for alias in node.names:
+                    if alias.name not in surfaces[floor]:
+                        problems.append(f"{where}: {alias.name} is not a public name of {CORE}.{floor}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith(CORE + ".") and alias.name.split(".")[2] in FLOORS:
+                        problems.append(f"{path.relative_to(REPO)}:{node.lineno}: import {alias.name}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_surfaces_name_what_exists() -> None:
+    """Every public name of a floor loads (a stale ``_WHERE`` entry would fail only when first used)."""
+    import importlib
+
+    for floor in FLOORS:
+        package = importlib.import_module(f"{CORE}.{floor}")
+        for name in _surface(floor):
+            assert getattr(package, name) is not None, f"{CORE}.{floor}.{name}"
+
+
+def test_private_names_stay_in_their_file() -> None:
+    """A name starting with ``_`` is used only in the file that defines it: not imported, not reached into."""
+    problems = []
+    for module, path in sorted(_modules().items()):
+        rel = path.relative_to(REPO).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        own |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("endless"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        problems.append(f"{rel}:{node.lineno}: imports {alias.name} from {node.module}")
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls") or node.attr in own:
+                    continue
+                text = ast.unparse(node)
+                if text in FOREIGN_PRIVATE or (rel == HOST_INTERNALS and isinstance(node.value, ast.Name)):
+                    continue
+                problems.append(f"{rel}:{node.lineno}: {text}")
+    assert not problems, "\n".join(problems)
+
+
+# -- faces: each its own, sharing one kit --------------------------------------------------------------
+
+FACES = "endless.faces"
+KIT = "kit"  # endless/faces/kit: what several faces share (choosing a memory, errors in words, answers, signals)
+# A face that runs another inside its own process: the Hermes plugin serves the History page (DESIGN §6).
+EMBEDS = {("hermes", "rpc")}
+
+
+def _face_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["endless", "faces"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def test_faces_do_not_import_each_other() -> None:
+    """A face imports its own modules, the kit and the layers below; never another face (the kit no face)."""
+    modules = _modules()
+    problems = []
+    for module, path in sorted(modules.items()):
+        face = _face_of(module)
+        if face is None:
+            continue
+        for target, line in _imports(module, path, set(modules)):
+            other = _face_of(target)
+            if target == FACES:
+                continue
+            if other is None or other == face or (other == KIT and face != KIT) or (face, other) in EMBEDS:
+                continue
+            problems.append(f"{path.relative_to(REPO)}:{line}: the {face} face imports {target}")
+    assert not problems, "\n".join(problems)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")

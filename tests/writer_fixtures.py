@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from endless.sim.cache import make_cache
 from endless.sim.simulator import Route as SimRoute, Simulator

@@ -12,11 +12,11 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generic, Protocol, TypeVar
 
-from endless.core.locks import ChangeLock
-from endless.core.messages import Stored
+from endless.core.store import ChangeLock
+from endless.core.store import Stored
 from endless.core.settings import Settings
-from endless.core.tiling import Part
-from endless.core.views import ViewKeeper
+from endless.core.view import Part
+from endless.core.view import ViewKeeper
 
 if TYPE_CHECKING:  # an annotation only: the commands that price a catch-up never start an event loop
     import asyncio
@@ -40,6 +40,9 @@ class WriterMemory(Protocol):
 
     @property
     def window_tokens(self) -> int | None: ...
+
+    @property
+    def window(self) -> int: ...
 
     @property
     def holds_lease(self) -> bool: ...

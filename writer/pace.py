@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from endless.core import durable
+from endless.core.store import durable
 from endless.core.settings import Settings
 from endless.core.words import agree, count
 from endless.writer.interface import WriterMemory

@@ -20,8 +20,9 @@ from typing import Callable
 
 import orjson
 
-from endless.core import durable, forget
-from endless.core import tiling
+from endless.core.store import durable
+from endless.core.privacy import forget
+from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
 from endless.llm.request import Msg, Request
 from endless.core.settings import RETENTION_CHECK_SECONDS, Settings

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from endless.core import tiling
-from endless.core.tiling import Part
+from endless.core.view import tiling
+from endless.core.view import Part
 from endless.writer.interface import PerMemory, WriterMemory
 
 

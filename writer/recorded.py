@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from endless.core import durable
+from endless.core.store import durable
 from endless.core.errors import MemoryUseError
 from endless.writer.interface import PerMemory, WriterMemory
 

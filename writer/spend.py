@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from endless.core import durable
+from endless.core.store import durable
 
 PAUSE_FILE = "writer-pause.json"
 

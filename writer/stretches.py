@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from endless.core import durable, tiling
+from endless.core.store import durable
+from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
-from endless.core.tiling import Part
+from endless.core.view import Part
 from endless.writer.interface import PerMemory, WriterMemory
 
 STRETCHES_FILE = "offline.jsonl"

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 
 from endless import prompts
-from endless.core import tiling
+from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
-from endless.core.render import ViewLine, neutralise
+from endless.core.view import ViewLine, neutralise
 from endless.core.settings import WRITER_REPLY_TOKENS
 from endless.llm import tokens
 from endless.writer.checks import Verdict
@@ -142,7 +142,7 @@ def build_request(memory: WriterMemory, items: list[JobText], *, system: str | N
     """
     lines = context_lines(memory, [item.job for item in items])
     task = task_text(items, budget)
-    window = memory.window_tokens or memory.settings.default_window_tokens
+    window = memory.window
     room = window - max_tokens * len(items) * memory.settings.tries_per_line
 
     def make(shown: list[str], own: bool) -> Request:

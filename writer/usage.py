@@ -48,7 +48,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
-from endless.core import durable
+from endless.core.store import durable
 
 LOG_NAME = "usage.jsonl"
 SNAPSHOT_NAME = "usage.totals.json"

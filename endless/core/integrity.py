@@ -1,4 +1,4 @@
-"""Is what the derived files say still true of the order log?  (issue #17 items 2-4)
+"""Is what the derived files say still true of the order log?
 
 The order log is the truth; the turn index, the tree's slot files, the tree
 itself (as far as it covers messages) and the full-text index are derived
@@ -24,17 +24,33 @@ import random
 import sqlite3
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
-from endless.core import durable, tiling
-from endless.core.log import _parse_turn, tid_number
-from endless.core.search_index import IndexBusy
-from endless.core.tree import _parse_node, is_erased_line
+from endless.core.store import durable
+from endless.core.view import tiling
+from endless.core.store import parse_turn, tid_number
+from endless.core.search import IndexBusy
+from endless.core.store import parse_node, is_erased_line
 
 if TYPE_CHECKING:
-    from endless.core.memory import Memory
+    from endless.core.search import SearchIndex
+    from endless.core.store import ChangeLock, OrderLog, TreeStore
+
+
+class Memory(Protocol):
+    """What the checks read and repair: an open memory's log, tree, index and lock (``Memory`` is one)."""
+
+    log: "OrderLog"
+    tree: "TreeStore"
+    search_index: "SearchIndex"
+    lock: "ChangeLock"
+    quarantine: Path
+
+    @property
+    def total(self) -> int: ...
 
 SAMPLE_ROWS = 8  # index rows and tree slots read back at each open (and the last few)
 
@@ -42,7 +58,7 @@ SAMPLE_ROWS = 8  # index rows and tree slots read back at each open (and the las
 # -- at open --------------------------------------------------------------------------------
 
 
-def sample(memory: "Memory", rng: random.Random | None = None) -> None:
+def sample(memory: Memory, rng: random.Random | None = None) -> None:
     """Read back a few rows of the turn index and slots of the tree against the files (cheap, at open)."""
     rng = rng or random.Random()
     log, tree = memory.log, memory.tree
@@ -85,7 +101,7 @@ class Shortened:
         return found + "are hidden from this reader until the memory is next opened for writing"
 
 
-def past_end(memory: "Memory") -> list[tuple[int, int]]:
+def past_end(memory: Memory) -> list[tuple[int, int]]:
     """Built tree nodes covering a message the log does not hold (only the slots past the end are read)."""
     total = memory.total
     found = []
@@ -96,7 +112,7 @@ def past_end(memory: "Memory") -> list[tuple[int, int]]:
     return found
 
 
-def check_length(memory: "Memory", writable: bool) -> Shortened | None:
+def check_length(memory: Memory, writable: bool) -> Shortened | None:
     """After the log is caught up at open: set aside what describes messages past its end."""
     log, tree, total = memory.log, memory.tree, memory.total
     parts = past_end(memory)
@@ -119,7 +135,7 @@ def check_length(memory: "Memory", writable: bool) -> Shortened | None:
     return found
 
 
-def _set_aside(memory: "Memory", parts: list[tuple[int, int]], stale: list[tuple[int, ...]]) -> None:
+def _set_aside(memory: Memory, parts: list[tuple[int, int]], stale: list[tuple[int, ...]]) -> None:
     """Under the lock: the lines past the end leave the tree file (kept in the quarantine), the index follows."""
     tree, quarantine = memory.tree, memory.quarantine
     moved = []
@@ -134,7 +150,7 @@ def _set_aside(memory: "Memory", parts: list[tuple[int, int]], stale: list[tuple
         for line in source:
             if not line.endswith(b"\n"):
                 break  # a torn tail (already cut by repair_tail under this lock)
-            record = _parse_node(line[:-1])
+            record = parse_node(line[:-1])
             part = None if record is None else (record["l"], record["i"])
             if part is not None and tiling.end(part) > memory.total:
                 moved.append(durable.dumps_line({"file": tree.path.name, "offset": offset, "reason":
@@ -161,11 +177,11 @@ def _set_aside(memory: "Memory", parts: list[tuple[int, int]], stale: list[tuple
     tree.write_index(force=True)
     try:
         with memory.search_index.write():
-            memory.search_index._clear()  # rebuilt from the log at the next search
+            memory.search_index.clear()  # rebuilt from the log at the next search
     except (sqlite3.Error, IndexBusy, OSError) as exc:  # derived data: one that cannot be cleared is set aside
         durable.log("search", f"the search index could not be cleared ({exc}); setting it aside")
         memory.search_index.close()
-        memory.search_index._set_aside()
+        memory.search_index.set_aside()
 
 
 # -- in doctor ------------------------------------------------------------------------------
@@ -183,7 +199,7 @@ class Scan:
     past_end_parts: set = field(default_factory=set)
 
 
-def scan(memory: "Memory") -> Scan:
+def scan(memory: Memory) -> Scan:
     """Read every line of the log and the tree, and check every index row and slot against them."""
     found = Scan()
     log, tree = memory.log, memory.tree
@@ -193,7 +209,7 @@ def scan(memory: "Memory") -> Scan:
     for offset, line in durable.iter_lines(data, 0):
         if offset >= log.end:
             break
-        record = _parse_turn(line, turn, None)
+        record = parse_turn(line, turn, None)
         row = tuple(stored[turn * 5:turn * 5 + 5]) if turn * 5 + 5 <= len(stored) else None
         if record is None:
             first = row[2] if row else at
@@ -212,7 +228,7 @@ def scan(memory: "Memory") -> Scan:
     data, _ = durable.read_complete(tree.path, 0)
     lines: dict[int, tuple[int, int]] = {}
     for offset, line in durable.iter_lines(data, 0):
-        record = _parse_node(line)
+        record = parse_node(line)
         if record is None and is_erased_line(line):
             continue  # erased by a forget: an unwritten node, not damage
         if record is None:
@@ -221,8 +237,8 @@ def scan(memory: "Memory") -> Scan:
             continue
         lines[offset] = (record["l"], record["i"])
     level = 0
-    while tree._slot_path(level).exists():
-        slots = _table(tree._slot_path(level))
+    while tree.slot_path(level).exists():
+        slots = _table(tree.slot_path(level))
         level += 1
         for index, slot in enumerate(slots):
             if slot and (level - 1, index) in found.past_end_parts:
@@ -251,7 +267,7 @@ def _guess_part(line: bytes) -> str | None:
         return None
 
 
-def repair(memory: "Memory") -> list[str]:
+def repair(memory: Memory) -> list[str]:
     """``endless doctor --repair``: the full scan, then every index that disagrees rebuilt (under the lock)."""
     done: list[str] = []
     with memory.lock:

@@ -17,11 +17,11 @@ import orjson
 
 from endless import prompts
 from endless.core import moments
-from endless.core import recall
-from endless.core import search
-from endless.core import tiling
+from endless.core.search import scan as recall
+from endless.core.search import finder as search
+from endless.core.view import tiling
 from endless.core.memory import Memory
-from endless.core.render import ViewLine
+from endless.core.view import ViewLine
 
 TOOL_NAMES = ("zoom", "date", "recall_search")
 

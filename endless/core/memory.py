@@ -5,7 +5,7 @@ changed) happens under the short change lock and begins by catching up on what
 other processes wrote.  Readers never lock: they read up to the last complete
 line.  Opening reads the indexes, not the history, so it stays fast however
 long the conversation grows.  The views live in their keeper
-(:mod:`endless.core.views`); the writer's work queue and the routes it writes
+(:mod:`endless.core.view.keeper`); the writer's work queue and the routes it writes
 with live in the writer layer, which sees this class through a small interface.
 """
 
@@ -17,26 +17,21 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Sequence
 
-from endless.core import (durable, forget, identity, index_upkeep, integrity, journal, keyfile, redact,
-                          search_index, sessions, tiling)
+from endless.core import integrity
+from endless.core.built_lines import BuiltLines, BuiltListener, StretchListener
 from endless.core.errors import MemoryUseError, NoMemory
-from endless.core.free_nodes import FreeStretch, free_above, free_encoded, free_leaves, free_parents
-from endless.core.keys import Key, check_memory_id
-from endless.core.locks import ChangeLock, Lease
-from endless.core.log import Damage, OrderLog, TurnInfo, stored_from
-from endless.core.messages import Message, Stored, check_kind
+from endless.core.privacy import forget, redact
+from endless.core.search import index as search_index
+from endless.core.search import upkeep as index_upkeep
 from endless.core.settings import Settings, load_settings
-from endless.core.tiling import Part
-from endless.core.tree import TreeStore
-from endless.core.turns import (COMPLETED, STATUSES, EncodedTurn, TurnInProgress, TurnRecord, close_orphans,
-                                decoded, place_encoded)
-from endless.core.views import ViewKeeper
-from endless.core.waiters import Waiters
+from endless.core.store import (COMPLETED, STATUSES, Damage, EncodedTurn, FileStore, Key, Message, Store, Stored,
+                                TurnInfo, TurnInProgress, TurnRecord, Waiters, check_kind, check_memory_id,
+                                close_orphans, decoded, durable, identity, keyfile, place_encoded, sessions,
+                                stored_from)
+from endless.core.view import Part, ViewKeeper, tiling
 
 if TYPE_CHECKING:  # only the lease keeper waits: a read command never loads asyncio
     import asyncio
-
-BuiltListener = Callable[[Part], None]
 
 
 def memories_dir(root: Path) -> Path:
@@ -54,20 +49,16 @@ class Memory:
         self.agent_name = agent_name or settings.agent_name
         self.clock = clock
         self.readonly = readonly
-        self.log = OrderLog(folder, granularity)
-        self.tree = TreeStore(folder, granularity)
-        self.lock = ChangeLock(folder / "lock")
-        self.lease = Lease(folder, expiry=settings.lease_expiry_seconds, clock=clock)
+        self.store: Store = FileStore(folder, granularity, settings, clock)
+        self.log, self.tree, self.lock, self.lease = self.store.log, self.store.tree, self.store.lock, self.store.lease
         self.quarantine = folder / "damaged.jsonl"
         self.reports: list[str] = []
         self.shortened: integrity.Shortened | None = None  # the log was found shorter than the rest at open
         self.log.on_problem = self.tree.on_problem = self.report
         self.views = ViewKeeper(folder, settings, self.log, self.tree, self.agent_name, self.report)
         self.search_index = search_index.SearchIndex(folder)
-        self.index_elsewhere = False  # True: commits leave the index to another process (a long import's helper)
         self._redactions: Counter = Counter()  # counted since the last commit
-        self._built_listeners: list[BuiltListener] = []
-        self._free_listeners: list[Callable[[FreeStretch], None]] = []
+        self.built = BuiltLines(self.tree, self.log, self.views, settings, self.agent_name)
         self._noted_sessions: set[str] = set()
         self._waiters = Waiters()
 
@@ -109,11 +100,16 @@ class Memory:
 
     @property
     def window_tokens(self) -> int | None:
+        """The window set by :meth:`set_window` (None: none was set)."""
         return self.views.window_tokens
 
+    @property
+    def window(self) -> int:
+        """The model's window in tokens that every bound is counted against: the one set, else the default."""
+        return self.views.window_tokens or self.settings.default_window_tokens
+
     def _load(self) -> None:
-        self.log.load_index()
-        self.tree.load_index()
+        self.store.load()
         if self.readonly:
             forget.catch_up(self)
             self.log.catch_up(False)
@@ -135,7 +131,7 @@ class Memory:
             self.views.load(self.total, repair=True)
             repaired = len(self.reports) > reported  # a view was recomputed: store it
             close_orphans(self)
-            _store_free_leaves(self, {})
+            self.built.store_free_leaves(self.total, {})
             self.views.update(self.total, save=True)
             if repaired:
                 self.views.save()
@@ -162,8 +158,7 @@ class Memory:
                     self.lease.release()
             except OSError:
                 self.lease.release_local()
-        self.log.close()
-        self.tree.close()
+        self.store.close()
         self.search_index.close()
 
     def __enter__(self) -> "Memory":
@@ -181,7 +176,7 @@ class Memory:
 
     @property
     def turns(self) -> int:
-        return len(self.log.offsets)
+        return self.log.turns
 
     @property
     def damage(self) -> list[Damage]:
@@ -208,8 +203,8 @@ class Memory:
 
         ``since``: the turn count when the turn began, if before now (see ``TurnRecord.since``).
         """
-        self._writable()
-        return TurnInProgress(self, journal.Journal(self.folder, session, title, self.kept), since)
+        self.check_writable()
+        return TurnInProgress(self, self.store.journal(session, title, self.redacted), since)
 
     def commit_turn(self, session: str, title: str, messages: Iterable[Message],
                     status: str = COMPLETED, status_text: str | None = None,
@@ -219,26 +214,33 @@ class Memory:
                                               since=since)], sync=sync)
         return infos[0] if infos else None
 
-    def commit_turns(self, records: Sequence[TurnRecord], sync: bool = True, plan: bool = True) -> list[TurnInfo]:
+    def commit_turns(self, records: Sequence[TurnRecord], sync: bool = True, plan: bool = True,
+                     index: bool = True) -> list[TurnInfo]:
         """Commit several turns in one write (one fsync); a live turn (``since`` set) leaves out the
         messages an import logged meanwhile.  ``plan=False`` leaves the views to :meth:`plan_views`
-        (each plan walks the whole view); whoever opens the memory next appends them anyway."""
-        return self._commit(lambda: _records_ready(self, records), sync, plan)
+        (each plan walks the whole view); whoever opens the memory next appends them anyway.
+        ``index=False`` as for :meth:`bulk_commit`."""
+        return self._commit(lambda: _records_ready(self, records), sync, plan, index)
 
-    def commit_encoded(self, admit: Callable[["Memory"], Sequence[EncodedTurn]], sync: bool = True
-                       ) -> list[TurnInfo]:
-        """Commit an import's batch of encoded turns in one write, leaving the views to :meth:`plan_views`.
+    def bulk_commit(self, admit: Callable[["Memory"], Sequence[EncodedTurn]], *, index: bool = True,
+                    sync: bool = True) -> list[TurnInfo]:
+        """The importers' one way in: commit a batch of prepared turns in one write (one fsync),
+        leaving the views to :meth:`plan_views`.
 
         ``admit(memory)``, called under the lock once caught up, returns the turns not logged yet
-        (:mod:`endless.core.identity`).  They come encoded and redacted: only their places are
-        added, and their free lines are put together from their bytes (:func:`free_encoded`)."""
-        return self._commit(lambda: _encoded_ready(self, admit(self)), sync, False)
+        (:class:`endless.core.store.Presence` decides).  They come prepared by the store's own
+        encoder (``store.record_tail``, ``store.with_tid``) and redacted: only their places are
+        added, and their free lines are put together from their bytes.  ``index=False``: the
+        full-text index is caught up elsewhere from the files (an import's helper process runs
+        ``endless.core.search.upkeep.follow``), so this commit does not feed it."""
+        return self._commit(lambda: _encoded_ready(self, admit(self)), sync, False, index)
 
-    def _commit(self, ready: Callable[[], "_Ready"], sync: bool, plan: bool) -> list[TurnInfo]:
+    def _commit(self, ready: Callable[[], "_Ready"], sync: bool, plan: bool, index: bool = True
+                ) -> list[TurnInfo]:
         """Log what ``ready()`` makes under the lock (caught up), then its free lines, the index and the views."""
-        self._writable()
+        self.check_writable()
         with self.lock:
-            self._catch_up(locked=True)
+            self.catch_up(locked=True)
             commit = ready()
             if not commit.lines:
                 return []
@@ -250,12 +252,12 @@ class Memory:
             before = (self.log.end, self.tree.end)
             self.log.add(commit.lines, commit.infos, sync)
             commit.store_free()
-            if not self.index_elsewhere:
+            if index:
                 mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
                 index_upkeep.after_commit(self.search_index, before, commit.infos, commit.messages(), mark)
             if plan:
                 self.views.update(self.total, save=True, sync=sync)
-        self._waiters.notify()
+        self.notify_waiters()
         return commit.infos
 
     def index_sources(self) -> index_upkeep.Sources:
@@ -263,25 +265,29 @@ class Memory:
         return index_upkeep.Sources(self.log.path, self.log.end, self.tree.path, self.tree.end,
                                     index_upkeep.node_size(self.tree))
 
-    def kept(self, message: Message) -> Message:
+    def redacted(self, message: Message) -> Message:
         """The message as the memory keeps it: secrets redacted (``redact_secrets``), counted."""
-        return self.kept_all([message])[0]
+        return self.redacted_all([message])[0]
 
-    def kept_all(self, messages: list[Message]) -> list[Message]:
-        """:meth:`kept` for many messages (a commit's batch): their needles looked for at once."""
+    def count_redactions(self, kinds: Counter) -> None:
+        """Secrets redacted outside :meth:`redacted_all` (an import's planner), counted at the next commit."""
+        self._redactions.update(kinds)
+
+    def redacted_all(self, messages: list[Message]) -> list[Message]:
+        """:meth:`redacted` for many messages (a commit's batch): their needles looked for at once."""
         if not self.settings.redact_secrets:
             return messages
-        kept, kinds = redact.messages(messages)
+        clean, kinds = redact.messages(messages)
         self._redactions.update(kinds)
-        return kept
+        return clean
 
     def plan_views(self, sync: bool = True) -> None:
         """Run both views' sawtooths over everything committed (after ``commit_turns(plan=False)``)."""
-        self._writable()
+        self.check_writable()
         with self.lock:
-            self._catch_up(locked=True)
+            self.catch_up(locked=True)
             self.views.update(self.total, save=True, sync=sync)
-        self._waiters.notify()
+        self.notify_waiters()
 
     def note_session(self, session: str) -> None:
         """Record, once per process, that ``session`` has turns in this memory."""
@@ -290,7 +296,7 @@ class Memory:
         sessions.note_turns(self.root, session, self.key)
         self._noted_sessions.add(session)
 
-    def _writable(self) -> None:
+    def check_writable(self) -> None:
         if self.readonly:
             raise MemoryUseError("this memory was opened read-only")
 
@@ -313,11 +319,11 @@ class Memory:
 
     def on_built(self, listener: BuiltListener) -> None:
         """Call ``listener(part)`` for every line this process stores or learns of from now on."""
-        self._built_listeners.append(listener)
+        self.built.listeners.append(listener)
 
-    def on_free_stretch(self, listener: Callable[[FreeStretch], None]) -> None:
+    def on_free_stretch(self, listener: StretchListener) -> None:
         """Call ``listener`` with each stretch of the tree file this process fills with free lines alone."""
-        self._free_listeners.append(listener)
+        self.built.stretch_listeners.append(listener)
 
     def store_line(self, level: int, index: int, text: str, sync: bool = True) -> bool:
         """Store a written line; False if it already existed (the first one wins)."""
@@ -325,13 +331,13 @@ class Memory:
 
     def store_lines(self, lines: list[tuple[int, int, str]], sync: bool = True) -> list[bool]:
         """Store several written ``(level, index, text)`` lines in one write, children before parents."""
-        self._writable()
+        self.check_writable()
         for _, _, text in lines:
             if not isinstance(text, str):
                 raise MemoryUseError("a line's text must be a string")
         stored: list[bool] = []
         with self.lock:
-            self._catch_up(locked=True)
+            self.catch_up(locked=True)
             encoded, parts, texts = [], [], []
             pending: set[Part] = set()
             for level, index, text in lines:
@@ -353,48 +359,36 @@ class Memory:
             if encoded:
                 tree_before = self.tree.end
                 added = self.tree.add(encoded, parts, texts, sync)
-                self._after_built(added, sync, dict(zip(parts, texts)))
+                self.built.after_stored(added, self.total, sync, dict(zip(parts, texts)))
                 index_upkeep.after_store(self.search_index, tree_before,
                                          [(p[0], p[1], t) for p, t in zip(parts, texts)], self.tree.end)
                 self.views.update(self.total, save=True, sync=sync)
         if encoded:
-            self._waiters.notify()
+            self.notify_waiters()
         return stored
 
-    def _after_built(self, parts: list[Part], sync: bool, texts: dict[Part, str] | None = None) -> None:
-        """Tell whoever listens of new nodes, and store their free parents, level by level."""
-        frontier = list(parts)
-        in_hand = texts or {}
-        while frontier:
-            for part in frontier:
-                self._built(part, in_hand.get(part))
-            found = free_parents(self.tree, frontier, self.total, self.settings.line_budget, in_hand)
-            if not found.lines:
-                break
-            frontier = self.tree.add(found.lines, found.parts, found.texts, sync)
-            in_hand = dict(zip(found.parts, found.texts))
-
-    def _built(self, part: Part, text: str | None = None) -> None:
-        self.views.built(part, text)
-        for listener in self._built_listeners:
-            listener(part)
+    def tell_built(self, part: Part, text: str | None = None) -> None:
+        """A line this process learned of (stored here or read from another process's writes)."""
+        self.built.tell(part, text)
 
     # -- catching up -----------------------------------------------------------------
 
-    def catch_up(self) -> bool:
-        """Read other processes' writes without locking; True if anything changed."""
-        return self._catch_up(locked=False)
-
-    def _catch_up(self, locked: bool) -> bool:
+    def catch_up(self, locked: bool = False) -> bool:
+        """Read other processes' writes; True if anything changed.  ``locked``: the caller holds the
+        change lock (a torn tail may then be repaired); without it nothing is written."""
         before = (self.total, self.tree.count)
         forget.catch_up(self)
         new_nodes = self.tree.catch_up(locked and not self.readonly)
         self.log.catch_up(locked and not self.readonly)
         for part in new_nodes:
-            self._built(part)
+            self.tell_built(part)
         changed = self.views.reload_if_changed(self.total)
         self.views.append(self.total)
         return changed or before != (self.total, self.tree.count)
+
+    def notify_waiters(self) -> None:
+        """Wake whoever settles on this memory in this process: something was stored."""
+        self._waiters.notify()
 
     # -- settle: waiting across processes ----------------------------------------------
 
@@ -419,7 +413,7 @@ class Memory:
 
     def take_lease(self) -> bool:
         """Try to become the process that runs this memory's writer pool."""
-        self._writable()
+        self.check_writable()
         with self.lock:
             return self.lease.try_acquire()
 
@@ -453,15 +447,17 @@ class _Ready(NamedTuple):
 
 def _records_ready(memory: Memory, records: Sequence[TurnRecord]) -> _Ready:
     lines, infos, in_hand = _encode(memory, records)
-    return _Ready(lines, infos, lambda: _store_free_leaves(memory, in_hand), lambda: in_hand)
+    return _Ready(lines, infos, lambda: memory.built.store_free_leaves(memory.total, in_hand), lambda: in_hand)
 
 
 def _encoded_ready(memory: Memory, turns: Sequence[EncodedTurn]) -> _Ready:
     if memory.tree.free_upto < memory.total:  # a commit whose free lines a crash cut short
-        _store_free_leaves(memory, {})
+        memory.built.store_free_leaves(memory.total, {})
     placed = place_encoded(turns, memory.total, memory.turns, memory.granularity)
-    memory._redactions.update(placed.redacted)
-    return _Ready(placed.lines, placed.infos, lambda: _store_free_encoded(memory, placed.infos[0].first, placed.turns),
+    memory.count_redactions(placed.redacted)
+    first = placed.infos[0].first if placed.infos else memory.total
+    return _Ready(placed.lines, placed.infos,
+                  lambda: memory.built.store_free_encoded(first, placed.turns, memory.total),
                   lambda: decoded(placed.turns, placed.infos))
 
 
@@ -473,13 +469,13 @@ def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes],
     turn_no = memory.turns
     at_now = memory.clock()
     in_hand: dict[int, Message] = {}
-    kept = iter(memory.kept_all([m for record in records for m in record.messages]))
+    clean = iter(memory.redacted_all([m for record in records for m in record.messages]))
     for record in records:
         at_turn = record.at if record.at is not None else at_now
         if record.status not in STATUSES:
             raise MemoryUseError(f"turn status must be one of {', '.join(STATUSES)}, "
                                  f"not {record.status!r}")
-        messages = [next(kept) for _ in record.messages]
+        messages = [next(clean) for _ in record.messages]
         for m in messages:
             check_kind(m.kind, memory.granularity)
         if record.since is not None and messages:
@@ -507,82 +503,3 @@ def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes],
         first += len(messages)
         turn_no += 1
     return lines, infos, in_hand
-
-
-def _store_free_encoded(memory: Memory, first: int, turns: Sequence[EncodedTurn]) -> None:
-    """Store the free lines of encoded turns just logged from message ``first`` on (under the lock)."""
-    found = free_encoded(memory.tree, memory.settings, memory.agent_name, first, turns, memory.total)
-    for message_id, size in found.long_sources.items():
-        memory.views.note_source_size(message_id, size)
-
-    def tell(parts: list[Part], picks: list[int] | None) -> None:
-        sizes = found.view_sizes
-        _tell_sized(memory, parts, sizes if picks is None else [sizes[k] for k in picks])
-
-    _store_free(memory, found.lines, found.parts, None, tell)
-
-
-def _store_free_leaves(memory: Memory, in_hand: dict[int, Message]) -> None:
-    """Store the free leaves of every message not yet checked (under the lock)."""
-    found = free_leaves(memory.tree, memory.log, memory.settings, memory.agent_name, memory.total, in_hand)
-    for message_id, size in found.long_sources.items():
-        memory.views.note_source_size(message_id, size)
-    lines, parts, texts, sizes = found.lines, found.parts, found.texts, found.sizes
-    if lines:  # every level's free parents found at once, stored in the same append
-        above = free_above(memory.tree, found, memory.total, memory.settings.line_budget)
-        lines, parts, texts, sizes = lines + above.lines, parts + above.parts, texts + above.texts, sizes + above.sizes
-
-    def tell(parts: list[Part], picks: list[int] | None) -> None:
-        if picks is None:
-            _tell_built(memory, parts, texts, sizes)
-        else:
-            _tell_built(memory, parts, [texts[k] for k in picks], [sizes[k] for k in picks])
-
-    _store_free(memory, lines, parts, texts, tell)
-
-
-def _store_free(memory: Memory, lines: list[bytes], parts: list[Part], texts: list[str] | None,
-                tell: Callable[[list[Part], list[int] | None], None]) -> None:
-    """Append a commit's free lines to the tree and tell of them, then mark every message checked.
-
-    ``tell(parts, picks)`` tells of the stored parts (``picks``: their places
-    in ``parts``; None: all of them).  No fsync of its own: free lines are
-    derived from the log (fsynced just before), and a lost one is only a line
-    the writer writes again.
-    """
-    if lines:
-        stored = memory.tree.add(lines, parts, texts, False)
-        if stored == parts:
-            tell(parts, None)
-            _tell_free_stretch(memory)
-        else:  # read back past a torn tail: lines found there may have free parents of their own
-            place = {part: k for k, part in enumerate(parts)}
-            mine = [p for p in stored if p in place]
-            tell(mine, [place[p] for p in mine])
-            memory._after_built([p for p in stored if p not in place], False)
-    memory.tree.free_upto = memory.total
-    memory.tree.write_index(force=True)
-
-
-def _tell_built(memory: Memory, parts: list[Part], texts: list[str], sizes: list[int] | None = None) -> None:
-    memory.views.built_all(parts, texts, sizes)
-    _tell_listeners(memory, parts)
-
-
-def _tell_sized(memory: Memory, parts: list[Part], view_sizes: list[int]) -> None:
-    memory.views.built_sized(parts, view_sizes)
-    _tell_listeners(memory, parts)
-
-
-def _tell_listeners(memory: Memory, parts: list[Part]) -> None:
-    for listener in memory._built_listeners:
-        for part in parts:
-            listener(part)
-
-
-def _tell_free_stretch(memory: Memory) -> None:
-    """Tell who listens (an import's index helper) of the bytes the last append filled with free lines."""
-    appended, inode = memory.tree.appended, memory.tree.inode
-    if appended is not None and inode is not None:
-        for tell in memory._free_listeners:
-            tell(FreeStretch(inode, *appended))

@@ -27,13 +27,13 @@ def search_workers(settings: "Settings") -> int:
 PLANNED_HEAD_BYTES = 12
 LINE_BUDGET = 512  # bytes of one summary line (DESIGN §2.3); the default of the line_budget setting
 WRITER_REPLY_TOKENS = 1024  # the reply tokens a writer call allows each line it asks for
-# A search pattern is refused before compiling past these (endless.core.pattern_guard): the regex engine
+# A search pattern is refused before compiling past these (endless.core.search.pattern_guard): the regex engine
 # expands counted repeats, about 260 bytes a piece, so 20,000 pieces stay near 5 MB.
 PATTERN_CHARS_MAX = 2_000
 PATTERN_WEIGHT_MAX = 20_000
 MOMENT_MIN, MOMENT_MAX = 0.0, 7_258_118_400.0  # a time a memory shows: 1970-01-01 to 2200-01-01 UTC
 LONG_NEEDLE_BYTES = 256  # a literal longer than this is searched with a linear-time method
-# The full-text index (endless.core.search_index): messages a catch-up transaction indexes (other
+# The full-text index (endless.core.search.index): messages a catch-up transaction indexes (other
 # processes' commits wait at most one batch), how long a writer waits for another's transaction,
 # and how many SQLite steps pass between two looks at a query's deadline.
 INDEX_BATCH_MESSAGES = 20_000
@@ -77,7 +77,7 @@ OFFLINE_LINE_SECONDS = 0.003
 # What Endless wraps around the memory's text (DESIGN §4): the names of its tags (the view's
 # <chat>, the writer task's <input>, <job> and <line>), the per-turn state's opening, and the
 # writer task's marker.  Memory text is neutralised against all of them where it is rendered
-# (endless.core.render.neutralise).
+# (endless.core.view.render.neutralise).
 # A writer's try that repeats the task's own instructions or feedback is junk (a model that echoes
 # its prompt): rejected when at least PROMPT_ECHO_SHARE of its word 5-grams occur in the texts of
 # prompts/ and not in its sources.  Why 0.3: a faithful line copies its input, and a 5-word run of
@@ -155,9 +155,9 @@ class Settings:
     search_hits_rpc: int = 50
     recall_search: bool = True
     # Secrets (API keys, tokens, private keys, passwords in URLs) replaced by [redacted: kind] before
-    # a message is kept (endless.core.redact); the turn that carried them reaches the model as sent.
+    # a message is kept (endless.core.privacy.redact); the turn that carried them reaches the model as sent.
     redact_secrets: bool = True
-    # Retention (endless.core.forget): messages older than this many days are forgotten automatically
+    # Retention (endless.core.privacy.forget): messages older than this many days are forgotten automatically
     # by the process running the writer (not set: kept forever).
     forget_after_days: float | None = None
     # Processes (DESIGN §2.5).

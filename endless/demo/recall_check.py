@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 
 from endless.core import lookback
-from endless.core import tiling
+from endless.core.view import tiling
 from endless.core.memory import Memory
-from endless.core.render import recent_block
+from endless.core.view import recent_block
 
 _NAME = re.compile(r"^(\d+)\+(\d+)\|", re.M)
 

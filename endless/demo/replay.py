@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from endless.turn.run import run_turn
-from endless.core.keys import workspace_key
+from endless.core.store import workspace_key
 from endless.core.memory import Memory
 from endless.llm.request import ToolCallOut
 from endless.core.settings import Settings

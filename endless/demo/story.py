@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from endless.core import tiling
+from endless.core.view import tiling
 from endless.core.lookback import FILTERS
 from endless.core.memory import Memory
 from endless.demo.conversation import DemoTurn

@@ -25,13 +25,15 @@ from typing import Any, ContextManager, Iterator
 
 import orjson
 
-from endless.core import durable, moments, recall
-from endless.core import query as query_language
-from endless.core import search as search_mod
-from endless.core import sessions
-from endless.core import tiling
-from endless.core.keys import Key, InvalidKey, memory_id as key_memory_id
-from endless.core.log import stored_from
+from endless.core.store import durable
+from endless.core import moments
+from endless.core.search import scan as recall
+from endless.core.search import query as query_language
+from endless.core.search import finder as search_mod
+from endless.core.store import sessions
+from endless.core.view import tiling
+from endless.core.store import Key, InvalidKey, memory_id as key_memory_id
+from endless.core.store import stored_from
 from endless.core.memory import Memory, MemoryUseError, NoMemory, memories_dir
 from endless.core.settings import Settings
 

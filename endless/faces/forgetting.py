@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from endless import prompts
-from endless.core import forget, moments
+from endless.core.privacy import forget
+from endless.core.store import tombstone
+from endless.core import moments
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.memory import Memory
 from endless.core.settings import Settings
@@ -101,7 +103,7 @@ def hermes_copy(memory: Memory, home: Path, ids: list[int], dry: bool):
 
     from endless.faces.hermes.forget_copy import HermesCopyError, replace
 
-    stone = forget.tombstone(memory.clock())
+    stone = tombstone(memory.clock())
     pairs = [(s.session, s.text, stone) for s in (memory.message(i) for i in ids) if s is not None]
     try:
         return replace(home, pairs, dry_run=dry)

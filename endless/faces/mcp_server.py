@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from endless import __version__
-from endless.core import durable
+from endless.core.store import durable
 from endless.core import lookback
 from endless.core.words import count
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from endless.llm.client import SDKClient, Completion, Usage, _bulk_in_extra_body, _fit_kwargs, _int, complete_with
-from endless.llm.models import _merge, reasoning_params
+from endless.llm.client import SDKClient, Completion, Usage, bulk_in_extra_body, fit_kwargs, as_int, complete_with
+from endless.llm.models import merge_params, reasoning_params
 from endless.llm.request import Request, ToolCallOut
 
 ANTHROPIC_LOOKBACK = 20
@@ -128,11 +128,11 @@ def anthropic_usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
     creation = getattr(usage, "cache_creation", None)
-    long = _int(getattr(creation, "ephemeral_1h_input_tokens", 0)) if creation is not None else 0
-    return Usage(cached=_int(getattr(usage, "cache_read_input_tokens", 0)),
-                 uncached=_int(getattr(usage, "input_tokens", 0)),
-                 cache_write=_int(getattr(usage, "cache_creation_input_tokens", 0)),
-                 output=_int(getattr(usage, "output_tokens", 0)), cache_write_long=long)
+    long = as_int(getattr(creation, "ephemeral_1h_input_tokens", 0)) if creation is not None else 0
+    return Usage(cached=as_int(getattr(usage, "cache_read_input_tokens", 0)),
+                 uncached=as_int(getattr(usage, "input_tokens", 0)),
+                 cache_write=as_int(getattr(usage, "cache_creation_input_tokens", 0)),
+                 output=as_int(getattr(usage, "output_tokens", 0)), cache_write_long=long)
 
 
 def anthropic_reply(text: str, model: str) -> Any:
@@ -168,8 +168,8 @@ class AnthropicProvider(SDKClient):
         """The keyword arguments the SDK call gets (reasoning and cache marks included)."""
         route = self.route
         kwargs = to_anthropic(request, route.model, route.style or "anthropic")
-        _merge(kwargs, reasoning_params(route))
-        return _fit_kwargs(self.client.messages.create, kwargs)
+        merge_params(kwargs, reasoning_params(route))
+        return fit_kwargs(self.client.messages.create, kwargs)
 
     async def complete(self, request: Request) -> Completion:
         """Send ``request``; a :class:`Completion`, or :class:`~endless.llm.errors.ProviderError`
@@ -180,7 +180,7 @@ class AnthropicProvider(SDKClient):
                                    (anthropic.APIError,), self._completion, overloaded=_overloaded_class())
 
     async def _call(self, kwargs: dict) -> Any:
-        return await self.client.messages.create(**_bulk_in_extra_body(kwargs))
+        return await self.client.messages.create(**bulk_in_extra_body(kwargs))
 
     def _completion(self, response: Any, duration: float) -> Completion:
         text = "".join(getattr(block, "text", "") for block in (getattr(response, "content", None) or [])

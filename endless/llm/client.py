@@ -130,7 +130,7 @@ def _keyword_names(function: Any) -> frozenset | None:
     return frozenset(p.name for p in parameters)
 
 
-def _fit_kwargs(method: Callable[..., Any], kwargs: dict) -> dict:
+def fit_kwargs(method: Callable[..., Any], kwargs: dict) -> dict:
     """Optional keywords the installed SDK's method does not name go into ``extra_body`` (older SDKs)."""
     names = _keyword_names(getattr(method, "__func__", method))
     if names is None:
@@ -144,7 +144,7 @@ def _fit_kwargs(method: Callable[..., Any], kwargs: dict) -> dict:
 _BULK = ("system", "messages", "tools")
 
 
-def _bulk_in_extra_body(kwargs: dict) -> dict:
+def bulk_in_extra_body(kwargs: dict) -> dict:
     """The same keywords, with the bulky plain-JSON ones sent through ``extra_body``.
 
     Both SDKs walk every typed argument with runtime type introspection before
@@ -166,7 +166,7 @@ def _bulk_in_extra_body(kwargs: dict) -> dict:
     return out
 
 
-def _int(value: Any) -> int:
+def as_int(value: Any) -> int:
     """A token count from an SDK's usage field; 0 when absent or not a number."""
     try:
         return int(value or 0)

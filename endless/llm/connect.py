@@ -11,7 +11,7 @@ from typing import Any
 from endless.llm.anthropic_api import AnthropicProvider
 from endless.llm.client import Provider
 from endless.llm.openai_api import OpenAIProvider
-from endless.llm.routes import Route, RouteError, _route_problems, resolve_api_key
+from endless.llm.routes import Route, RouteError, route_problems, resolve_api_key
 
 
 def make_provider(route: Route, *, api_key: str | None = None, http_client: Any = None,
@@ -27,7 +27,7 @@ def make_provider(route: Route, *, api_key: str | None = None, http_client: Any 
     """
     if not isinstance(route, Route):
         raise RouteError(f"make_provider needs a Route, not {type(route).__name__}")
-    problems = _route_problems(route)  # a route changed after it was made
+    problems = route_problems(route)  # a route changed after it was made
     if problems:
         raise RouteError(f"writer route {route.model!r}: " + "; ".join(problems))
     key = resolve_api_key(route, api_key)

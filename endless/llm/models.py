@@ -41,7 +41,7 @@ def _bare(model: str) -> str:
     return model.rsplit("/", 1)[-1].strip().lower()
 
 
-def _matches(model: str, patterns: list[str] | str) -> bool:
+def model_matches(model: str, patterns: list[str] | str) -> bool:
     if isinstance(patterns, str):
         patterns = [patterns]
     name = _bare(model)
@@ -60,7 +60,7 @@ def uses_openai_breakpoints(model: str) -> bool:
 # -- reasoning -----------------------------------------------------------------------------------
 
 
-def _merge(into: dict, extra: Mapping[str, Any]) -> dict:
+def merge_params(into: dict, extra: Mapping[str, Any]) -> dict:
     for key, value in extra.items():
         if key == "extra_body":
             into.setdefault("extra_body", {}).update(copy.deepcopy(value))
@@ -72,7 +72,7 @@ def _merge(into: dict, extra: Mapping[str, Any]) -> dict:
 def openai_reasoning_rule(model: str) -> dict | None:
     """The ``models.json`` rule of an OpenAI reasoning model (o-series, gpt-5*, gpt-6* …), else None."""
     for rule in model_table()["openai"]["reasoning_models"]:
-        if _matches(model, rule["match"]):
+        if model_matches(model, rule["match"]):
             return rule
     return None
 
@@ -92,14 +92,14 @@ def reasoning_params(route: RouteFields) -> dict:
     if route.flavour == "deepseek":
         spec = table["deepseek"]
         if effort == "lowest" or effort in spec["off_words"]:
-            return _merge({}, spec["lowest"])
+            return merge_params({}, spec["lowest"])
         return {"extra_body": {"thinking": {"type": "enabled"}}, "reasoning_effort": effort}
     if route.provider == "anthropic":
         spec = table["anthropic"]
         if effort == "lowest":
             for rule in spec["thinking_by_default"]:
-                if _matches(route.model, rule["match"]):
-                    return _merge({}, rule["lowest"])
+                if model_matches(route.model, rule["match"]):
+                    return merge_params({}, rule["lowest"])
             return {}
         if effort in spec["off_words"]:
             return {"thinking": {"type": "disabled"}}

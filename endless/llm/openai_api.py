@@ -14,9 +14,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from endless.llm.client import SDKClient, Completion, Usage, _bulk_in_extra_body, _fit_kwargs, _int, complete_with
+from endless.llm.client import SDKClient, Completion, Usage, bulk_in_extra_body, fit_kwargs, as_int, complete_with
 from endless.llm.errors import ProviderError
-from endless.llm.models import _merge, openai_reasoning_rule, reasoning_params
+from endless.llm.models import merge_params, openai_reasoning_rule, reasoning_params
 from endless.llm.request import Request, ToolCallOut
 
 OPENAI_READ_BREAKPOINTS = 80  # OpenAI reads at the latest 80 breakpoints of a request
@@ -91,17 +91,17 @@ def openai_usage(usage: Any) -> Usage:
     ``cache_write_tokens``), DeepSeek ``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens``."""
     if usage is None:
         return Usage()
-    prompt = _int(getattr(usage, "prompt_tokens", 0))
+    prompt = as_int(getattr(usage, "prompt_tokens", 0))
     details = getattr(usage, "prompt_tokens_details", None)
-    cached = _int(getattr(details, "cached_tokens", 0)) if details is not None else 0
-    write = _int(getattr(details, "cache_write_tokens", 0)) if details is not None else 0
+    cached = as_int(getattr(details, "cached_tokens", 0)) if details is not None else 0
+    write = as_int(getattr(details, "cache_write_tokens", 0)) if details is not None else 0
     hit = getattr(usage, "prompt_cache_hit_tokens", None)
     miss = getattr(usage, "prompt_cache_miss_tokens", None)
     if hit is not None:
-        cached = _int(hit)
-    uncached = _int(miss) if miss is not None else max(0, prompt - cached - write)
+        cached = as_int(hit)
+    uncached = as_int(miss) if miss is not None else max(0, prompt - cached - write)
     return Usage(cached=cached, uncached=uncached, cache_write=write,
-                 output=_int(getattr(usage, "completion_tokens", 0)))
+                 output=as_int(getattr(usage, "completion_tokens", 0)))
 
 
 def openai_reply(text: str, model: str) -> Any:
@@ -130,8 +130,8 @@ class OpenAIProvider(SDKClient):
                 and "max_tokens" in kwargs:
             # Reasoning models refuse max_tokens ("use 'max_completion_tokens' instead").
             kwargs["max_completion_tokens"] = kwargs.pop("max_tokens")
-        _merge(kwargs, reasoning_params(route))
-        return _fit_kwargs(self.client.chat.completions.create, kwargs)
+        merge_params(kwargs, reasoning_params(route))
+        return fit_kwargs(self.client.chat.completions.create, kwargs)
 
     async def complete(self, request: Request) -> Completion:
         """Send ``request``; a :class:`Completion`, or :class:`ProviderError` after the SDK's retries."""
@@ -141,7 +141,7 @@ class OpenAIProvider(SDKClient):
                                    (openai.APIError,), self._completion)
 
     async def _call(self, kwargs: dict) -> Any:
-        return await self.client.chat.completions.create(**_bulk_in_extra_body(kwargs))
+        return await self.client.chat.completions.create(**bulk_in_extra_body(kwargs))
 
     def _completion(self, response: Any, duration: float) -> Completion:
         choices = getattr(response, "choices", None) or []

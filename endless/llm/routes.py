@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from endless.llm.models import _matches, model_table, uses_openai_breakpoints
+from endless.llm.models import model_matches, model_table, uses_openai_breakpoints
 from endless.llm.request import MARK_STYLES
 
 PROVIDERS = ("openai", "anthropic")
@@ -62,7 +62,7 @@ def derive_flavour(provider: str, model: str, base_url: str | None) -> str:
     table = model_table()["flavours"]
     if not base_url:
         for name, spec in table.items():
-            if spec["provider"] == "openai" and spec.get("models") and _matches(model, spec["models"]):
+            if spec["provider"] == "openai" and spec.get("models") and model_matches(model, spec["models"]):
                 return name
         return "openai"
     host, port = _split_url(base_url)
@@ -116,7 +116,7 @@ class Route:
     _derived: frozenset = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = _route_problems(self)
+        problems = route_problems(self)
         if problems:
             raise RouteError(f"writer route {self.model!r}: " + "; ".join(problems))
         derived = set()
@@ -190,7 +190,7 @@ class Route:
         return f"{self.provider}/{self.flavour} {self.model}" + (f" at {where}" if where else "")
 
 
-def _route_problems(route: Route) -> list[str]:
+def route_problems(route: Route) -> list[str]:
     problems = []
     if route.provider not in PROVIDERS:
         problems.append(f"unknown provider {route.provider!r} (expected one of {', '.join(PROVIDERS)})")

@@ -30,10 +30,11 @@ provider's cache serves the rest.
 from __future__ import annotations
 
 from endless import prompts
-from endless.core import lookback, tiling
+from endless.core import lookback
+from endless.core.view import tiling
 from endless.core.memory import Memory
-from endless.core.render import neutralise, recent_line
-from endless.core.views import Prefix
+from endless.core.view import neutralise, recent_line
+from endless.core.view import Prefix
 from endless.llm import tokens
 from endless.llm.request import Msg, Request, view_message_blocks
 
@@ -94,7 +95,7 @@ def recent_bytes(memory: Memory, start: int | None = None, stop_past: int | None
 
 def rebuild_bytes(memory: Memory) -> int:
     """A quarter of the window, in bytes: a token is at least a byte, so this errs early."""
-    window = memory.window_tokens or memory.settings.default_window_tokens
+    window = memory.window
     return int(window * memory.settings.long_turn_fraction)
 
 
@@ -106,7 +107,7 @@ def head_room(memory: Memory, reply_tokens: int | None = None) -> int:
     (128,000 for some Claude models), and the quarter kept for the turn's
     steps is free at its first request.
     """
-    window = memory.window_tokens or memory.settings.default_window_tokens
+    window = memory.window
     reply = memory.settings.reply_room_tokens
     if reply_tokens:
         reply = min(reply, reply_tokens)
@@ -261,6 +262,6 @@ def build_request(memory: Memory, system: str, tools: list[dict], context: list[
             return assemble(rendered[:shown], cut + "\n" + recent)
         if limit <= _SMALLEST_RECENT:
             raise HeadTooLarge(f"the harness's prompt and tools leave no room for the memory in a "
-                               f"{memory.window_tokens or memory.settings.default_window_tokens}-token window")
+                               f"{memory.window}-token window")
         limit //= 2
         recent = bounded_recent_block(memory, prefix.stop, limit, keep)

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 import orjson
 
 from endless import prompts
-from endless.core import durable
+from endless.core.store import durable
 from endless.core import lookback
 from endless.core.memory import Memory
-from endless.core.turns import TurnInProgress
-from endless.core.messages import TraceBuilder
+from endless.core.store import TurnInProgress
+from endless.core.store import TraceBuilder
 from endless.llm.request import Msg, Request, ToolCallOut
 from endless.core.settings import KEPT_SHARE_BYTES
 from endless.turn.head import HeadTooLarge, build_request, fits, rebuild_bytes, shorten_line

@@ -23,10 +23,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless.core import tiling as views
-from endless.core.keys import workspace_key
+from endless.core.view import tiling as views
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from endless.writer.queue import ready_work
 

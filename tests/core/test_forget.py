@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from endless.core import forget, lookback, search, tiling
+from endless.core.privacy import forget
+from endless.core import lookback
+from endless.core.search import finder as search
+from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from endless.faces import answers
 from endless.writer.pool import WriterPool
@@ -57,7 +60,7 @@ def build(root: Path, turns: int, secret_turn: int, settings: dict = SMALL) -> M
     memory = Memory.open(workspace_key(None, root / "ws"), settings=Settings(**settings), root=root)
     at = 1_790_000_000.0
     batch = []
-    from endless.core.turns import TurnRecord
+    from endless.core.store.turns import TurnRecord
     for t in range(turns):
         text = SECRET if t == secret_turn else f"turn {t}: the tomatoes in bed {t % 7} need water and shade"
         batch.append(TurnRecord("c1", "Garden", [Message("user", text, at + t),
@@ -281,7 +284,7 @@ def test_the_change_lock_excludes_other_threads_of_the_process(tmp_path: Path) -
     """A History page forgetting on its own ``Memory`` while the chat's thread commits: one at a time."""
     import threading
 
-    from endless.core.locks import ChangeLock, LockBusy
+    from endless.core.store.locks import ChangeLock, LockBusy
 
     path = tmp_path / "lock"
     held, release = threading.Event(), threading.Event()

@@ -15,15 +15,15 @@ from pathlib import Path
 import orjson
 from hypothesis import example, given, settings as hsettings, strategies as st
 
-from endless.core.free_nodes import FreeStretch
-from endless.core.keys import workspace_key
+from endless.core.view.free_nodes import FreeStretch
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message, render
-from endless.core.render import head, line_size
+from endless.core.store.messages import Message, render
+from endless.core.view.render import head, line_size
 from endless.core.settings import Settings
-from endless.core.log import record_tail
-from endless.core.messages import KINDS
-from endless.core.turns import COMPLETED, EncodedTurn, TurnRecord
+from endless.core.store.log import record_tail
+from endless.core.store.messages import KINDS
+from endless.core.store.turns import COMPLETED, EncodedTurn, TurnRecord
 
 SETTINGS = Settings(line_budget=200)
 WORDS = ["ok", "yes", "déjà vu", "naïve", "日本語", "line\nbreak", "cr\r\nlf", "a <chat> tag",
@@ -112,7 +112,7 @@ def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], turn_sizes: l
                 if way == "records":
                     memory.commit_turns(turns, sync=False)
                 else:
-                    memory.commit_encoded(lambda m: [encoded(turn) for turn in turns], sync=False)
+                    memory.bulk_commit(lambda m: [encoded(turn) for turn in turns], sync=False)
                 if writes[k % len(writes)]:  # the writer writes the unwritten leaves so far
                     for i in range(memory.total):
                         if not memory.is_built(0, i):

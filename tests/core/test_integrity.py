@@ -14,12 +14,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless.core import integrity, tiling
-from endless.core.keys import workspace_key
+from endless.core import integrity
+from endless.core.view import tiling
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
-from endless.core.turns import TurnRecord
+from endless.core.store.turns import TurnRecord
 from endless.writer.queue import ready_work
 
 SMALL = {"line_budget": 96, "view_ceiling": 2500, "view_floor": 1250, "view_shrink_slack": 600,
@@ -101,7 +102,7 @@ def test_a_shorter_log_read_only_hides_the_lines_past_its_end(tmp_path: Path) ->
 
 
 def test_a_shorter_log_drops_its_search_rows(tmp_path: Path) -> None:
-    from endless.core.search import corpus_of, search
+    from endless.core.search.finder import corpus_of, search
 
     def run_search(corpus, words):
         return search(corpus, words, 0, 10, 5.0)
@@ -172,7 +173,7 @@ def test_swapped_tree_slots_are_caught_and_rebuilt(tmp_path: Path) -> None:
     memory = fill(tmp_path, 30)
     text10, text20 = memory.node_text(0, 10), memory.node_text(0, 20)
     assert text10 != text20
-    path = memory.tree._slot_path(0)
+    path = memory.tree.slot_path(0)
     slots = array("Q")
     slots.frombytes(path.read_bytes())
     slots[10], slots[20] = slots[20], slots[10]

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from endless.core import sessions
-from endless.core.keys import Key, InvalidKey, gateway_key, workspace_key
+from endless.core.store import sessions
+from endless.core.store.keys import Key, InvalidKey, gateway_key, workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 
 import harness  # noqa: E402
@@ -203,7 +203,7 @@ def test_bind_refuses_after_a_crash_left_the_turn_in_a_memory(two_keys, tmp_path
 
 
 def test_a_memory_id_is_exactly_sixteen_hex_digits() -> None:
-    from endless.core.keys import InvalidKey, check_memory_id
+    from endless.core.store.keys import InvalidKey, check_memory_id
 
     assert check_memory_id("0123456789abcdef") == "0123456789abcdef"
     for bad in ("0123456789abcdef\n", "0123456789ABCDEF", "../0123456789abc", "0123456789abcde", 16):

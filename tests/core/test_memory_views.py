@@ -7,18 +7,18 @@ from pathlib import Path
 
 from hypothesis import example, given, settings, strategies as st
 
-from endless.core import tiling as views
-from endless.core.keys import workspace_key
+from endless.core.view import tiling as views
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.turns import TurnRecord
-from endless.core.messages import Message
+from endless.core.store.turns import TurnRecord
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from endless.writer.queue import ready_work
 from endless.writer.task import job_input
 from endless.writer.task import job_session, job_sources
 from endless.writer.task import writer_context
 from endless.writer.recorded import recorded_routes
-from endless.core.render import recent_block
+from endless.core.view.render import recent_block
 
 SMALL = Settings(view_ceiling=3000, view_floor=1500, writer_view_ceiling=1400,
                  writer_view_floor=700, view_shrink_slack=800)
@@ -283,7 +283,7 @@ def test_a_shrinking_view_with_nothing_to_merge_matches_a_fresh_pass(tmp_path):
 
 def test_sizes_kept_from_lines_in_hand_equal_the_rendered_sizes(tmp_path) -> None:
     """Free lines' sizes are counted from their text at commit, never rendered: they must match a rendering."""
-    from endless.core.render import ViewLine
+    from endless.core.view.render import ViewLine
 
     memory = _open(tmp_path, Settings())
     texts = ["a\r\nb", "é\n\r\r\n数据", "plain words", "\r", "tabs\tand\r\nmore\r\n"]

@@ -7,11 +7,12 @@ import re
 
 import pytest
 
-from endless.core import messages as msgs
-from endless.core.keys import workspace_key
+from endless.core.store import messages as msgs
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import (KINDS, Message, MessageError, Stored, TraceBuilder, cap_middle,
-                              check_kind, prepare, render, split_long, tag)
+from endless.core.store.messages import (
+    KINDS, Message, MessageError, Stored, TraceBuilder, cap_middle, check_kind, prepare, render, split_long,
+    tag)
 from endless.core.settings import Settings, SettingsError
 from endless.writer.queue import ready_work
 from endless.writer.task import job_input

@@ -1,6 +1,6 @@
 """Memory text can never open or close a frame Endless builds (issue 15 item 6, DESIGN §4).
 
-The pure rule first (:func:`endless.core.render.neutralise`), then the view's
+The pure rule first (:func:`endless.core.view.render.neutralise`), then the view's
 size accounting for lines that it changes.
 """
 
@@ -11,12 +11,12 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
-from endless.core.render import ViewLine, line_size, neutralise, recent_block
+from endless.core.store.messages import Message
+from endless.core.view.render import ViewLine, line_size, neutralise, recent_block
 from endless.core.settings import Settings
-from endless.core.turns import TurnRecord
+from endless.core.store.turns import TurnRecord
 
 # Anything a model could read as one of our tags: any case, blanks, a slash, attributes, no ">".
 ANY_TAG = re.compile(r"[<\uff1c\ufe64][\s\u00ad\u200b-\u200d\u2060\ufeff]*/?[\s\u00ad\u200b-\u200d\u2060\ufeff]*"

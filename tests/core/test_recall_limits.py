@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from endless.core import lookback, recall, search
-from endless.core.keys import workspace_key
+from endless.core import lookback
+from endless.core.search import scan as recall, finder as search
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
-from endless.core.pattern_guard import PatternTooLarge, check, weigh
+from endless.core.store.messages import Message
+from endless.core.search.pattern_guard import PatternTooLarge, check, weigh
 from endless.core.settings import Settings
 
 BOUND = 30.0  # seconds: far above what each search needs, far below a hang
@@ -120,7 +121,7 @@ def test_the_pattern_bomb_is_refused_before_compiling(tmp_path):
 
 def test_the_pattern_bomb_stays_small_under_a_memory_limit():
     """In a child limited to 1 GiB of address space: the refusal comes back, no MemoryError, no kill."""
-    code = ("from endless.core import recall\n"
+    code = ("from endless.core.search import scan as recall\n"
             "try:\n"
             f"    recall.compile_pattern({BOMB!r})\n"
             "except recall.SearchError as exc:\n"

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from endless.core import redact, search
-from endless.core.keys import workspace_key
+from endless.core.privacy import redact
+from endless.core.search import finder as search
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,10 +18,12 @@ import orjson
 import pytest
 from hypothesis import example, given, settings as hsettings, strategies as st
 
-from endless.core import lookback, search, search_index
-from endless.core.keys import workspace_key
+from endless.core import lookback
+from endless.core.search import finder as search, index as search_index
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
+from endless.core.store.turns import TurnRecord
 from endless.core.settings import INDEX_PARSE_GROUP, Settings
 
 BASE = 1_764_000_000.0  # 2025-11-24 16:00 UTC; each test's messages are BASE + seconds
@@ -34,11 +36,11 @@ def _open(root: Path, settings: Settings | None = None) -> Memory:
 
 
 def _add(memory: Memory, text: str, kind: str = "user", title: str = "Chat", session: str = "s1",
-         at: float | None = None, reply: str | None = None) -> int:
+         at: float | None = None, reply: str | None = None, index: bool = True) -> int:
     first = memory.total
     when = BASE + first if at is None else at
     messages = [Message(kind, text, when)] + ([Message("reply", reply, when + 1)] if reply else [])
-    memory.commit_turn(session, title, messages, sync=False)
+    memory.commit_turns([TurnRecord(session, title, messages)], sync=False, index=index)
     return first
 
 
@@ -243,8 +245,8 @@ def test_a_replaced_log_rebuilds_the_index(tmp_path):
 
 _CHILD = r"""
 import sys
-from endless.core import index_upkeep, search, search_index
-from endless.core.keys import workspace_key
+from endless.core.search import finder as search, index as search_index, upkeep as index_upkeep
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.settings import Settings
 from pathlib import Path
@@ -319,9 +321,10 @@ def test_a_kill_during_catch_up_loses_and_repeats_nothing(tmp_path, when):
 
 _COMMITTER = r"""
 import sys
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
+from endless.core.store.turns import TurnRecord
 from endless.core.settings import Settings
 from pathlib import Path
 
@@ -419,12 +422,12 @@ def test_only_a_stretch_named_free_is_stepped_over_unread(tmp_path, named):
     """The index leaves out free lines; a stretch its writer names free is not even read (an import's helper)."""
     import math
 
-    from endless.core import index_upkeep
+    from endless.core.search import upkeep as index_upkeep
 
     memory = _open(tmp_path)
-    memory.index_elsewhere = True  # the index is caught up below, from the files alone
-    _add(memory, "short question", reply="short answer")
-    long = _add(memory, "pasted " + "row " * 200)
+    # the index is caught up below, from the files alone
+    _add(memory, "short question", reply="short answer", index=False)
+    long = _add(memory, "pasted " + "row " * 200, index=False)
     before = memory.tree.end
     memory.store_line(0, long, "The person pasted a long zanzibar table of rows.")
     after = memory.tree.end
@@ -458,7 +461,7 @@ _LOG_LINES = st.one_of(
 def test_turns_read_a_group_at_a_time_are_the_lines_read_alone(tmp_path_factory, lines, repeat, start_line):
     """Records are parsed a group of lines at a time; a damaged line in a group is skipped alone, every
     other line of the group is read, and each record keeps its turn number and the byte where it ends."""
-    from endless.core.index_upkeep import read_turns
+    from endless.core.search.upkeep import read_turns
 
     every = (lines * repeat)[:3 * INDEX_PARSE_GROUP]
     path = tmp_path_factory.mktemp("log") / "turns.jsonl"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.settings import (MEANINGS, Settings, SettingsError, config_path, describe, load_settings,
                                    setting_names)

@@ -18,12 +18,12 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from endless.core import messages as msgs
-from endless.core import recall as searching
+from endless.core.store import messages as msgs
+from endless.core.search import scan as searching
 from endless.core import lookback as tools
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message, TraceBuilder
+from endless.core.store.messages import Message, TraceBuilder
 from endless.core.settings import Settings
 from endless.writer.queue import ready_work
 from tool_forms import anthropic_tools, openai_tools

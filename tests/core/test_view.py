@@ -6,8 +6,8 @@ from array import array
 
 from hypothesis import example, given, settings, strategies as st
 
-from endless.core import tiling as views
-from endless.core.tiling import Lines, Part, Sawtooth, ViewState, merge_down, most_due
+from endless.core.view import tiling as views
+from endless.core.view.tiling import Lines, Part, Sawtooth, ViewState, merge_down, most_due
 
 
 def merge_at(parts: list[Part], k: int) -> Part:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from endless.faces.hermes.install import install
-from endless.core.keys import Key, workspace_key
+from endless.core.store.keys import Key, workspace_key
 from endless.core.memory import Memory
 from endless.core.settings import load_settings
 from commands import endless_command

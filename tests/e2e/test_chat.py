@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.writer.recorded import recorded_routes
 from endless.core.settings import Settings
 from commands import endless_command

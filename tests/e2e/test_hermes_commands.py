@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from commands import endless_command
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.turn import head as turn_head
 from hermes_env import Env, HERMES_PYTHON, hermes_ready, segments, user_texts
 

@@ -16,7 +16,7 @@ import pytest
 
 from endless.turn import head as turn_head
 from endless.turn import protocol as turn_protocol
-from endless.core.keys import gateway_key
+from endless.core.store.keys import gateway_key
 from endless.writer.recorded import recorded_routes
 
 from hermes_env import Env, HERMES_PYTHON, hermes_ready, outside_view, segments, user_texts

@@ -32,10 +32,10 @@ expect = playwright_api.expect
 sys.path.insert(0, str(REPO / "tests"))
 import rpc_fixtures as F  # noqa: E402
 
-from endless.core.keys import workspace_key  # noqa: E402
+from endless.core.store.keys import workspace_key  # noqa: E402
 from endless.core.memory import Memory  # noqa: E402
-from endless.core.messages import Message  # noqa: E402
-from endless.core.turns import TurnRecord  # noqa: E402
+from endless.core.store.messages import Message  # noqa: E402
+from endless.core.store.turns import TurnRecord  # noqa: E402
 from endless.faces.rpc import start_in_thread  # noqa: E402
 
 # The long memory: 10,000 turns as an import leaves them (each with its own time), about 50 a

@@ -23,9 +23,9 @@ from mcp.client.stdio import stdio_client
 
 from endless import prompts
 from endless.core import lookback as tools
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from commands import endless_command
 

@@ -196,7 +196,7 @@ def test_an_empty_history_page_says_so(env, capsys):
 
 
 def test_an_empty_memory_says_it_holds_nothing_yet(env, capsys, tmp_path, monkeypatch):
-    from endless.core.keys import workspace_key
+    from endless.core.store.keys import workspace_key
     from endless.core.memory import Memory
     from endless.core.settings import load_settings
 

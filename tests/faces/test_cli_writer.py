@@ -9,7 +9,7 @@ import time
 
 import orjson
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.settings import Settings
 from endless.writer.spend import lifted_today, write_pause

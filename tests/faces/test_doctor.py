@@ -20,9 +20,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from commands import endless_command
 
@@ -304,7 +304,7 @@ def test_foreign_files_and_permissions_are_findings_never_crashes(env, memory) -
 def test_a_search_index_of_other_files_is_a_warning(env, memory) -> None:
     import sqlite3
 
-    from endless.core.search import corpus_of, search
+    from endless.core.search.finder import corpus_of, search
 
     search(corpus_of(memory), "question", 0, 5, 5.0)  # builds the index
     code, report = doctor(env)
@@ -317,7 +317,7 @@ def test_a_search_index_of_other_files_is_a_warning(env, memory) -> None:
 
 
 def test_forgotten_messages_are_counted_and_an_unmerged_index_is_named(env, memory) -> None:
-    from endless.core import forget
+    from endless.core.privacy import forget
 
     mid, folder = memory.memory_id, memory.folder
     code, report = doctor(env)

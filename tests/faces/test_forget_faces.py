@@ -92,7 +92,7 @@ def test_hermes_slash_forget_asks_then_forgets(tmp_path: Path, monkeypatch) -> N
     done = forget_text(memory, f"{target} confirm")
     assert done.startswith("Forgot 1 message") and "state.db" in done
     assert memory.message(target).text.startswith("(forgotten on ")
-    from endless.core import forget
+    from endless.core.privacy import forget
     assert forget.purge_index(memory.folder)  # waits for the merge the command started on its own thread
     assert list(memory.folder.glob("forget.*")) == []
     assert forget_text(memory, f"{target} confirm").startswith("Nothing to forget")

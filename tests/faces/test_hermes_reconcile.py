@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from endless.faces.hermes.reconcile import NOTE, missed, reconcile
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import load_settings
 from endless.turn.pending import keep
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings
 from commands import endless_command, fresh_home
 from paths import FIXTURES as ALL_FIXTURES, REPO
@@ -138,7 +138,7 @@ def test_a_time_that_is_no_real_moment_is_refused_with_file_and_line(place, tmp_
 
 def test_a_memory_holding_impossible_times_still_reads(place) -> None:
     """Written before the check (here: straight through the engine): every reader shows "unknown"."""
-    from endless.core.turns import TurnRecord
+    from endless.core.store.turns import TurnRecord
 
     home, workspace, env = place
     with open_memory(place, readonly=False) as memory:
@@ -422,10 +422,10 @@ def test_lines_written_while_a_long_import_runs_are_all_in_its_index(place, tmp_
     still running, whatever the machine's speed; more are stored as its batches land."""
     import math
 
-    from endless.core import index_upkeep
-    from endless.core.messages import Message
-    from endless.core.search_index import SearchIndex
-    from endless.core.turns import TurnRecord
+    from endless.core.search import upkeep as index_upkeep
+    from endless.core.store.messages import Message
+    from endless.core.search.index import SearchIndex
+    from endless.core.store.turns import TurnRecord
 
     home, workspace, env = place
     turns = 2 * IMPORT_FOLLOWER_FROM

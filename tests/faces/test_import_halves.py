@@ -16,8 +16,8 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from endless.core.identity import Presence, identity, identity_key
-from endless.core.messages import KINDS
+from endless.core.store.identity import Presence, identity, identity_key
+from endless.core.store.messages import KINDS
 from endless.core.settings import load_settings
 from endless.faces.importers import halves, importer
 from endless.faces.importers.formats import FormatError, Stretch, read_generic, split_point

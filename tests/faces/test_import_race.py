@@ -21,10 +21,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless.core.keys import workspace_key
-from endless.core.locks import ChangeLock
+from endless.core.store.keys import workspace_key
+from endless.core.store.locks import ChangeLock
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from commands import endless_command, fresh_home
 from paths import REPO

@@ -17,13 +17,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from endless.core.free_nodes import FreeStretch
-from endless.core.keys import workspace_key
+from endless.core.view.free_nodes import FreeStretch
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
-from endless.core.search_index import SearchIndex
+from endless.core.store.messages import Message
+from endless.core.search.index import SearchIndex
 from endless.core.settings import Settings
-from endless.core.turns import TurnRecord
+from endless.core.store.turns import TurnRecord
+from endless.core.search import follow
 from endless.faces.importers import index_follower
 
 
@@ -36,7 +37,7 @@ def _run_helper(folder: Path, told: list[bytes], monkeypatch) -> int:
     reading, writing = os.pipe()
     os.write(writing, b"".join(told))
     os.close(writing)
-    monkeypatch.setattr(index_follower, "FOLLOWER_POLL_SECONDS", 3600.0)
+    monkeypatch.setattr(follow, "FOLLOWER_POLL_SECONDS", 3600.0)
     monkeypatch.setattr(sys, "stdin", os.fdopen(reading, "r"))
     ctrl_c = signal.getsignal(signal.SIGINT)
     try:
@@ -48,12 +49,11 @@ def _run_helper(folder: Path, told: list[bytes], monkeypatch) -> int:
 @pytest.mark.parametrize("tell", ["the stretch", "another file's stretch", "nothing"])
 def test_the_helper_steps_over_only_the_stretches_named_for_its_tree_file(tmp_path, monkeypatch, tell):
     memory = Memory.open(workspace_key(None, tmp_path / "ws"), root=tmp_path, settings=Settings())
-    memory.index_elsewhere = True
     stretches: list[FreeStretch] = []
     memory.on_free_stretch(stretches.append)
     memory.commit_turns([TurnRecord("s", "t", [Message("user", "question about alpha", 1.0),
                                                Message("reply", "answer about alpha", 2.0)], tid=f"{0:016x}")],
-                        sync=False, plan=False)
+                        sync=False, plan=False, index=False)
     assert len(stretches) == 1 and stretches[0].end == memory.tree.end
     folder, tree_path = memory.folder, memory.tree.path
     memory.close()

@@ -9,7 +9,7 @@ from contextlib import redirect_stderr
 
 import pytest
 
-from endless.core.durable import LinkRefused
+from endless.core.store.durable import LinkRefused
 from endless.faces.cli.oserrors import os_error_said
 from endless.faces.hermes import commands
 
@@ -51,7 +51,7 @@ def test_hermes_endless_view_says_a_refused_link_in_words(tmp_path, monkeypatch)
 def test_endless_memories_lists_the_others_when_one_cannot_be_read(tmp_path, monkeypatch, capsys):
     """One memory behind a refused link is named on stderr; the readable ones are still listed (exit 0)."""
     from endless.cli import main
-    from endless.core.keys import workspace_key
+    from endless.core.store.keys import workspace_key
 
     root = tmp_path / "root"
     good = F.build(root, turns=2, key=workspace_key(None, tmp_path / "a"))
@@ -73,7 +73,7 @@ def test_endless_memories_lists_the_others_when_one_cannot_be_read(tmp_path, mon
 @pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])
 def test_the_search_index_opens_none_of_its_files_through_a_link(tmp_path, suffix):
     """SQLite follows links to the database and to its -wal and -shm files: each is refused first."""
-    from endless.core.search_index import SearchIndex
+    from endless.core.search.index import SearchIndex
 
     index = SearchIndex(tmp_path)
     index.path.parent.mkdir(parents=True)

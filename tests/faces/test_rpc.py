@@ -19,11 +19,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from endless.faces import answers
-from endless.core import sessions
-from endless.core.keys import Key, workspace_key
+from endless.core.store import sessions
+from endless.core.store.keys import Key, workspace_key
 from endless.core.memory import Memory
-from endless.core.turns import TurnRecord
-from endless.core.messages import Message
+from endless.core.store.turns import TurnRecord
+from endless.core.store.messages import Message
 from endless.faces.rpc import create_app, credential, start_in_thread
 
 import rpc_fixtures as F  # noqa: E402

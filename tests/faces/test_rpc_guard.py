@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from endless.core.durable import LinkRefused
+from endless.core.store.durable import LinkRefused
 from endless.core.settings import SettingsError, load_settings
 from endless.faces.rpc import credential, start_in_thread
 from endless.faces.rpc.app import EXPIRED, PageKeys

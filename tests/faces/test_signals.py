@@ -20,7 +20,7 @@ import pytest
 
 import rpc_fixtures as F
 from commands import endless_command
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 
 BOUND = 60.0
 

@@ -403,14 +403,14 @@ def test_unknown_provider_and_keys(monkeypatch):
 
 
 def test_keywords_an_older_sdk_lacks_go_in_extra_body():
-    from endless.llm.client import _fit_kwargs
+    from endless.llm.client import fit_kwargs
 
     def create(*, model, messages, max_tokens=None, extra_body=None):  # an SDK without the newer keywords
         return None
 
     kwargs = {"model": "m", "messages": [], "max_tokens": 5, "prompt_cache_key": "k",
               "reasoning_effort": "none", "extra_body": {"thinking": {"type": "disabled"}}}
-    fitted = _fit_kwargs(create, dict(kwargs))
+    fitted = fit_kwargs(create, dict(kwargs))
     assert fitted["model"] == "m" and fitted["max_tokens"] == 5
     assert fitted["extra_body"] == {"thinking": {"type": "disabled"}, "prompt_cache_key": "k",
                                     "reasoning_effort": "none"}

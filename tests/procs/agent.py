@@ -16,10 +16,10 @@ import time
 import traceback
 from pathlib import Path
 
-from endless.core import tiling as views
-from endless.core.keys import workspace_key
+from endless.core.view import tiling as views
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from endless.writer.queue import ready_work
 
@@ -56,8 +56,8 @@ def op_open(c: dict) -> dict:
     offset[0] = float(c.get("clock_offset", 0.0))
     if c.get("pause_tree_index"):
         # Stop while reading the tree index, after the level-0 slots and before the rest.
-        from endless.core.tree import TreeStore
-        original = TreeStore._slot_path
+        from endless.core.store.tree import TreeStore
+        original = TreeStore.slot_path
 
         def slot_path(self, level):
             if level == 1 and not getattr(self, "_paused", False):
@@ -65,7 +65,7 @@ def op_open(c: dict) -> dict:
                 pause("tree index")
             return original(self, level)
 
-        TreeStore._slot_path = slot_path
+        TreeStore.slot_path = slot_path
     if c.get("pause_at_journal_beacon"):
         # Stop between opening a journal's beacon file and locking it (probing for orphans).
         import fcntl

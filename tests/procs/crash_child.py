@@ -22,7 +22,7 @@ import random
 import sys
 from pathlib import Path
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.settings import Settings
 from endless.writer.queue import ready_work

@@ -1,7 +1,7 @@
 """A child for the forget tests: forgets (reporting each durable step), commits turns, searches or reads.
 
 ``forget ROOT MID SETTINGS ID STOP``: forget message ID, printing each step of
-:mod:`endless.core.forget`; at step number STOP (if not -1) it waits on stdin,
+:mod:`endless.core.privacy.forget`; at step number STOP (if not -1) it waits on stdin,
 so the parent kills it exactly there.  ``commit ROOT MID SETTINGS N``: commit N
 turns, one line each.  ``search ROOT MID SETTINGS N WORDS``: search N times.
 """
@@ -13,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from endless.core import forget, search
+from endless.core.privacy import forget
+from endless.core.search import finder as search
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 
 

@@ -16,12 +16,13 @@ import re
 
 from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
-from endless.core import lookback, tiling
-from endless.core.keys import workspace_key
+from endless.core import lookback
+from endless.core.view import tiling
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
-from endless.core.turns import TurnRecord
+from endless.core.store.turns import TurnRecord
 from endless.llm import tokens
 from endless.sim.tokens import default_tokenizer
 from endless.llm.request import Msg, Request

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.core.settings import Settings
 from endless.sim.agent_model import ScriptedAgent
 from endless.sim.cache import make_cache

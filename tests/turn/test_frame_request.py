@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 
 from endless.core import lookback
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
-from endless.core.render import neutralise, state_line
+from endless.core.store.messages import Message
+from endless.core.view.render import neutralise, state_line
 from endless.core.settings import Settings
 from endless.turn.head import build_request, shorten_line, system_prompt, turn_tools
 from endless.writer.queue import ready_work

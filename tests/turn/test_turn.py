@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from endless.core import lookback
-from endless.core.keys import workspace_key
+from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
-from endless.core.messages import Message
+from endless.core.store.messages import Message
 from endless.llm.anthropic_api import anthropic_mark_positions, to_anthropic
 from endless.llm.request import ToolCallOut
 from endless.core.settings import Settings
@@ -333,7 +333,7 @@ def test_two_chats_starting_at_once_show_a_kept_message_once(tmp_path):
     last = pending.keep(memory, "s0", "Old chat", "and the bittern?")
     code = (f"import sys; sys.path[:0] = {sys.path!r}\n"
             "from pathlib import Path\n"
-            "from endless.core.keys import workspace_key\nfrom endless.core.memory import Memory\n"
+            "from endless.core.store.keys import workspace_key\nfrom endless.core.memory import Memory\n"
             "from endless.core.settings import Settings\nfrom endless.turn import pending\n"
             f"m = Memory.open(workspace_key(None, Path({str(tmp_path / 'ws')!r})), settings=Settings(), "
             f"root=Path({str(tmp_path)!r}))\n"

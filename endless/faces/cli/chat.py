@@ -30,14 +30,15 @@ import threading
 from typing import Any
 
 from endless import prompts
-from endless.core import diagnostics, durable
+from endless.core import diagnostics
+from endless.core.store import durable
 from endless.turn.run import run_turn
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
 from endless.faces.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory, MemoryUseError
-from endless.core.messages import Message
+from endless.core.store import Message
 from endless.core.words import agree, count
-from endless.core.render import state_line
+from endless.core.view import state_line
 from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import Turn
 

@@ -11,7 +11,7 @@ import argparse
 import re
 from pathlib import Path
 
-from endless.core.keys import InvalidKey, Key, check_memory_id, workspace_key
+from endless.core.store import InvalidKey, Key, check_memory_id, workspace_key
 from endless.core.memory import Memory, MemoryUseError, NoMemory
 from endless.core.settings import Settings, load_settings
 

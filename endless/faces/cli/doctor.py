@@ -28,12 +28,12 @@ from typing import Any, Iterable
 
 import orjson
 
-from endless.core import journal
+from endless.core.store import journal
 from endless.core.words import agree, count
 from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, memory_id_word
-from endless.core.keys import MEMORY_ID
-from endless.core.locks import Lease, holder_pid, is_held
-from endless.core.keyfile import FORMAT
+from endless.core.store import MEMORY_ID
+from endless.core.store import Lease, holder_pid, is_held
+from endless.core.store import FORMAT
 from endless.core.memory import Memory, MemoryUseError, memories_dir
 from endless.core.settings import Settings, SettingsError, config_path, load_settings
 from endless.turn.head import recent_start
@@ -391,7 +391,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                f"memory {mid}: {count(totals['calls'], 'writer call')}, {totals['cost']:.4f} USD in all, "
                f"{spent:.4f} USD today, {cap_text}" + (" — the writer is paused" if paused else ""),
                "`endless writer resume` lifts the pause for today" if paused else None, mid)
-    from endless.core.redact import counts as redacted_counts
+    from endless.core.privacy import counts as redacted_counts
 
     redacted = redacted_counts(memory.folder)
     if redacted:
@@ -412,7 +412,7 @@ def _search_index_finding(report: Report, memory: Memory) -> None:
     """The full-text index's watermark against the files it was read from (it is rebuilt when they disagree)."""
     import sqlite3
 
-    from endless.core import index_upkeep
+    from endless.core.search import upkeep as index_upkeep
 
     index = memory.search_index
     if not index.exists():
@@ -463,7 +463,7 @@ def _recent_overflow(memory: Memory, limit: int) -> int:
 
 
 def _tree_tail(memory: Memory):
-    from endless.core.durable import read_complete
+    from endless.core.store import read_complete
 
     _, tail = read_complete(memory.tree.path, memory.tree.end)
     return tail
@@ -479,7 +479,7 @@ def _journal_pid(path: Path) -> int | None:
 
 
 def _recorded_routes(memory: Memory) -> set[str]:
-    from endless.core.durable import iter_lines, read_complete
+    from endless.core.store import iter_lines, read_complete
 
     data, _ = read_complete(memory.folder / "routes.jsonl", 0)
     latest: dict[str, dict] = {}

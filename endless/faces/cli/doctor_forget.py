@@ -1,7 +1,7 @@
 """``endless doctor``'s line for forgets: how many messages a memory forgot, and what of a forget is unfinished.
 
 Read from the files alone (``forgotten.jsonl``, the ``forget.<op>.redo`` and
-``forget.<op>.purge`` markers of :mod:`endless.core.forget`), so it works on a
+``forget.<op>.purge`` markers of :mod:`endless.core.privacy.forget`), so it works on a
 memory opened read-only and never changes it.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from endless.core.forget import PURGE, REDO, REGISTRY
+from endless.core.privacy import PURGE, REDO, REGISTRY
 from endless.core.words import count
 
 

@@ -49,7 +49,7 @@ def add_forget_parser(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from endless.core.keys import workspace_key
+    from endless.core.store import workspace_key
     from endless.core.settings import load_settings
     from endless.faces.forgetting import forget_value
     from endless.faces.hermes.forget_copy import HermesCopyError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 
-from endless.core.durable import LinkRefused
+from endless.core.store import LinkRefused
 
 
 def os_error_said(exc: OSError) -> str:

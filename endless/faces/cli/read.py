@@ -18,7 +18,7 @@ import orjson
 from endless.faces import answers
 from endless.faces.answers import AnswerError, ArgumentError
 from endless.faces.cli.choose import memory_id_word
-from endless.core.render import fold
+from endless.core.view import fold
 from endless.core import moments
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -105,7 +105,7 @@ def add_read_parsers(sub: Any) -> None:
 
 
 def _open(args: argparse.Namespace, settings: Any):
-    from endless.core.keys import workspace_key
+    from endless.core.store import workspace_key
 
     if args.memory:
         return answers.open_memory(settings, args.memory, listed_by=LIST_COMMAND)

@@ -73,7 +73,7 @@ def slash(raw_args: str = "") -> str:
 
 def forget_text(memory, rest: str) -> str:
     """``/endless forget …``: first what would go; only ``… confirm`` forgets (a chat has no dialog)."""
-    from endless.core import forget
+    from endless.core.privacy import forget
     from endless.core.errors import MemoryUseError
     from endless.faces import forgetting
     from endless.faces.hermes.forget_copy import HermesCopyError, installed
@@ -224,7 +224,7 @@ def run_cli(args: argparse.Namespace) -> int:
 
 def _run_cli(args: argparse.Namespace) -> int:
     from endless.faces.hermes.plugin import profile_name
-    from endless.core.keys import workspace_key
+    from endless.core.store import workspace_key
 
     if not getattr(args, "run", None):
         print("usage: hermes endless {memories,view,zoom,date,search,history,status} ...", file=sys.stderr)
@@ -246,7 +246,7 @@ def _run_cli(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from endless.faces.hermes.plugin import profile_name
-    from endless.core.keys import workspace_key
+    from endless.core.store import workspace_key
     from endless.core.memory import Memory, MemoryUseError
     from endless.core.settings import load_settings
 

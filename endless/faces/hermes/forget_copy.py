@@ -1,6 +1,6 @@
 """Hermes's own copy of forgotten messages: their text replaced by the tombstone in its session store.
 
-``endless forget … --hermes`` and ``/endless forget … confirm`` (issue #19).
+``endless forget … --hermes`` and ``/endless forget … confirm`` (the person asked for Hermes's copy too).
 Hermes 0.19.0's ``SessionDB`` has no call that changes one stored message
 (``replace_messages`` deletes and re-inserts a whole session, which would
 renumber its rows and drop the rows in-place compaction archived), so this is
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from endless.core import durable
+from endless.core.store import durable
 from endless.faces.hermes.install import PLUGIN_NAME, STATE_FILE
 from endless.faces.hermes.transcripts import BUSY_TIMEOUT
 

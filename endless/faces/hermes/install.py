@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from endless.core import durable
+from endless.core.store import durable
 from endless.core.words import count
 
 PLUGIN_NAME = "endless"

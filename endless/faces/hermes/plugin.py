@@ -46,11 +46,11 @@ from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import REFUSAL, STOPPED_WAITING, Turn, wait_for_room
 from endless.faces.hermes import notices, reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
-from endless.core.keys import Key, gateway_key, workspace_key
+from endless.core.store import Key, gateway_key, workspace_key
 from endless.core.memory import Memory
-from endless.core.render import state_line
+from endless.core.view import state_line
 from endless.llm.request import Request
-from endless.core.sessions import key_for_session
+from endless.core.store import key_for_session
 
 SKIPPED_PLATFORMS = {"subagent", "cron", "kanban", "batch"}
 CLI_PLATFORMS = {"", "cli", "tui", "acp", "api"}

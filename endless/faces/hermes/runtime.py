@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from endless.core import durable
-from endless.core.keys import Key
+from endless.core.store import durable
+from endless.core.store import Key
 from endless.core.memory import Memory
 from endless.core.settings import Settings, load_settings
 

@@ -37,16 +37,18 @@ from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 
-from endless.core import durable, moments, redact
-from endless.core.identity import Presence, identity_key, messages_identity
+from endless.core.store import durable
+from endless.core import moments
+from endless.core.privacy import redact
+from endless.core.store import Presence, identity_key, messages_identity
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
 from endless.core.memory import Memory, MemoryUseError
-from endless.core.log import record_tail, with_tid
-from endless.core.turns import COMPLETED, EncodedTurn, TurnRecord
-from endless.core.messages import KINDS, Message, TraceBuilder, prepare
-from endless.core.render import utf8_size
+from endless.core.store import record_tail, with_tid
+from endless.core.store import COMPLETED, EncodedTurn, TurnRecord
+from endless.core.store import KINDS, Message, TraceBuilder, prepare
+from endless.core.store import utf8_size
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
 from endless.core.words import agree, count
 from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
@@ -575,7 +577,8 @@ def catch_up_cost(settings: Settings, writer: str, leaves: int, merges: int, lon
 
 
 def commit(memory: Memory, plan: Plan, show_progress: bool,
-           landed: Callable[[int, int], None] | None = None, have: Presence | None = None) -> Landed:
+           landed: Callable[[int, int], None] | None = None, have: Presence | None = None,
+           index: bool = True) -> Landed:
     """Append the new turns in durable batches, then plan the views once; says what landed.
 
     ``landed(first, end)`` hears of each batch's messages once they are durable (the offline
@@ -583,6 +586,7 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
     Each batch is checked again under the memory's lock against the log as it is then
     (``have``, the count the plan was made from, brought up to date): a turn another
     import or a live chat logged since the plan was made is skipped, not logged twice.
+    ``index=False``: the import's helper process keeps the search index (see index_follower).
     """
     have = have if have is not None else Presence()
     done = Landed()
@@ -603,12 +607,12 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
             batch.append(planned)
             size += len(planned[0].tail)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
-                done.add(_commit_batch(memory, batch, landed, have), len(batch))
+                done.add(_commit_batch(memory, batch, landed, have, index), len(batch))
                 batch, size = [], 0
                 if progress is not None:
                     progress.update(task, completed=done.turns + done.skipped)
         if batch:
-            done.add(_commit_batch(memory, batch, landed, have), len(batch))
+            done.add(_commit_batch(memory, batch, landed, have, index), len(batch))
             if progress is not None:
                 progress.update(task, completed=done.turns + done.skipped)
         if done.turns:
@@ -634,8 +638,8 @@ class Landed:
 
 
 def _commit_batch(memory: Memory, batch: list[tuple[EncodedTurn, int, int]],
-                  landed: Callable[[int, int], None] | None, have: Presence) -> list:
-    infos = memory.commit_encoded(lambda m: have.admit(m, batch))
+                  landed: Callable[[int, int], None] | None, have: Presence, index: bool) -> list:
+    infos = memory.bulk_commit(lambda m: have.admit(m, batch), index=index)
     have.committed(infos)
     if infos and landed is not None:
         landed(infos[0].first, infos[-1].first + infos[-1].count)
@@ -738,10 +742,9 @@ def _import(args: argparse.Namespace) -> int:
             from endless.faces.importers import index_follower
 
             helper = index_follower.start(memory.folder, memory.granularity)
-            memory.index_elsewhere = True
             memory.on_free_stretch(index_follower.tell_free(helper))
         try:
-            done = commit(memory, plan, show, record, have)
+            done = commit(memory, plan, show, record, have, index=helper is None)
         except BaseException:
             if helper is not None:
                 index_follower.finish(helper, completed=False)

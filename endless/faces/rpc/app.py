@@ -62,7 +62,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from endless.faces import answers
-from endless.core import durable
+from endless.core.store import durable
 from endless.faces.answers import AnswerError
 from endless.faces.rpc import credential, readers
 from endless.faces.rpc.readers import Readers

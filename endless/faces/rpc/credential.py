@@ -17,7 +17,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from endless.core import durable
+from endless.core.store import durable
 
 FILE_NAME = "rpc-token"
 HEADER = "authorization"

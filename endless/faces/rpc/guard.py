@@ -20,7 +20,7 @@ import struct
 from collections import Counter
 from typing import Any
 
-from endless.core import durable
+from endless.core.store import durable
 from endless.core.settings import Settings
 
 _PROC_TCP = "/proc/net/tcp"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from endless.core import durable
+from endless.core.store import durable
 from endless.core.settings import Settings
 from endless.faces.cli.choose import memory_id_word
 
@@ -129,7 +129,7 @@ def add_serve_parser(sub: Any) -> None:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
-    from endless.core.keys import workspace_key
+    from endless.core.store import workspace_key
     from endless.core.memory import memories_dir
     from endless.faces.rpc import credential
     from endless.faces.rpc.app import create_app, issue_address

@@ -1,4 +1,4 @@
-"""Forgetting messages (issue #19): their words leave every file of the memory, their ids stay.
+"""Forgetting messages: their words leave every file of the memory, their ids stay.
 
 Why it is done this way:
 
@@ -31,7 +31,7 @@ Why it is done this way:
   patched log).  Deleted terms stay in old FTS segments until they merge,
   so both tables are then ``optimize``d with ``secure_delete`` on (freed
   pages zeroed) and the WAL checkpointed and truncated
-  (:mod:`endless.core.forget_copies`).  That merge rewrites the whole index
+  (:mod:`endless.core.privacy.copies`).  That merge rewrites the whole index
   (about a minute at a million messages), so it runs after the memory's
   lock is released, under the index's own; a marker file stands for it
   until it is done, and the next open finishes it after a crash.  A crash after the
@@ -57,19 +57,65 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 import orjson
 
 from endless import prompts
-from endless.core import durable, forget_copies as copies, index_upkeep, tiling
+from endless.core.store import durable
+from endless.core.privacy import copies as copies
+from endless.core.search import upkeep as index_upkeep
+from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
-from endless.core.messages import Stored
-from endless.core.search_index import line_key
+from endless.core.store import Stored
+from endless.core.search import line_key
 from endless.core.words import count
 
 if TYPE_CHECKING:
-    from endless.core.memory import Memory
+    from endless.core.search import SearchIndex
+    from endless.core.settings import Settings
+    from endless.core.store import ChangeLock, OrderLog, TreeStore, TurnInfo
+    from endless.core.view import Part, ViewKeeper
+
+
+class Memory(Protocol):
+    """What forgetting works on: an open memory (``endless.core.memory.Memory`` is one; this floor
+    never imports it).  A forget changes the log, the tree, the views and the index under the
+    memory's own lock, and tells the memory what it stored."""
+
+    folder: Path
+    memory_id: str
+    settings: "Settings"
+    agent_name: str
+    readonly: bool
+    clock: Callable[[], float]
+    log: "OrderLog"
+    tree: "TreeStore"
+    views: "ViewKeeper"
+    search_index: "SearchIndex"
+    lock: "ChangeLock"
+
+    @property
+    def total(self) -> int: ...
+
+    @property
+    def turns(self) -> int: ...
+
+    def message(self, message_id: int) -> Stored | None: ...
+
+    def turn(self, turn: int) -> "TurnInfo | None": ...
+
+    def catch_up(self, locked: bool = False) -> bool: ...
+
+    def check_writable(self) -> None: ...
+
+    def store_line(self, level: int, index: int, text: str, sync: bool = True) -> bool: ...
+
+    def tell_built(self, part: "Part", text: str | None = None) -> None: ...
+
+    def notify_waiters(self) -> None: ...
+
+    def report(self, what: str) -> None: ...
 
 REGISTRY = "forgotten.jsonl"
 REDO, PURGE = "forget.{op}.redo", "forget.{op}.purge"  # one of each per forget, by its op
@@ -77,12 +123,6 @@ _log = logging.getLogger("endless.forget")
 
 # Set by the crash test's child to report each durable step (and so be killed between them).
 step: Callable[[str], None] = lambda name: None  # noqa: E731
-
-
-def tombstone(at: float) -> str:
-    """What a forgotten message reads as: that it was forgotten and when, never what it said."""
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
-    return prompts.text("forget/tombstone.txt").strip().format(when=when)
 
 
 def unreachable() -> str:
@@ -102,11 +142,11 @@ class _Known:
 _known: "weakref.WeakKeyDictionary[Memory, _Known]" = weakref.WeakKeyDictionary()
 
 
-def _registry(memory: "Memory") -> Path:
+def _registry(memory: Memory) -> Path:
     return memory.folder / REGISTRY
 
 
-def catch_up(memory: "Memory") -> None:
+def catch_up(memory: Memory) -> None:
     """Learn of forgets other processes made: tombstones, and erased nodes cleared from the slots."""
     known = _known.setdefault(memory, _Known())
     if memory.log.recheck is None:
@@ -122,14 +162,14 @@ def catch_up(memory: "Memory") -> None:
             _log.warning("%s: a damaged line in %s was skipped", memory.memory_id, REGISTRY)
 
 
-def _learn(memory: "Memory", entry: dict, known: _Known) -> None:
+def _learn(memory: Memory, entry: dict, known: _Known) -> None:
     if entry["op"] in known.ops:
         return
     known.ops.add(entry["op"])
     at = float(entry["at"])
     for mid in entry["ids"]:
         memory.log.forgotten[int(mid)] = at
-        memory.views._src.pop(int(mid), None)
+        memory.views.forget_source(int(mid))
     tree = memory.tree
     cleared = []
     for level, index, offset, *_ in entry["nodes"]:
@@ -139,17 +179,15 @@ def _learn(memory: "Memory", entry: dict, known: _Known) -> None:
             tree.slots[part[0]][part[1]] = 0
             tree.count -= 1
             cleared.append(part)
-        tree._texts.pop(part, None)
-        sizes = memory.views._sizes
-        if part[0] < len(sizes) and part[1] < len(sizes[part[0]]):
-            sizes[part[0]][part[1]] = 0
+        tree.drop_text(part)
+        memory.views.forget_size(part)
     if cleared:
         tree.merged += 1
-        memory.views._needed_stale = True
+        memory.views.mark_needed_stale()
         _relearn(memory, int(entry.get("tree_end", tree.end)), set(cleared))
 
 
-def _relearn(memory: "Memory", start: int, parts: set) -> None:
+def _relearn(memory: Memory, start: int, parts: set) -> None:
     """Nodes written again after the forget that this process read while their old slot still stood."""
     tree = memory.tree
     if start >= tree.end:
@@ -159,21 +197,13 @@ def _relearn(memory: "Memory", start: int, parts: set) -> None:
         data = handle.read(tree.end - start)
     for offset, line in durable.iter_lines(data, start):
         part = index_upkeep.node_part(line)
-        if part in parts and tree._set(part[0], part[1], offset):
-            memory._built(part)
-
-
-def shown(stored: Stored | None, forgotten: dict[int, float]) -> Stored | None:
-    """``stored`` as every reader shows it: a forgotten message as its tombstone."""
-    if stored is None or stored.id not in forgotten:
-        return stored
-    return Stored(stored.id, stored.kind, tombstone(forgotten[stored.id]), stored.at, stored.session,
-                  stored.title, stored.turn, None)
+        if part in parts and tree.set_slot(part[0], part[1], offset):
+            memory.tell_built(part)
 
 
 # -- choosing what to forget -----------------------------------------------------------------------
 
-def select(memory: "Memory", *, ids: Iterable[int] = (), turns: Iterable[int] = (),
+def select(memory: Memory, *, ids: Iterable[int] = (), turns: Iterable[int] = (),
            since: float | None = None, before: float | None = None, query: str | None = None) -> list[int]:
     """The message ids a forget would remove, sorted; bad input raises and changes nothing.
 
@@ -213,7 +243,7 @@ def select(memory: "Memory", *, ids: Iterable[int] = (), turns: Iterable[int] = 
     return sorted(m for m in chosen if m not in memory.log.forgotten and m < memory.total)
 
 
-def retention(memory: "Memory") -> Outcome | None:
+def retention(memory: Memory) -> Outcome | None:
     """Forget every message older than ``forget_after_days`` (the same forget, with its guarantees).
 
     Turns are committed in time order (an import sorts its own), so the scan
@@ -260,7 +290,7 @@ class _Plan:
                 "nodes": self.nodes, "tree_end": self.tree_end}
 
 
-def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
+def _plan(memory: Memory, ids: list[int], at: float) -> _Plan:
     plan = _Plan(secrets.token_hex(8), at, ids, tree_end=memory.tree.end)
     by_turn: dict[int, list[int]] = {}
     for mid in ids:
@@ -294,7 +324,7 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
     return plan
 
 
-def _written_from(memory: "Memory", mid: int) -> list[tuple[int, int]]:
+def _written_from(memory: Memory, mid: int) -> list[tuple[int, int]]:
     """The built lines holding words of message ``mid``: its own line and each ancestor up to the top."""
     found = []
     part = (0, mid)
@@ -330,16 +360,16 @@ class Outcome:
     unreachable: str
 
 
-def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bool = True) -> Outcome:
+def forget(memory: Memory, ids: list[int], *, dry_run: bool = False, purge: bool = True) -> Outcome:
     """Forget messages ``ids`` (from :func:`select`); ``dry_run`` only lists what would go.
 
     ``purge=False`` leaves the index's merge (about a minute at a million
     messages) to the caller's :func:`purge_index`, on a thread of its own.
     """
-    memory._writable()
+    memory.check_writable()
     start = time.monotonic()
     with memory.lock:
-        memory._catch_up(locked=True)
+        memory.catch_up(locked=True)
         ids = sorted(set(i for i in ids if i not in memory.log.forgotten))
         if ids and not 0 <= ids[0] <= ids[-1] < memory.total:
             raise MemoryUseError(f"there is no message {ids[0] if ids[0] < 0 else ids[-1]}; nothing was forgotten")
@@ -358,7 +388,7 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bo
             if stored is not None and not memory.tree.built(0, mid):
                 memory.store_line(0, mid, stored.writer_source(memory.settings, memory.agent_name))
         memory.views.update(memory.total, save=True)
-    memory._waiters.notify()
+    memory.notify_waiters()
     step("unlocked")
     if purge and not purge_index(memory.folder):
         memory.report("the search index was busy; its old pages are merged away when the memory is next opened")
@@ -367,7 +397,7 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bo
     return Outcome(ids, previews, len(plan.nodes), written, time.monotonic() - start, False, unreachable())
 
 
-def _apply(memory: "Memory", plan: _Plan, replay: bool = False) -> int:
+def _apply(memory: Memory, plan: _Plan, replay: bool = False) -> int:
     """Every step after the redo is durable; each may run again after a crash.  Returns bytes patched."""
     entry = plan.to_json()
     known = _known.setdefault(memory, _Known())
@@ -393,16 +423,16 @@ def purge_index(folder: Path, wait: bool = True) -> bool:
     return copies.purge_pending(folder, PURGE.format(op="*"), step, wait)
 
 
-def _marker(memory: "Memory", form: str, op: str) -> Path:
+def _marker(memory: Memory, form: str, op: str) -> Path:
     return memory.folder / form.format(op=op)
 
 
-def _in_registry(memory: "Memory", op: str) -> bool:
+def _in_registry(memory: Memory, op: str) -> bool:
     path = _registry(memory)
     return path.exists() and f'"op":"{op}"'.encode() in path.read_bytes()
 
 
-def _patch_files(memory: "Memory", plan: _Plan) -> int:
+def _patch_files(memory: Memory, plan: _Plan) -> int:
     written = 0
     for path, patches in ((memory.log.path, [(o, n, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]),
                           (memory.tree.path, [(o, n, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
@@ -420,7 +450,7 @@ def _patch_files(memory: "Memory", plan: _Plan) -> int:
     return written
 
 
-def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:
+def _index_and_patch(memory: Memory, plan: _Plan, replay: bool) -> int:
     """Delete the index rows and patch the files in one index write transaction, then purge old pages."""
     index = memory.search_index
     if not index.exists():
@@ -452,16 +482,16 @@ def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:
         step("index-rows")
         written = _patch_files(memory, plan)
     if stale:
-        copies.drop_index(memory)
+        copies.drop_index(memory.search_index, memory.report)
         return written
     step("index-commit")
     return written
 
 
-def _clear_slots(memory: "Memory", plan: _Plan) -> None:
+def _clear_slots(memory: Memory, plan: _Plan) -> None:
     """Zero the erased nodes' slots on disk (derived: the registry corrects a stale slot anyway)."""
     for level, index, offset, _ in plan.nodes:
-        path = memory.tree._slot_path(level)
+        path = memory.tree.slot_path(level)
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
@@ -475,7 +505,7 @@ def _clear_slots(memory: "Memory", plan: _Plan) -> None:
 
 # -- at open: finishing a forget a crash interrupted -----------------------------------------------------
 
-def on_open(memory: "Memory") -> None:
+def on_open(memory: Memory) -> None:
     """Under the lock at open: replay redos left behind, learn the registry, merge the index if due.
 
     The merge waits for nobody: if another process holds the index, it is
@@ -498,7 +528,7 @@ def on_open(memory: "Memory") -> None:
     copies.purge_pending(memory.folder, PURGE.format(op="*"), step, wait=False)
 
 
-def _recover_texts(memory: "Memory", plan: _Plan) -> None:
+def _recover_texts(memory: Memory, plan: _Plan) -> None:
     """The old texts still in the files (if the crash came before the patches), for the index rows."""
     with open(memory.log.path, "rb") as handle:
         for offset, length in plan.log_patches:
@@ -519,7 +549,7 @@ def _recover_texts(memory: "Memory", plan: _Plan) -> None:
             plan.line_texts[(level, index)] = record["text"]
 
 
-def _id_at(memory: "Memory", offset: int) -> int | None:
+def _id_at(memory: Memory, offset: int) -> int | None:
     """The message whose text's JSON string starts at byte ``offset`` of the log."""
     turn = bisect.bisect_right(memory.log.offsets, offset) - 1
     if turn < 0:
@@ -538,11 +568,11 @@ class _Span:
     offset: int  # where it starts in the log
 
 
-def _message_spans(memory: "Memory", turn: int) -> Iterator[_Span]:
+def _message_spans(memory: Memory, turn: int) -> Iterator[_Span]:
     """Each message of the turn's record with its bytes and place in the log (one already forgotten,
     its text now spaces, no longer matches its re-encoding and is skipped)."""
     base = memory.log.offsets[turn]
-    line = os.pread(memory.log._reader(), memory.log.lengths[turn], base)
+    line = os.pread(memory.log.reader(), memory.log.lengths[turn], base)
     record = orjson.loads(line)
     pos = line.find(b',"m":[')
     for k, m in enumerate(record["m"]):

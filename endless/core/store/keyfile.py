@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from endless.core import durable
+from endless.core.store import durable
 from endless.core.errors import MemoryUseError
-from endless.core.keys import Key
+from endless.core.store.keys import Key
 
 FORMAT = 1
 

@@ -208,3 +208,8 @@ class TraceBuilder:
     def writer_text(self) -> str | None:
         joined = "\n".join(self.writer_lines)
         return None if joined == self.text() else joined
+
+
+def utf8_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8, without encoding it when it is ASCII (most lines are)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from endless.core import durable
+from endless.core.store import durable
 
 
 class LockBusy(RuntimeError):

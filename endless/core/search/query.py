@@ -14,12 +14,12 @@ import re
 from dataclasses import dataclass
 
 from endless.core import moments
-from endless.core.search_index import Filters
+from endless.core.search.index import Filters
 from endless.core.settings import (SEARCH_PHRASE_CHARS_MAX, SEARCH_TERMS_MAX, STOPWORDS)
 
 WORDS, PHRASE, PATTERN = "words", "phrase", "pattern"
 SCOPES = ("messages", "lines", "both")
-# What a person calls a message, mapped to the log's kinds (endless.core.messages.KINDS).
+# What a person calls a message, mapped to the log's kinds (endless.core.store.messages.KINDS).
 KIND_NAMES = {
     "person": ("user",),
     "agent": ("reply", "said", "work"),

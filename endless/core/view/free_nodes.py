@@ -15,14 +15,15 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import orjson
 
-from endless.core import tiling
-from endless.core.log import OrderLog
-from endless.core.messages import KINDS, Message, tag
-from endless.core.render import head, line_size, utf8_size
+from endless.core.view import tiling
+from endless.core.store import OrderLog
+from endless.core.store import KINDS, Message, tag
+from endless.core.store import utf8_size
+from endless.core.view.render import head, line_size
 from endless.core.settings import Settings
-from endless.core.tiling import Part
-from endless.core.tree import TreeStore
-from endless.core.turns import EncodedTurn
+from endless.core.view.tiling import Part
+from endless.core.store import TreeStore
+from endless.core.store import EncodedTurn
 
 
 @dataclass

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import orjson
 
-from endless.core import durable, journal
-from endless.core.journal import Journal
-from endless.core.log import TurnInfo, placed, tail_tid
-from endless.core.messages import KINDS, STEP_KINDS, TURN_KINDS, Message, check_kind, prepare
+from endless.core.store import durable, journal
+from endless.core.store.journal import Journal
+from endless.core.store.log import TurnInfo, placed, tail_tid
+from endless.core.store.messages import KINDS, STEP_KINDS, TURN_KINDS, Message, check_kind, prepare
 
 if TYPE_CHECKING:
-    from endless.core.memory import Memory
+    from endless.core.store.contract import MemoryHost
 
 COMPLETED, STOPPED, INTERRUPTED, CONTINUED = "completed", "stopped", "interrupted", "continued"
 KEPT = "kept"  # a refused turn's message, kept for the next turn of any chat (endless.turn.pending)
@@ -58,7 +58,7 @@ class TurnRecord:
 class EncodedTurn:
     """A completed turn encoded for the log but for its place: an import's turn, read from its spill.
 
-    ``tail`` is the record from its turn id on (:func:`endless.core.log.record_tail`),
+    ``tail`` is the record from its turn id on (:func:`endless.core.store.log.record_tail`),
     its messages already as the memory keeps them (redacted); the commit
     writes it after the turn's place instead of encoding the turn again.
     What the commit needs besides comes with it, so that a long import never
@@ -66,7 +66,7 @@ class EncodedTurn:
     the bytes of its writer source in UTF-8 without the tag, and that source
     as the inside of a JSON string (``b""`` when it is longer than the line
     budget, so never a free leaf).  A free line is then put together from
-    bytes (:func:`endless.core.free_nodes.free_encoded`).  ``redacted`` counts
+    bytes (:func:`endless.core.view.free_nodes.free_encoded`).  ``redacted`` counts
     the secrets replaced in it.
     """
 
@@ -127,7 +127,7 @@ def decoded(turns: Sequence[EncodedTurn], infos: Sequence[TurnInfo]) -> dict[int
 class TurnInProgress:
     """A turn being logged: messages go to the journal at once, the order log at the end."""
 
-    def __init__(self, memory: "Memory", journal: Journal, since: int | None = None) -> None:
+    def __init__(self, memory: "MemoryHost", journal: Journal, since: int | None = None) -> None:
         self.memory = memory
         self.journal = journal
         if since is None:
@@ -168,7 +168,7 @@ class TurnInProgress:
 
 
 
-def close_orphans(memory: "Memory") -> None:
+def close_orphans(memory: "MemoryHost") -> None:
     """Close journals of dead processes as interrupted turns (under the memory's lock, at open)."""
     for path, beacon in journal.orphans(memory.folder):
         try:

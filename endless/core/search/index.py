@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from endless.core import durable
-from endless.core.messages import KINDS, Message
+from endless.core.store import durable
+from endless.core.store import KINDS, Message
 from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SPAN_CHARS
 
 FORMAT = 1
@@ -118,7 +118,7 @@ class SearchIndex:
                 # Not a database any more (damaged, or another program wrote it): derived data, so
                 # it is set aside and built again from the log.
                 durable.log("search", f"the search index {self.path} cannot be read ({exc}); rebuilding it")
-                self._set_aside()
+                self.set_aside()
                 self._db = self._connect()
         return self._db
 
@@ -142,7 +142,7 @@ class SearchIndex:
             db.executescript(_SCHEMA)
             db.execute("SELECT count(*) FROM state").fetchone()
             # Freed pages are zeroed, so a forgotten message's words never linger in free space
-            # (endless.core.forget); ``zeroed`` says every page was freed so since the file began.
+            # (endless.core.privacy.forget); ``zeroed`` says every page was freed so since the file began.
             db.execute("PRAGMA secure_delete=ON")
             if fresh:
                 db.execute(f"INSERT OR IGNORE INTO state(name, value) VALUES ('{ZEROED}', 1)")
@@ -151,7 +151,7 @@ class SearchIndex:
             raise
         return db
 
-    def _set_aside(self) -> None:
+    def set_aside(self) -> None:
         for suffix in ("", "-wal", "-shm"):
             path = self.path.with_name(self.path.name + suffix)
             try:
@@ -173,10 +173,14 @@ class SearchIndex:
                          int(values.get("messages", 0)), int(values.get("tree_end", 0)),
                          str(values.get("first_tid", "")))
 
-    def _set_mark(self, **values: object) -> None:
+    def forget_chats(self) -> None:
+        """Chat ids cached from rows that are gone (a transaction rolled back)."""
+        self._chats = {}
+
+    def set_mark(self, **values: object) -> None:
         self.db().executemany("INSERT OR REPLACE INTO state(name, value) VALUES (?, ?)", values.items())
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
         db = self.db()
         for table in ("words", "line_words"):
             db.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
@@ -231,7 +235,7 @@ class SearchIndex:
         db = self.db()
         db.executemany("INSERT INTO words(rowid, text) VALUES (?, ?)", rows)
         db.executemany("INSERT INTO msg(id, at, kind, chat) VALUES (?, ?, ?, ?)", infos)
-        self._set_mark(turns=mark.turns, log_end=mark.log_end, messages=mark.messages,
+        self.set_mark(turns=mark.turns, log_end=mark.log_end, messages=mark.messages,
                        first_tid=mark.first_tid)
 
     def add_lines(self, lines: Iterable[tuple[int, int, str]], tree_end: int | None) -> None:
@@ -246,7 +250,7 @@ class SearchIndex:
                 fresh.append((key, text))
         db.executemany("INSERT INTO line_words(rowid, text) VALUES (?, ?)", fresh)
         if tree_end is not None:
-            self._set_mark(tree_end=tree_end)
+            self.set_mark(tree_end=tree_end)
 
     def _chat(self, session: str, title: str) -> int:
         key = (session, title)
@@ -470,6 +474,6 @@ class _Write:
                 db.execute("COMMIT")
             else:
                 db.execute("ROLLBACK")
-                self.index._chats = {}  # rows of this transaction are gone: the chat ids with them
+                self.index.forget_chats()  # rows of this transaction are gone: the chat ids with them
         finally:
             self.index.lock.release()

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from endless.core import durable
-from endless.core.keys import Key, session_file_name
-from endless.core.locks import ChangeLock
+from endless.core.store import durable
+from endless.core.store.keys import Key, session_file_name
+from endless.core.store.locks import ChangeLock
 
 
 class AlreadyBound(RuntimeError):

@@ -25,8 +25,8 @@ from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import Path
 
-from endless.core import durable
-from endless.core.messages import Message
+from endless.core.store import durable
+from endless.core.store import Message
 
 MARK = "[redacted: {kind}]"
 

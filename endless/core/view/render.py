@@ -9,14 +9,28 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
-from endless.core import tiling
+from endless.core.store import utf8_size
+from endless.core.view import tiling
 from endless.core.settings import FRAME_TAGS, STATE_MARKER, TASK_MARKER
-from endless.core.tiling import Part
+from endless.core.view.tiling import Part
 
 if TYPE_CHECKING:
-    from endless.core.memory import Memory
+    from endless.core.settings import Settings
+    from endless.core.store import Stored
+
+
+class MessageSource(Protocol):
+    """What the recent block is read from (``Memory`` is one)."""
+
+    settings: "Settings"
+    agent_name: str
+
+    @property
+    def total(self) -> int: ...
+
+    def message(self, message_id: int) -> "Stored | None": ...
 
 DAMAGED_NOTE = "note: (this message is damaged in the log)"
 
@@ -82,11 +96,6 @@ def head(part: Part) -> str:
     return f"{tiling.name(part)}|"
 
 
-def utf8_size(text: str) -> int:
-    """Bytes of ``text`` in UTF-8, without encoding it when it is ASCII (most lines are)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
-
-
 def line_size(line_head: str, text: str) -> int:
     """Bytes of the rendered line ``head + text`` with its newline.
 
@@ -137,7 +146,7 @@ def state_line(moment: str) -> str:
     return f"{STATE_MARKER} {moment}]"
 
 
-def recent_line(memory: "Memory", message_id: int) -> str:
+def recent_line(memory: MessageSource, message_id: int) -> str:
     """Message ``message_id`` as the recent block shows it: ``id+0|tag: text``."""
     stored = memory.message(message_id)
     if stored is None:
@@ -145,6 +154,6 @@ def recent_line(memory: "Memory", message_id: int) -> str:
     return f"{message_id}+0|{neutralise(stored.source_text(memory.settings, memory.agent_name))}"
 
 
-def recent_block(memory: "Memory", start: int) -> str:
+def recent_block(memory: MessageSource, start: int) -> str:
     """Messages ``[start, T)`` as ``id+0|tag: text`` lines, oldest first."""
     return "\n".join(recent_line(memory, m) for m in range(start, memory.total))

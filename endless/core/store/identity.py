@@ -1,4 +1,4 @@
-"""Which turns a memory already holds, decided under its lock (issue #17 item 1).
+"""Which turns a memory already holds, decided under its lock, so no turn is logged twice.
 
 A turn's identity is its session and the kind and whole text of its first
 message; the same words said again in one session are told apart by how
@@ -19,11 +19,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from endless.core import journal
+from endless.core.store import journal
 
 if TYPE_CHECKING:
-    from endless.core.memory import Memory
-    from endless.core.turns import TurnRecord
+    from endless.core.store.contract import MemoryHost
+    from endless.core.store.turns import TurnRecord
 
 
 def identity(session: str, kind: str, text: str) -> str:
@@ -64,13 +64,13 @@ class Presence:
     _admitted: tuple = field(default_factory=lambda: (None, []), repr=False)  # (turn count, keys) of the last admit
 
     @classmethod
-    def of(cls, memory: "Memory") -> "Presence":
+    def of(cls, memory: "MemoryHost") -> "Presence":
         """Every turn the memory holds (one read of each record)."""
         presence = cls()
         presence.refresh(memory)
         return presence
 
-    def refresh(self, memory: "Memory") -> None:
+    def refresh(self, memory: "MemoryHost") -> None:
         """Count the turns appended since the last look (under the lock, caught up, for a commit)."""
         for turn in range(self.scanned, memory.turns):
             record = memory.log.read_record(turn)
@@ -78,7 +78,7 @@ class Presence:
                 self.counts[identity_key(ident)] += 1
         self.scanned = max(self.scanned, memory.turns)
 
-    def in_flight(self, memory: "Memory") -> Counter:
+    def in_flight(self, memory: "MemoryHost") -> Counter:
         """Identities of turns journalled and not committed (a live chat's turn, a dead process's)."""
         found: Counter = Counter()
         base = journal.journal_dir(memory.folder)
@@ -93,7 +93,7 @@ class Presence:
                 found[identity_key(ident)] += 1
         return found
 
-    def admit(self, memory: "Memory", planned: Iterable[tuple["TurnRecord", int, int]]) -> list["TurnRecord"]:
+    def admit(self, memory: "MemoryHost", planned: Iterable[tuple["TurnRecord", int, int]]) -> list["TurnRecord"]:
         """The planned ``(record, identity key, occurrence)`` turns that are not there yet (under the lock)."""
         self.refresh(memory)
         flying = self.in_flight(memory)
@@ -112,7 +112,7 @@ class Presence:
         self._admitted = (None, [])
 
 
-def imported_copy(memory: "Memory", session: str, messages: Sequence[dict], since: int) -> set[tuple[str, str]]:
+def imported_copy(memory: "MemoryHost", session: str, messages: Sequence[dict], since: int) -> set[tuple[str, str]]:
     """Under the lock: the ``(kind, text)`` of a live turn's messages another process logged after turn ``since``.
 
     A live turn is journalled from its first request and committed when it

@@ -1,6 +1,6 @@
 """Where a forgotten message's words are outside the log and the tree: the search index, side copies.
 
-Split from :mod:`endless.core.forget` (which says why each step is done as it
+Split from :mod:`endless.core.privacy.forget` (which says why each step is done as it
 is); these are the steps that need no plan: merging the full-text index's
 segments so deleted words leave its file (long at a million messages, so run
 after the memory's lock is released, under the index's own), checkpointing
@@ -13,16 +13,14 @@ import os
 import re
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import orjson
 
-from endless.core import durable
-from endless.core.search_index import ZEROED, IndexBusy, SearchIndex
+from endless.core.store import durable
+from endless.core.search import ZEROED, IndexBusy, SearchIndex
 from endless.core.settings import FORGET_CHECKPOINT_TRIES
 
-if TYPE_CHECKING:
-    from endless.core.memory import Memory
 
 
 def purge_pending(folder: Path, pattern: str, step: Callable[[str], None], wait: bool = True) -> bool:
@@ -75,16 +73,15 @@ def _checkpoint(db: sqlite3.Connection, step: Callable[[str], None]) -> bool:
     return False
 
 
-def drop_index(memory: "Memory") -> None:
+def drop_index(index: SearchIndex, report: Callable[[str], None]) -> None:
     """The index holds rows whose text is gone: remove it (derived data, rebuilt by the next search)."""
-    index = memory.search_index
     index.close()
     for suffix in ("", "-wal", "-shm"):
         try:
             os.unlink(index.path.with_name(index.path.name + suffix))
         except FileNotFoundError:
             pass
-    memory.report("the search index was removed after an interrupted forget; the next search rebuilds it")
+    report("the search index was removed after an interrupted forget; the next search rebuilds it")
 
 
 def scrub(folder: Path, texts: list[str]) -> None:

@@ -1,6 +1,6 @@
 """Keeping the full-text index current: caught up from the files, or fed what a commit has in hand.
 
-The index (:mod:`endless.core.search_index`) reads the order log and the
+The index (:mod:`endless.core.search.index`) reads the order log and the
 tree file from its watermark on; each batch is one transaction that moves
 the watermark with its rows.  The process that commits a turn or stores a
 line adds it at once if the index had read everything before it, and never
@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import orjson
 
-from endless.core import durable
-from endless.core.search_index import IndexBusy, SearchIndex, Watermark
+from endless.core.store import durable
+from endless.core.search.index import IndexBusy, SearchIndex, Watermark
 from endless.core.settings import INDEX_BATCH_MESSAGES, INDEX_PARSE_GROUP
 
 if TYPE_CHECKING:
-    from endless.core.log import TurnInfo
-    from endless.core.messages import Message
-    from endless.core.tree import TreeStore
+    from endless.core.store import TurnInfo
+    from endless.core.store import Message
+    from endless.core.store import TreeStore
 
 
 def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[tuple[int, int, dict]]:
@@ -179,7 +179,7 @@ def catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
                 if mark.log_end or mark.tree_end:
                     durable.log("search", f"the search index {index.path} disagrees with the memory's "
                                           "files; rebuilding it")
-                index._clear()
+                index.clear()
                 mark = Watermark(0, 0, 0, 0, "")
                 behind = "log" if sources.log_end else ("lines" if sources.tree_end else None)
             if behind == "log":
@@ -206,7 +206,7 @@ def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
     finally:
         turns.close()
     if not batch:  # only damaged lines were left: step over them
-        index._set_mark(log_end=sources.log_end)
+        index.set_mark(log_end=sources.log_end)
         return
     last_turn, end, record = batch[-1]
     first_tid = mark.first_tid or (batch[0][2].get("tid", "") if batch[0][0] == 0 else _first_tid(sources.log_path))
@@ -330,7 +330,7 @@ def after_commit(index: SearchIndex, before: tuple[int, int], infos: list["TurnI
                 return
             first_tid = old.first_tid or (infos[0].tid if infos else "")
             index.add_messages(turns, Watermark(mark.turns, mark.log_end, mark.messages, mark.tree_end, first_tid))
-            index._set_mark(tree_end=mark.tree_end)
+            index.set_mark(tree_end=mark.tree_end)
     except (IndexBusy, sqlite3.Error, OSError) as exc:
         durable.log("search", f"the search index was not updated at this commit ({exc}); "
                               "the next search catches it up")

@@ -6,7 +6,7 @@ lowered and searched in C; each candidate line is parsed and checked against
 the message text itself.  A pattern search runs the ``regex`` engine with a
 deadline, so a catastrophic pattern stops after its time limit instead of
 hanging the process; a pattern that would take too much memory to compile is
-refused before (:mod:`endless.core.pattern_guard`).  Every scan checks the
+refused before (:mod:`endless.core.search.pattern_guard`).  Every scan checks the
 same deadline between chunks and always moves back through the file, so no
 query runs past its time, and a stopped search says how far it got.
 """
@@ -26,9 +26,10 @@ if TYPE_CHECKING:  # the engine and the threads load when a scan runs, not with 
 
     import regex
 
-from endless.core import durable, pattern_guard
-from endless.core import query as query_language
-from endless.core.log import OrderLog
+from endless.core.store import durable
+from endless.core.search import pattern_guard
+from endless.core.search import query as query_language
+from endless.core.store import OrderLog
 from endless.core.settings import LONG_NEEDLE_BYTES
 
 CHUNK = 4 << 20
@@ -66,18 +67,6 @@ class Result:
     mode: str = query_language.WORDS
     indexed: int | None = None  # messages the index covered, when it could not catch up in time
     below: int | None = None  # the message count the search was pinned to (pass back for the next page)
-
-
-def parse_query(query: str) -> tuple[str, bool]:
-    """``(text, is_pattern)``: ``/…/`` is a regular expression, anything else literal words."""
-    if not isinstance(query, str) or not query.strip():
-        raise SearchError("give words to search for, or a /regular expression/")
-    if len(query) >= 2 and query.startswith("/") and query.endswith("/"):
-        body = query[1:-1]
-        if not body:
-            raise SearchError("the regular expression // is empty")
-        return body, True
-    return query, False
 
 
 def compile_pattern(body: str) -> "regex.Pattern[str]":

@@ -16,10 +16,10 @@ from typing import Callable
 
 import orjson
 
-from endless.core import durable
-from endless.core.keys import session_file_name
-from endless.core.locks import Beacon, try_lock
-from endless.core.messages import Message
+from endless.core.store import durable
+from endless.core.store.keys import session_file_name
+from endless.core.store.locks import Beacon, try_lock
+from endless.core.store.messages import Message
 
 
 class JournalBusy(RuntimeError):

@@ -18,9 +18,9 @@ from typing import Callable
 
 import orjson
 
-from endless.core import durable
-from endless.core.log import Damage
-from endless.core.render import utf8_size
+from endless.core.store import durable
+from endless.core.store.log import Damage
+from endless.core.store.messages import utf8_size
 
 FORMAT = 1
 TEXT_CACHE = 8192  # node texts kept in memory: every view line and then some
@@ -47,9 +47,9 @@ class TreeStore:
         self.on_problem: Callable[[str], None] = lambda what: durable.log("tree", what)
         self._fd: int | None = None
         self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
-        self.erased: set[tuple[int, int]] = set()  # erased by a forget (endless.core.forget)
+        self.erased: set[tuple[int, int]] = set()  # erased by a forget (endless.core.privacy.forget)
 
-    def _slot_path(self, level: int) -> Path:
+    def slot_path(self, level: int) -> Path:
         return self.index_dir / f"tree-L{level:02d}.v{FORMAT}.bin"
 
     def _pos_path(self) -> Path:
@@ -73,7 +73,7 @@ class TreeStore:
         self.slots = []
         level = 0
         while True:
-            path = self._slot_path(level)
+            path = self.slot_path(level)
             if not path.exists():
                 break
             raw = durable.read_all(path)
@@ -130,7 +130,11 @@ class TreeStore:
         if index >= len(slots):
             slots.frombytes(bytes(8 * (index + 1 - len(slots))))
 
-    def _set(self, level: int, index: int, offset: int) -> bool:
+    def drop_text(self, part: tuple[int, int]) -> None:
+        """Forget the cached text of a line that was erased."""
+        self._texts.pop(part, None)
+
+    def set_slot(self, level: int, index: int, offset: int) -> bool:
         self._reserve(level, index)
         return self._set_reserved(level, index, offset)
 
@@ -159,14 +163,14 @@ class TreeStore:
         data, tail = durable.read_complete(self.path, self.end)
         found = []
         for offset, line in durable.iter_lines(data, self.end):
-            record = _parse_node(line)
+            record = parse_node(line)
             if record is None and is_erased_line(line):
                 continue  # a line erased by a forget: its node is unwritten again
             if record is None:
                 self.damage.append(Damage(self.path.name, offset, len(line), "not a readable node"))
                 durable.log("tree", f"damaged line at byte {offset} of {self.path.name}: skipped")
                 continue
-            if self._set(record["l"], record["i"], offset):
+            if self.set_slot(record["l"], record["i"], offset):
                 found.append((record["l"], record["i"]))
         self.end = tail.complete_end
         if write_index:
@@ -179,14 +183,16 @@ class TreeStore:
         durable.make_dir(self.index_dir)
         if self._rewrite:  # after a rebuild: every slot file whole, none left from the old index
             for level, slots in enumerate(self.slots):
-                durable.replace_file(self._slot_path(level), slots.tobytes(), sync=False)
+                durable.replace_file(self.slot_path(level), slots.tobytes(), sync=False)
             level = len(self.slots)
-            while self._slot_path(level).exists():
-                self._slot_path(level).unlink()
+            while self.slot_path(level).exists():
+                self.slot_path(level).unlink()
                 level += 1
             self._dirty, self._rewrite = {}, False
         for level, changes in self._dirty.items():
-            fd = durable.open_fd(self._slot_path(level), os.O_WRONLY | os.O_CREAT)
+            if not changes:
+                continue
+            fd = durable.open_fd(self.slot_path(level), os.O_WRONLY | os.O_CREAT)
             try:
                 # One write per run of neighbouring slots: an import changes them by the thousand.
                 slots = self.slots[level]
@@ -347,7 +353,7 @@ class TreeStore:
                 return "mismatch", None
             chunk += more
             nl = chunk.find(b"\n")
-        record = _parse_node(chunk[:nl])
+        record = parse_node(chunk[:nl])
         if record is None:
             return ("erased" if is_erased_line(chunk[:nl]) else "damaged"), None
         if (record["l"], record["i"]) != (level, index):
@@ -371,7 +377,7 @@ class TreeStore:
 
     def repair_tail(self, quarantine: Path) -> str | None:
         return durable.repair_tail(self.path, self.end, quarantine,
-                                   lambda raw: _parse_node(raw) is not None)
+                                   lambda raw: parse_node(raw) is not None)
 
 
 def is_erased_line(line: bytes) -> bool:
@@ -379,7 +385,7 @@ def is_erased_line(line: bytes) -> bool:
     return line.startswith(b'{"gone":')
 
 
-def _parse_node(line: bytes) -> dict | None:
+def parse_node(line: bytes) -> dict | None:
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:

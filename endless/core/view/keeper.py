@@ -15,12 +15,14 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-from endless.core import durable, tiling
-from endless.core.log import OrderLog
-from endless.core.render import ViewLine, chat_block, head, line_size, part_line_sizes, utf8_size
+from endless.core.store import durable
+from endless.core.view import tiling
+from endless.core.store import OrderLog
+from endless.core.store import utf8_size
+from endless.core.view.render import ViewLine, chat_block, head, line_size, part_line_sizes
 from endless.core.settings import Settings
-from endless.core.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
-from endless.core.tree import TreeStore
+from endless.core.view.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
+from endless.core.store import TreeStore
 
 FORMAT = 1
 CHAT, WRITER = "chat", "writer"
@@ -114,6 +116,20 @@ class ViewKeeper:
             self._src.pop(part[1], None)
         if text is not None:
             self._keep_size(part, line_size(head(part), text))
+
+    def forget_source(self, message_id: int) -> None:
+        """A forgotten message's source size is no longer known (its tombstone is measured anew)."""
+        self._src.pop(message_id, None)
+
+    def forget_size(self, part: Part) -> None:
+        """An erased line no longer counts its old size."""
+        level, index = part
+        if level < len(self._sizes) and index < len(self._sizes[level]):
+            self._sizes[level][index] = 0
+
+    def mark_needed_stale(self) -> None:
+        """Lines were cleared: the parents each view needs are worked out again."""
+        self._needed_stale = True
 
     def built_all(self, parts: list[Part], texts: list[str], text_sizes: list[int] | None = None) -> None:
         """:meth:`built` for a commit's free lines (``text_sizes``: each text's utf-8 bytes, when known)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
 from array import array
 from dataclasses import dataclass
 from itertools import accumulate
@@ -20,8 +21,9 @@ from typing import Callable
 
 import orjson
 
-from endless.core import durable
-from endless.core.messages import Message, Stored
+from endless import prompts
+from endless.core.store import durable
+from endless.core.store.messages import Message, Stored
 
 FORMAT = 1
 _FIELDS = 5  # offset, length, first id, count, turn id (as an integer)
@@ -46,7 +48,7 @@ def record_tail(tid: str, session: str, title: str, status: str, at: float, mess
     """A turn record as the log writes it, all but its place: from its turn id to its end.
 
     An import encodes its turns once, before it knows where they land
-    (:class:`endless.core.turns.EncodedTurn`); :func:`placed` completes them.
+    (:class:`endless.core.store.turns.EncodedTurn`); :func:`placed` completes them.
     """
     return orjson.dumps({"tid": tid, "s": session, "t": title, "st": status, "at": at, "m": messages})[1:]
 
@@ -108,8 +110,8 @@ class OrderLog:
         self.indexed_total = 0  # the message count the index claimed when loaded (before any rebuild)
         self.on_problem: Callable[[str], None] = lambda what: durable.log("log", what)
         self._fd: int | None = None
-        self.forgotten: dict[int, float] = {}  # id -> when it was forgotten (endless.core.forget)
-        self.recheck: Callable[[], None] | None = None  # reads forgets made since (endless.core.forget)
+        self.forgotten: dict[int, float] = {}  # id -> when it was forgotten (endless.core.privacy.forget)
+        self.recheck: Callable[[], None] | None = None  # reads forgets made since (endless.core.privacy.forget)
 
     # -- loading and catching up -------------------------------------------------
 
@@ -164,7 +166,7 @@ class OrderLog:
         found: list[tuple[int, dict | None]] = []
         for offset, line in durable.iter_lines(data, self.end):
             turn = len(self.offsets)
-            record = _parse_turn(line, turn, self.total)
+            record = parse_turn(line, turn, self.total)
             if record is None:
                 self.damage.append(Damage(self.path.name, offset, len(line),
                                           "not a readable turn record"))
@@ -221,7 +223,7 @@ class OrderLog:
     def repair_tail(self, quarantine: Path) -> str | None:
         """Under the lock: end the log with a newline, moving torn bytes aside; says what it did."""
         return durable.repair_tail(self.path, self.end, quarantine,
-                                   lambda raw: _parse_turn(raw, 0, None) is not None)
+                                   lambda raw: parse_turn(raw, 0, None) is not None)
 
     # -- writing -------------------------------------------------------------------
 
@@ -295,12 +297,12 @@ class OrderLog:
         if (self.offsets[turn - 1] + self.lengths[turn - 1] + 1 if turn else 0) != offset:
             return "mismatch", None  # every line has a row, in file order: each row starts where the last ended
         start = offset - 1 if offset else 0
-        raw = os.pread(self._reader(), length + 1 + (offset - start), start)
+        raw = os.pread(self.reader(), length + 1 + (offset - start), start)
         if (offset and raw[:1] != b"\n") or raw[-1:] != b"\n" or len(raw) != length + 1 + (offset - start):
             return "mismatch", None
-        record = _parse_turn(raw[offset - start:-1], turn, None)
+        record = parse_turn(raw[offset - start:-1], turn, None)
         if record is None:  # a forget patching it in place at this instant reads whole a moment later
-            record = _parse_turn(os.pread(self._reader(), length, offset), turn, None)
+            record = parse_turn(os.pread(self.reader(), length, offset), turn, None)
         if record is None:
             return "damaged", None  # a whole line, unreadable: damage in the log, not in its index
         if (self.tids[turn] == 0 or record["id"] != self.firsts[turn] or len(record["m"]) != self.counts[turn]
@@ -314,7 +316,7 @@ class OrderLog:
         self.damage = []
         self.catch_up(False)
 
-    def _reader(self) -> int:
+    def reader(self) -> int:
         if self._fd is None:
             self._fd = durable.open_fd(self.path, os.O_RDONLY)
         return self._fd
@@ -353,14 +355,17 @@ class OrderLog:
         return self.shown(stored_from(record, message_id - record["id"], turn))
 
     def shown(self, stored: Stored) -> Stored:
-        """A forgotten message as its tombstone (what :mod:`endless.core.forget` registered)."""
+        """A forgotten message as its tombstone (what :mod:`endless.core.privacy.forget` registered)."""
         if stored.id not in self.forgotten and stored.text == "" and self.recheck is not None:
             self.recheck()  # blanked by a forget this process has not read of yet?
         if stored.id not in self.forgotten:
             return stored
-        from endless.core.forget import shown
-
         return shown(stored, self.forgotten)
+
+    @property
+    def turns(self) -> int:
+        """Turns committed and read by this process."""
+        return len(self.offsets)
 
     def has_tid(self, tid: str) -> bool:
         return tid_number(tid) in self.tids
@@ -372,7 +377,7 @@ def stored_from(record: dict, k: int, turn: int) -> Stored:
                   turn, m.get("w"))
 
 
-def _parse_turn(line: bytes, turn: int, first: int | None) -> dict | None:
+def parse_turn(line: bytes, turn: int, first: int | None) -> dict | None:
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -393,3 +398,17 @@ def _parse_turn(line: bytes, turn: int, first: int | None) -> dict | None:
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return record
+
+
+def tombstone(at: float) -> str:
+    """What a forgotten message reads as: that it was forgotten and when, never what it said."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
+    return prompts.text("forget/tombstone.txt").strip().format(when=when)
+
+
+def shown(stored: Stored | None, forgotten: dict[int, float]) -> Stored | None:
+    """``stored`` as every reader shows it: a forgotten message as its tombstone."""
+    if stored is None or stored.id not in forgotten:
+        return stored
+    return Stored(stored.id, stored.kind, tombstone(forgotten[stored.id]), stored.at, stored.session,
+                  stored.title, stored.turn, None)

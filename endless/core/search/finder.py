@@ -1,10 +1,10 @@
 """One search, in any of the query language's three modes, for every face (DESIGN §5).
 
-Words are ranked by the full-text index (:mod:`endless.core.search_index`),
+Words are ranked by the full-text index (:mod:`endless.core.search.index`),
 which is caught up first, within the search's own time budget; a quoted
 phrase takes the index's candidates newest first and keeps those that hold
 the phrase as written; a pattern scans the log itself
-(:mod:`endless.core.recall`), since no index can answer a regular
+(:mod:`endless.core.search.scan`), since no index can answer a regular
 expression.  Every hit is read back from the log, so what a face shows is
 the message as stored, never the index's idea of it.
 """
@@ -16,20 +16,34 @@ import re
 import sqlite3
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import orjson
 
-from endless.core import durable, index_upkeep
-from endless.core import query as ql
-from endless.core import recall
-from endless.core import search_index as si
-from endless.core import tiling
-from endless.core.recall import Hit, Result, SearchError
+from endless.core.store import durable
+from endless.core.search import upkeep as index_upkeep
+from endless.core.search import query as ql
+from endless.core.search import scan as recall
+from endless.core.search import index as si
+from endless.core.view import tiling
+from endless.core.search.scan import Hit, Result, SearchError
 from endless.core.settings import SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX
 
 if TYPE_CHECKING:
-    from endless.core.memory import Memory
+    from endless.core.search.upkeep import Sources
+    from endless.core.store import OrderLog, TreeStore
+    from endless.core.view import ViewKeeper
+
+
+class Searchable(Protocol):
+    """What a search reads of an open memory (``Memory`` is one)."""
+
+    log: "OrderLog"
+    tree: "TreeStore"
+    views: "ViewKeeper"
+    search_index: si.SearchIndex
+
+    def index_sources(self) -> "Sources": ...
 
 _PHRASE_BATCH = 200  # candidates a phrase search reads from the index at a time
 
@@ -347,7 +361,8 @@ def _pattern_lines(corpus: Corpus, q: ql.Query, filters: si.Filters, want: int, 
         os.close(fd)
     return found, False
 
-def corpus_of(memory: "Memory") -> Corpus:
+
+def corpus_of(memory: Searchable) -> Corpus:
     """A search over an open memory as this process last read it."""
     import bisect
 

@@ -1,0 +1,41 @@
+"""The privacy floor: forgetting and redaction (DESIGN §5, forget).
+
+Forget blanks messages in the log and in every derived copy; redaction keeps secrets out of
+the memory at capture.  It stands on the floors below.
+
+Names load on first use, so a command imports only the modules it touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# each public name and the module of this floor that holds it (a module names itself)
+_WHERE = {
+    "PURGE": "forget",
+    "REDO": "forget",
+    "REGISTRY": "forget",
+    "forget": "forget",
+    "counts": "redact",
+    "redact": "redact",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"{__name__} has no public name {name!r}")
+    value = importlib.import_module(f"{__name__}.{module}")
+    if name != module:
+        value = getattr(value, name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from endless.core.privacy import forget
+    from endless.core.privacy.forget import PURGE, REDO, REGISTRY
+    from endless.core.privacy import redact
+    from endless.core.privacy.redact import counts

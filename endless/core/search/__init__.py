@@ -1,0 +1,50 @@
+"""The search floor: the query language, the full-text index and the scans (DESIGN §5).
+
+The index is derived from the store and can always be rebuilt from it; every hit is read
+back from the log before a face shows it.  It stands on the store and the view.
+
+Names load on first use, so a command imports only the modules it touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# each public name and the module of this floor that holds it (a module names itself)
+_WHERE = {
+    "Searchable": "finder",
+    "finder": "finder",
+    "follow": "follow",
+    "IndexBusy": "index",
+    "SearchIndex": "index",
+    "ZEROED": "index",
+    "index": "index",
+    "line_key": "index",
+    "query": "query",
+    "scan": "scan",
+    "upkeep": "upkeep",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"{__name__} has no public name {name!r}")
+    value = importlib.import_module(f"{__name__}.{module}")
+    if name != module:
+        value = getattr(value, name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from endless.core.search import finder
+    from endless.core.search.finder import Searchable
+    from endless.core.search import follow
+    from endless.core.search import index
+    from endless.core.search.index import IndexBusy, SearchIndex, ZEROED, line_key
+    from endless.core.search import query
+    from endless.core.search import scan
+    from endless.core.search import upkeep

@@ -1,0 +1,91 @@
+"""The full-text index caught up from a memory's files alone, pass after pass (a long import's helper).
+
+A search catches the index up from the open memory it runs in.  A long import
+instead leaves the index to a second process, which opens no memory: it reads
+only the order log's and the tree's complete ends and, now and then, one
+stored line's size (a whole read-only memory would hold every part of the
+views: 520 MB at a million messages, measured).  The importer owns that
+process and what it is told; this module is the index's side of it, so only
+the search floor writes the index.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from pathlib import Path
+from typing import Mapping
+
+from endless.core.search import upkeep
+from endless.core.search.index import SearchIndex
+from endless.core.settings import FOLLOWER_POLL_SECONDS
+from endless.core.store import OrderLog, TreeStore, durable
+from endless.core.view import FreeStretch
+
+
+def complete_end(path: Path) -> int:
+    """Where the file's last whole line ends (the writer may be in the middle of the next)."""
+    try:
+        fd = durable.open_fd(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        pos = os.fstat(fd).st_size
+        while pos > 0:
+            start = max(0, pos - 65536)
+            chunk = os.pread(fd, pos - start, start)
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                return start + nl + 1
+            pos = start
+        return 0
+    finally:
+        os.close(fd)
+
+
+def follow(folder: Path, granularity: str, free: Mapping[int, FreeStretch], ended: threading.Event,
+           poll: float | None = None) -> None:
+    """Catch ``folder``'s index up until ``ended`` is set, then once more to the files' ends.
+
+    ``free``: the stretches of the tree file the import filled with free lines
+    alone, by where they start (the index leaves free lines out, so they are
+    stepped over unread).  Files that grew since the last pass are read again
+    at once; otherwise a pass waits ``poll`` seconds or until ``ended``.
+    """
+    poll = FOLLOWER_POLL_SECONDS if poll is None else poll
+    index = SearchIndex(folder)
+    log_path, tree = OrderLog(folder, granularity).path, TreeStore(folder, granularity)
+    loaded = False
+    stored_size = upkeep.node_size(tree)
+
+    def size_of(level: int, ix: int) -> int | None:  # a line before this pass: its slot, as last saved
+        nonlocal loaded
+        if not loaded:
+            tree.load_index()
+            loaded = True
+        return stored_size(level, ix)
+
+    read_to = (-1, -1)
+    try:
+        while True:
+            ends = (complete_end(log_path), complete_end(tree.path))
+            # the import commits faster than the index keeps up: a pause here would leave the core idle
+            last = ended.wait(0 if ends != read_to else poll)
+            if last or ends == read_to:
+                ends = (complete_end(log_path), complete_end(tree.path))
+            read_to = ends
+            loaded = False
+            inode = durable.inode(tree.path)
+
+            def free_until(offset: int) -> int | None:
+                stretch = free.get(offset)
+                return stretch.end if stretch is not None and stretch.inode == inode else None
+
+            sources = upkeep.Sources(log_path, ends[0], tree.path, ends[1], size_of, free_until)
+            upkeep.catch_up(index, sources, math.inf)
+            if last:
+                return
+    finally:
+        tree.close()
+        index.close()

@@ -1,0 +1,122 @@
+"""The store floor: what a memory keeps on disk and how it is kept safe (DESIGN §1, §2.5).
+
+Durable writes, locks and the writer's lease, the order log, the journal of a turn in
+progress, the tree's lines, turns on their way into the log, keys, sessions and waiters.
+Everything above reaches the disk through the names listed here; the storage seam
+(:mod:`endless.core.store.contract`) names the operations a second backend must offer.
+
+Names load on first use, so a command imports only the modules it touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# each public name and the module of this floor that holds it (a module names itself)
+_WHERE = {
+    "Batch": "contract",
+    "LineStore": "contract",
+    "LogStore": "contract",
+    "MemoryHost": "contract",
+    "Store": "contract",
+    "contract": "contract",
+    "LinkRefused": "durable",
+    "durable": "durable",
+    "iter_lines": "durable",
+    "read_complete": "durable",
+    "FileStore": "files",
+    "files": "files",
+    "Presence": "identity",
+    "identity": "identity",
+    "identity_key": "identity",
+    "messages_identity": "identity",
+    "journal": "journal",
+    "FORMAT": "keyfile",
+    "keyfile": "keyfile",
+    "InvalidKey": "keys",
+    "Key": "keys",
+    "MEMORY_ID": "keys",
+    "check_memory_id": "keys",
+    "gateway_key": "keys",
+    "memory_id": "keys",
+    "workspace_key": "keys",
+    "ChangeLock": "locks",
+    "Lease": "locks",
+    "holder_pid": "locks",
+    "is_held": "locks",
+    "Damage": "log",
+    "OrderLog": "log",
+    "TurnInfo": "log",
+    "parse_turn": "log",
+    "record_tail": "log",
+    "shown": "log",
+    "stored_from": "log",
+    "tid_number": "log",
+    "tombstone": "log",
+    "with_tid": "log",
+    "KINDS": "messages",
+    "Message": "messages",
+    "Stored": "messages",
+    "TraceBuilder": "messages",
+    "check_kind": "messages",
+    "prepare": "messages",
+    "tag": "messages",
+    "utf8_size": "messages",
+    "key_for_session": "sessions",
+    "sessions": "sessions",
+    "TreeStore": "tree",
+    "is_erased_line": "tree",
+    "parse_node": "tree",
+    "COMPLETED": "turns",
+    "EncodedTurn": "turns",
+    "KEPT": "turns",
+    "STATUSES": "turns",
+    "TurnInProgress": "turns",
+    "TurnRecord": "turns",
+    "close_orphans": "turns",
+    "decoded": "turns",
+    "place_encoded": "turns",
+    "Waiters": "waiters",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"{__name__} has no public name {name!r}")
+    value = importlib.import_module(f"{__name__}.{module}")
+    if name != module:
+        value = getattr(value, name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from endless.core.store import contract
+    from endless.core.store.contract import Batch, LineStore, LogStore, MemoryHost, Store
+    from endless.core.store import durable
+    from endless.core.store.durable import LinkRefused, iter_lines, read_complete
+    from endless.core.store import files
+    from endless.core.store.files import FileStore
+    from endless.core.store import identity
+    from endless.core.store.identity import Presence, identity_key, messages_identity
+    from endless.core.store import journal
+    from endless.core.store import keyfile
+    from endless.core.store.keyfile import FORMAT
+    from endless.core.store.keys import (
+        InvalidKey, Key, MEMORY_ID, check_memory_id, gateway_key, memory_id, workspace_key)
+    from endless.core.store.locks import ChangeLock, Lease, holder_pid, is_held
+    from endless.core.store.log import (
+        Damage, OrderLog, TurnInfo, parse_turn, record_tail, shown, stored_from, tid_number, tombstone,
+        with_tid)
+    from endless.core.store.messages import (
+        KINDS, Message, Stored, TraceBuilder, check_kind, prepare, tag, utf8_size)
+    from endless.core.store import sessions
+    from endless.core.store.sessions import key_for_session
+    from endless.core.store.tree import TreeStore, is_erased_line, parse_node
+    from endless.core.store.turns import (
+        COMPLETED, EncodedTurn, KEPT, STATUSES, TurnInProgress, TurnRecord, close_orphans, decoded,
+        place_encoded)
+    from endless.core.store.waiters import Waiters

@@ -1,0 +1,194 @@
+"""The storage seam: what the floors above ask of the store, written down as Protocols (DESIGN §1).
+
+The files under a memory folder are the one implementation today
+(:class:`endless.core.store.files.FileStore`); a second engine (PostgreSQL, for
+memories shared by several machines) is added as one more module that
+satisfies :class:`Store`.  ``tests/core/test_store_contract.py`` runs the same
+contract against every implementation listed there.
+
+What is named here is what every backend must give with the same guarantees:
+the order log (turns appended all or nothing, ids in order, read by range),
+the tree's lines (stored once, first one wins), the journal of a turn in
+progress, the change lock and the writer's lease, the watermark of each
+derived index, a durable mark, and one bulk commit for importers.  What the
+file backend does with byte offsets (a forget patching a record in place, a
+pattern scan reading the file backwards, the integrity checks of the offset
+indexes) is the file backend's own: those routines still take the log's and the
+tree's paths today, and are the next to move behind this seam (a second
+backend answers each with its own engine's means: an UPDATE in one
+transaction, a trigram index, the database's own checks).
+
+:class:`MemoryHost` is the other direction: the few things a store-floor
+routine (a turn in progress, the closing of orphaned journals, the identity of
+turns) needs of the memory it serves.  ``Memory`` satisfies it; the floor never
+imports ``Memory``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from endless.core.settings import Settings
+    from endless.core.store.journal import Journal
+    from endless.core.store.log import TurnInfo
+    from endless.core.store.messages import Message, Stored
+
+
+@runtime_checkable
+class LogStore(Protocol):
+    """The order log: turns in finishing order, each one record, never edited but by a forget."""
+
+    @property
+    def total(self) -> int:
+        """T: messages committed and read by this process."""
+
+    @property
+    def turns(self) -> int:
+        """Turns committed and read by this process."""
+
+    def add(self, lines: list[bytes], infos: list["TurnInfo"], sync: bool) -> None:
+        """Append whole turn records (under the change lock, caught up); durable before it returns."""
+
+    def info(self, turn: int) -> "TurnInfo":
+        """Where turn ``turn`` landed: its first id, count, session, title, status, time, tid."""
+
+    def read_record(self, turn: int) -> dict | None:
+        """The turn's stored record; None when it cannot be read back whole (reported as damage)."""
+
+    def message(self, message_id: int) -> "Stored | None":
+        """One message as every reader shows it (a forgotten one as its tombstone)."""
+
+    def turn_of(self, message_id: int) -> int | None:
+        """The turn holding message ``message_id``."""
+
+    def has_tid(self, tid: str) -> bool:
+        """Whether a turn with this id is committed (a journal replayed after its commit adds nothing)."""
+
+    def catch_up(self, locked: bool) -> None:
+        """Read what other processes appended; ``locked``: the caller holds the lock and may repair."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class LineStore(Protocol):
+    """The tree's lines: each ``(level, index)`` stored once, the first one wins."""
+
+    @property
+    def count(self) -> int:
+        """Lines stored (moves whenever any process stores one)."""
+
+    def built(self, level: int, index: int) -> bool: ...
+
+    def cached_text(self, level: int, index: int) -> str | None:
+        """The line's text, or None while it is unwritten."""
+
+    def encode(self, level: int, index: int, text: str, src: int | None) -> bytes:
+        """One line's stored form (``src``: a leaf's source size, to tell a changed source)."""
+
+    def add(self, lines: list[bytes], parts: list[tuple[int, int]], texts: list[str] | None,
+            sync: bool) -> list[tuple[int, int]]:
+        """Store encoded lines (under the lock); returns the parts that landed, in order."""
+
+    def catch_up(self, locked: bool) -> list[tuple[int, int]]:
+        """Read lines other processes stored; returns their parts."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ChangeLockStore(Protocol):
+    """The short lock every change takes; re-entrant within a process."""
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """The writer's lease: one holder at a time, taken over once it was not renewed for its expiry."""
+
+    token: str | None
+
+    def try_acquire(self) -> bool: ...
+
+    def renew(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+@runtime_checkable
+class IndexMarks(Protocol):
+    """A derived index's watermark: how far into the log and the tree it has read (it is rebuilt
+    from the store whenever it is lost or damaged, so it never blocks a write)."""
+
+    def watermark(self) -> object: ...
+
+    def set_mark(self, **values: object) -> None: ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Everything the floors above use to keep a memory (DESIGN §1's storage seam)."""
+
+    folder: Path
+    log: LogStore
+    tree: LineStore
+    lock: ChangeLockStore
+    lease: LeaseStore
+
+    def load(self) -> None:
+        """Make the store ready to read: what it knows of the log and the tree, without reading them."""
+
+    def journal(self, session: str, title: str,
+                keep: "Callable[[Message], Message] | None" = None) -> "Journal":
+        """A new journal for a turn in progress, fsynced message by message (local to the process
+        that runs the turn: a turn lives on one machine, only its commit is shared)."""
+
+    def durable_mark(self, name: str, value: bytes) -> None:
+        """Replace a small named record so that after any crash it is whole or absent."""
+
+    def read_mark(self, name: str) -> bytes | None:
+        """A record :meth:`durable_mark` wrote, or None."""
+
+    def bulk_commit(self, batch: "Batch", sync: bool = True) -> None:
+        """Append a batch of prepared turn records in one durable write (an import's commit;
+        the caller holds the change lock and has caught up, so ids follow on without a gap)."""
+
+    def close(self) -> None: ...
+
+
+class Batch(Protocol):
+    """Prepared turn records ready to append: their encoded lines and where each lands."""
+
+    lines: "list[bytes]"
+    infos: "list[TurnInfo]"
+
+
+class MemoryHost(Protocol):
+    """What the store floor's turn routines need of the memory they serve (``Memory`` is one)."""
+
+    folder: Path
+    settings: "Settings"
+    granularity: str
+    clock: Callable[[], float]
+    log: LogStore
+
+    @property
+    def turns(self) -> int: ...
+
+    @property
+    def total(self) -> int: ...
+
+    def catch_up(self, locked: bool = False) -> bool: ...
+
+    def note_session(self, session: str) -> None: ...
+
+    def report(self, what: str) -> None: ...
+
+    def commit_turn(self, session: str, title: str, messages: Iterable["Message"], status: str = ...,
+                    status_text: str | None = None, tid: str | None = None, sync: bool = True,
+                    since: int | None = None) -> "TurnInfo | None": ...

@@ -28,7 +28,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("doctor",), "endless.faces.cli.doctor", "add_doctor_parser"),
     (("import",), "endless.faces.importers.importer", "add_import_parser"),
     (("chat",), "endless.faces.cli.chat", "add_chat_parser"),
-    (("memories", "view", "zoom", "date", "search", "history"), "endless.faces.cli.read", "add_read_parsers"),
+    (("memories", "view", "zoom", "date", "search", "history"), "endless.faces.kit.read_commands", "add_read_parsers"),
     (("forget",), "endless.faces.cli.forget_cmd", "add_forget_parser"),
     (("serve",), "endless.faces.rpc.serve", "add_serve_parser"),
     (("writer",), "endless.faces.cli.settings_cmd", "add_writer_parser"),
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except OSError as exc:  # a file or folder we may not read, a link refused, a full disk
-        from endless.faces.cli.oserrors import os_error_said
+        from endless.faces.kit.oserrors import os_error_said
 
         print(f"[endless] {os_error_said(exc)}", file=sys.stderr)
         return 1

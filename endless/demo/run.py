@@ -27,7 +27,7 @@ from endless.core.settings import Settings, load_settings
 from endless.demo import conversation
 from endless.demo.replay import Replay, ReplayConfig
 from endless.demo.story import tell
-from endless.faces.signals import Terminated, exit_code, raise_on_sigterm, wait_for_stop
+from endless.faces.kit.signals import Terminated, exit_code, raise_on_sigterm, wait_for_stop
 
 # The demo model's window (tokens).  The view's ceiling scales with it (48,000 bytes here, 128,000 from a
 # 128k window on), so four days of one project already fold older messages into merged lines.

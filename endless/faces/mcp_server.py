@@ -29,8 +29,8 @@ from endless import __version__
 from endless.core.store import durable
 from endless.core import lookback
 from endless.core.words import count
-from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
-from endless.faces.signals import Terminated, end_at_once_on_stop, exit_code
+from endless.faces.kit.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
+from endless.faces.kit.signals import Terminated, end_at_once_on_stop, exit_code
 from endless.core.memory import Memory
 
 SERVER_NAME = "endless"

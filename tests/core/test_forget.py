@@ -25,7 +25,7 @@ from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.store.messages import Message
 from endless.core.settings import Settings
-from endless.faces import answers
+from endless.faces.kit import answers
 from endless.writer.pool import WriterPool
 
 import harness  # noqa: E402

@@ -10,7 +10,7 @@ from contextlib import redirect_stderr
 import pytest
 
 from endless.core.store.durable import LinkRefused
-from endless.faces.cli.oserrors import os_error_said
+from endless.faces.kit.oserrors import os_error_said
 from endless.faces.hermes import commands
 
 import rpc_fixtures as F

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from endless.faces import answers
+from endless.faces.kit import answers
 from endless.core.store import sessions
 from endless.core.store.keys import Key, workspace_key
 from endless.core.memory import Memory

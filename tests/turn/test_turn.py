@@ -9,7 +9,7 @@ from endless.core.store.messages import Message
 from endless.llm.anthropic_api import anthropic_mark_positions, to_anthropic
 from endless.llm.request import ToolCallOut
 from endless.core.settings import Settings
-from endless.faces import answers
+from endless.faces.kit import answers
 from endless.sim.clock import SimClock, run
 from endless.turn.head import build_request, recent_bytes, system_prompt, turn_tools
 from endless.turn.pending import waiting

@@ -30,7 +30,7 @@ import orjson
 
 from endless.core.store import journal
 from endless.core.words import agree, count
-from endless.faces.cli.choose import EXIT_FAILED, EXIT_OK, memory_id_word
+from endless.faces.kit.choose import EXIT_FAILED, EXIT_OK, memory_id_word
 from endless.core.store import MEMORY_ID
 from endless.core.store import Lease, holder_pid, is_held
 from endless.core.store import FORMAT

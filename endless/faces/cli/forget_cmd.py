@@ -3,7 +3,7 @@
 ``--dry-run`` lists what would go and changes nothing; without it the
 messages are forgotten at once (a person who typed the ids meant them; the
 History page and the Hermes command ask first).  ``--hermes`` also puts the
-tombstone in Hermes's own copy (``endless.faces.hermes.forget_copy``), and
+tombstone in Hermes's own copy (``endless.faces.kit.hermes_copy``), and
 exits 2 before changing anything when Endless is not installed in the Hermes home.  Exit codes as the read
 commands: 0 done, 1 no such memory, 2 bad usage.
 """
@@ -19,9 +19,9 @@ import orjson
 
 from endless.core import moments
 from endless.core.words import agree, count
-from endless.faces.answers import BAD_REQUEST, AnswerError
-from endless.faces.cli.choose import memory_id_word
-from endless.faces.cli.read import CLI_NAMES, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, message_word, said
+from endless.faces.kit.answers import BAD_REQUEST, AnswerError
+from endless.faces.kit.choose import memory_id_word
+from endless.faces.kit.read_commands import CLI_NAMES, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, message_word, said
 
 NAMES = {**CLI_NAMES, "ids": "ID", "turns": "--turn", "query": "--matching", "dryRun": "--dry-run"}
 
@@ -51,8 +51,8 @@ def add_forget_parser(sub: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from endless.core.store import workspace_key
     from endless.core.settings import load_settings
-    from endless.faces.forgetting import forget_value
-    from endless.faces.hermes.forget_copy import HermesCopyError
+    from endless.faces.kit.forgetting import forget_value
+    from endless.faces.kit.hermes_copy import HermesCopyError
 
     if not (args.ids or args.turns or args.since or args.before or args.matching):
         print("[endless] say what to forget: message ids (`endless forget 4242`), --turn TURN, --since/--before "
@@ -61,8 +61,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = load_settings()
     hermes = None
     if args.hermes:
-        from endless.faces.hermes.forget_copy import installed
-        from endless.faces.hermes.install import hermes_home
+        from endless.faces.kit.hermes_copy import installed
+        from endless.faces.kit.hermes_files import hermes_home
 
         hermes = hermes_home()
         if not installed(hermes):

@@ -11,7 +11,7 @@ import orjson
 
 from endless.core.settings import MEANINGS, Settings, describe, load_settings
 from endless.core.words import count
-from endless.faces.cli.choose import ChoiceError, add_memory_arguments, choose
+from endless.faces.kit.choose import ChoiceError, add_memory_arguments, choose
 
 
 NOT_SET = "(not set)"

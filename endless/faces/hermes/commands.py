@@ -75,8 +75,8 @@ def forget_text(memory, rest: str) -> str:
     """``/endless forget …``: first what would go; only ``… confirm`` forgets (a chat has no dialog)."""
     from endless.core.privacy import forget
     from endless.core.errors import MemoryUseError
-    from endless.faces import forgetting
-    from endless.faces.hermes.forget_copy import HermesCopyError, installed
+    from endless.faces.kit import forgetting
+    from endless.faces.kit.hermes_copy import HermesCopyError, installed
 
     words = rest.split()
     confirmed = bool(words) and words[-1].lower() == "confirm"
@@ -128,7 +128,7 @@ def _hermes_home() -> Path:
 
         return Path(get_hermes_home())
     except ImportError:
-        from endless.faces.hermes.install import hermes_home
+        from endless.faces.kit.hermes_files import hermes_home
 
         return hermes_home()
 
@@ -202,7 +202,7 @@ def history_address(memory) -> str:
 
 def setup_cli(parser: argparse.ArgumentParser) -> None:
     """``hermes endless memories|view|zoom|date|search|history`` (the ``endless`` read commands) and ``status``."""
-    from endless.faces.cli.read import add_read_parsers
+    from endless.faces.kit.read_commands import add_read_parsers
 
     commands = parser.add_subparsers(dest="endless_command")
     add_read_parsers(commands)
@@ -238,7 +238,7 @@ def _run_cli(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:  # a file the command may not read, a link refused: one line, no traceback
-        from endless.faces.cli.oserrors import os_error_said
+        from endless.faces.kit.oserrors import os_error_said
 
         print(f"[endless] {os_error_said(exc)}", file=sys.stderr)
         return 1

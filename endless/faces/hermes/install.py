@@ -29,10 +29,9 @@ import orjson
 
 from endless.core.store import durable
 from endless.core.words import count
+from endless.faces.kit.hermes_files import PLUGIN_NAME, STATE_FILE, hermes_home
 
-PLUGIN_NAME = "endless"
 ENGINE_NAME = "endless"
-STATE_FILE = "endless-install.json"
 ABSENT = {"absent": True}
 # What a Hermes home holds once Hermes has run there (``hermes_cli.config.ensure_hermes_home`` makes the
 # folders and SOUL.md; the session store and the settings follow), or once Endless was installed in it.
@@ -49,16 +48,6 @@ SETTINGS: list[tuple[tuple[str, ...], Any]] = [
 
 class InstallError(RuntimeError):
     """The Hermes home cannot be changed as asked; the message says why and what to do."""
-
-
-def hermes_home(given: str | None = None, environ: dict | None = None) -> Path:
-    """``--home``, else ``$HERMES_HOME``, else ``~/.hermes`` (Hermes's own rule)."""
-    environ = os.environ if environ is None else environ
-    if given:
-        return Path(given).expanduser()
-    if environ.get("HERMES_HOME"):
-        return Path(environ["HERMES_HOME"]).expanduser()
-    return Path.home() / ".hermes"
 
 
 def is_hermes_home(home: Path) -> bool:

@@ -24,13 +24,14 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from endless.faces.kit.hermes_files import BUSY_TIMEOUT
+
 # the note the engine leaves at the start of Hermes's compacted transcript (never a message of the person)
 TRANSCRIPT_NOTE = ("(Earlier messages of this chat are kept word for word in Endless's memory. "
                    "Every request shows them through the memory's view instead of this transcript.)")
 TRANSCRIPT_ACK = "Understood."
 # how Hermes's own summary rows begin (agent/context_compressor.py SUMMARY_PREFIX, LEGACY_SUMMARY_PREFIX)
 HERMES_SUMMARY_STARTS = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
-BUSY_TIMEOUT = 30.0  # seconds to wait for a running Hermes's write to finish
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from endless.core.store import durable
 from endless.core import moments
 from endless.core.privacy import redact
 from endless.core.store import Presence, identity_key, messages_identity
-from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
+from endless.faces.kit.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
 from endless.core.memory import Memory, MemoryUseError
@@ -51,7 +51,7 @@ from endless.core.store import KINDS, Message, TraceBuilder, prepare
 from endless.core.store import utf8_size
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
 from endless.core.words import agree, count
-from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
+from endless.faces.kit.signals import Terminated, exit_code, raise_on_sigterm
 
 BATCH_TURNS = 2000  # turns per durable commit (one fsync each)
 BATCH_BYTES = 8 << 20

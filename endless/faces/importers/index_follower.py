@@ -36,7 +36,7 @@ from endless.core.settings import FOLLOWER_WAIT_SECONDS
 
 def start(folder: Path, granularity: str) -> subprocess.Popen:
     """The helper for this memory, started; :func:`finish` ends it."""
-    from endless.faces.signals import children_ignore_ctrl_c
+    from endless.faces.kit.signals import children_ignore_ctrl_c
 
     with children_ignore_ctrl_c():  # a Ctrl-C reaches the import, which stops this helper
         return subprocess.Popen([sys.executable, "-m", __name__, str(folder), granularity], stdin=subprocess.PIPE,

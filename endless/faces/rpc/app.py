@@ -61,9 +61,9 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from endless.faces import answers
+from endless.faces.kit import answers
 from endless.core.store import durable
-from endless.faces.answers import AnswerError
+from endless.faces.kit.answers import AnswerError
 from endless.faces.rpc import credential, readers
 from endless.faces.rpc.readers import Readers
 from endless.core.settings import Settings, search_workers
@@ -228,7 +228,7 @@ class EndlessApp:
     def warm_up(self) -> None:
         """Start the worker processes now, so the first search does not wait for them."""
         from endless.faces.rpc import workers
-        from endless.faces.signals import children_ignore_ctrl_c
+        from endless.faces.kit.signals import children_ignore_ctrl_c
 
         with children_ignore_ctrl_c():
             for _ in range(search_workers(self.settings)):

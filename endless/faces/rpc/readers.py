@@ -19,7 +19,7 @@ from typing import Iterator
 
 import orjson
 
-from endless.faces import answers
+from endless.faces.kit import answers
 from endless.core.memory import Memory
 from endless.core.settings import Settings
 
@@ -192,6 +192,6 @@ def search(readers: Readers, args: dict) -> dict:
 
 def forget(readers: Readers, args: dict) -> dict:
     """The one method that changes a memory: it opens it writable, under its lock."""
-    from endless.faces.forgetting import forget_value
+    from endless.faces.kit.forgetting import forget_value
 
     return forget_value(readers.settings, args, readers.root, merge_apart=True)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from endless.core.store import durable
 from endless.core.settings import Settings
-from endless.faces.cli.choose import memory_id_word
+from endless.faces.kit.choose import memory_id_word
 
 HOST = "127.0.0.1"
 START_SECONDS = 10.0
@@ -145,7 +145,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     if not 0 <= port <= 65535:
         print(f"[endless.serve] --port must be from 0 to 65535, not {port}", file=sys.stderr)
         return 2
-    from endless.faces.signals import Terminated, exit_code, raise_on_sigterm
+    from endless.faces.kit.signals import Terminated, exit_code, raise_on_sigterm
 
     raise_on_sigterm()  # uvicorn shuts down on a signal, then raises it again: it lands below
     app = create_app(settings, current=current)

@@ -23,7 +23,7 @@ def start(settings: Settings, root: str) -> None:
     import os
 
     from endless.faces.rpc.readers import Readers
-    from endless.faces.signals import quiet_worker
+    from endless.faces.kit.signals import quiet_worker
 
     quiet_worker()
 

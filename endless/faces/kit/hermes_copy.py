@@ -33,8 +33,7 @@ from pathlib import Path
 import yaml
 
 from endless.core.store import durable
-from endless.faces.hermes.install import PLUGIN_NAME, STATE_FILE
-from endless.faces.hermes.transcripts import BUSY_TIMEOUT
+from endless.faces.kit.hermes_files import BUSY_TIMEOUT, PLUGIN_NAME, STATE_FILE
 
 _log = logging.getLogger("endless.forget.hermes")
 FTS_TABLES = ("messages_fts", "messages_fts_trigram")

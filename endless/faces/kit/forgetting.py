@@ -20,7 +20,7 @@ from endless.core import moments
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.memory import Memory
 from endless.core.settings import Settings
-from endless.faces.answers import BAD_REQUEST, UNKNOWN_MEMORY, AnswerError, ArgumentError, int_arg, memory_id_arg, text_arg
+from endless.faces.kit.answers import BAD_REQUEST, UNKNOWN_MEMORY, AnswerError, ArgumentError, int_arg, memory_id_arg, text_arg
 
 PREVIEW_CHARS = 200  # of each message a dry run shows
 
@@ -101,7 +101,7 @@ def hermes_copy(memory: Memory, home: Path, ids: list[int], dry: bool):
     """Hermes's copy of messages ``ids`` (matched by session id and text) replaced by their tombstones."""
     import sqlite3
 
-    from endless.faces.hermes.forget_copy import HermesCopyError, replace
+    from endless.faces.kit.hermes_copy import HermesCopyError, replace
 
     stone = tombstone(memory.clock())
     pairs = [(s.session, s.text, stone) for s in (memory.message(i) for i in ids) if s is not None]

@@ -1,7 +1,7 @@
 """The CLI's read commands: ``memories``, ``view``, ``zoom``, ``date``, ``search``, ``history``.
 
 Each prints data on stdout (``--json``: the same value the host RPC answers,
-from :mod:`endless.faces.answers`) and diagnostics on stderr.  Exit codes: 0 done;
+from :mod:`endless.faces.kit.answers`) and diagnostics on stderr.  Exit codes: 0 done;
 1 not found (no such memory, line, message or page); 2 bad usage or settings
 (a malformed argument, an invalid settings file).
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from endless.faces import answers
-from endless.faces.answers import AnswerError, ArgumentError
-from endless.faces.cli.choose import memory_id_word
+from endless.faces.kit import answers
+from endless.faces.kit.answers import AnswerError, ArgumentError
+from endless.faces.kit.choose import memory_id_word
 from endless.core.view import fold
 from endless.core import moments
 

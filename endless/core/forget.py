@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 import orjson
 
 from endless import prompts
-from endless.core import durable, forget_copies as copies, index_upkeep, tiling
+from endless.core import durable, forget_copies as copies, forget_derived as derived, index_upkeep, tiling
 from endless.core.errors import MemoryUseError
 from endless.core.messages import Stored
 from endless.core.search_index import line_key
@@ -179,8 +179,10 @@ def select(memory: "Memory", *, ids: Iterable[int] = (), turns: Iterable[int] = 
 
     Ids and turns are checked against the memory.  A time range takes every
     message whose time is in ``[since, before)``; a query every message
-    whose text holds it, case folded (a literal match, not the ranked
-    search: what the person sees in the dry run is exactly what goes).
+    whose text (or the writer's text for it) holds it, case folded (a
+    literal match, not the ranked search: what the person sees in the dry
+    run is exactly what goes).  Chat titles and summary lines holding the
+    query are :func:`endless.core.forget_derived.matching`'s, which :func:`forget` erases with them.
     Both scan the log, which is fine for an operation this rare.
     """
     chosen: set[int] = set()
@@ -207,7 +209,9 @@ def select(memory: "Memory", *, ids: Iterable[int] = (), turns: Iterable[int] = 
                     continue
                 if before is not None and not (isinstance(at, (int, float)) and at < before):
                     continue
-                if needle is not None and needle not in text.casefold():
+                # The writer's words for a message (a look-back call names its chat's title) are its words.
+                writer = m.get("w") if isinstance(m.get("w"), str) else ""
+                if needle is not None and needle not in text.casefold() and needle not in writer.casefold():
                     continue
                 chosen.add(record["id"] + k)
     return sorted(m for m in chosen if m not in memory.log.forgotten and m < memory.total)
@@ -254,14 +258,16 @@ class _Plan:
     texts: dict[int, str] = field(default_factory=dict)  # in memory only: what the index rows hold
     line_texts: dict[tuple[int, int], str] = field(default_factory=dict)
     tree_end: int = 0
+    titled: list[int] = field(default_factory=list)  # turns whose recorded title is erased
+    titles: list[str] = field(default_factory=list)  # in memory only: those titles, for the index's rows
 
     def to_json(self) -> dict:
         return {"op": self.op, "at": self.at, "ids": self.ids, "log": self.log_patches,
-                "nodes": self.nodes, "tree_end": self.tree_end}
+                "nodes": self.nodes, "tree_end": self.tree_end, "titled": self.titled}
 
 
-def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
-    plan = _Plan(secrets.token_hex(8), at, ids, tree_end=memory.tree.end)
+def _plan(memory: "Memory", ids: list[int], at: float, matched: derived.Matched = derived.Matched()) -> _Plan:
+    plan = _Plan(secrets.token_hex(8), at, ids, tree_end=memory.tree.end, titles=list(matched.titles))
     by_turn: dict[int, list[int]] = {}
     for mid in ids:
         turn = memory.log.turn_of(mid)
@@ -280,9 +286,12 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
                 token = orjson.dumps(m[key])
                 inner = span.encoded.find(b'"' + key.encode() + b'":' + token)
                 plan.log_patches.append((span.offset + inner + 4, len(token)))
+    for turn, offset, length in derived.title_spans(memory, set(matched.titles)):
+        plan.log_patches.append((offset, length))
+        plan.titled.append(turn)
     seen: set[tuple[int, int]] = set()
-    for mid in ids:
-        for part in _written_from(memory, mid):
+    for start in [(0, mid) for mid in ids] + list(matched.lines):
+        for part in _written_from(memory, start):
             if part in seen:
                 continue  # an ancestor two forgotten messages share
             seen.add(part)
@@ -294,10 +303,11 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
     return plan
 
 
-def _written_from(memory: "Memory", mid: int) -> list[tuple[int, int]]:
-    """The built lines holding words of message ``mid``: its own line and each ancestor up to the top."""
+def _written_from(memory: "Memory", start: int | tuple[int, int]) -> list[tuple[int, int]]:
+    """The built lines holding words of message ``start`` (or of line ``start``): its own line and each
+    ancestor up to the top."""
     found = []
-    part = (0, mid)
+    part = (0, start) if isinstance(start, int) else start
     while memory.tree.built(*part):
         found.append(part)
         part = tiling.parent(part)
@@ -328,13 +338,18 @@ class Outcome:
     seconds: float
     dry_run: bool
     unreachable: str
+    titles: tuple[str, ...] = ()  # chat titles erased (or, dry, that would be)
 
 
-def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bool = True) -> Outcome:
+def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bool = True,
+           query: str | None = None) -> Outcome:
     """Forget messages ``ids`` (from :func:`select`); ``dry_run`` only lists what would go.
 
-    ``purge=False`` leaves the index's merge (about a minute at a million
-    messages) to the caller's :func:`purge_index`, on a thread of its own.
+    ``query``: the words of a forget by match; the chat titles and summary
+    lines holding them (:func:`endless.core.forget_derived.matching`) are erased too, the lines written
+    again from what is left.  ``purge=False`` leaves the index's merge (about
+    a minute at a million messages) to the caller's :func:`purge_index`, on a
+    thread of its own.
     """
     memory._writable()
     start = time.monotonic()
@@ -344,11 +359,14 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bo
         if ids and not 0 <= ids[0] <= ids[-1] < memory.total:
             raise MemoryUseError(f"there is no message {ids[0] if ids[0] < 0 else ids[-1]}; nothing was forgotten")
         previews = [s for s in (memory.message(i) for i in ids) if s is not None]
-        if dry_run or not ids:
-            nodes = len({part for i in ids for part in _written_from(memory, i)})
-            return Outcome(ids, previews, nodes, 0, time.monotonic() - start, dry_run, unreachable())
-        plan = _plan(memory, ids, memory.clock())
-        copies.scrub(memory.folder, list(plan.texts.values()))
+        matched = derived.matching(memory, query)
+        if dry_run or not (ids or matched):
+            starts = [(0, i) for i in ids] + list(matched.lines)
+            nodes = len({part for p in starts for part in _written_from(memory, p)})
+            return Outcome(ids, previews, nodes, 0, time.monotonic() - start, dry_run, unreachable(),
+                           matched.titles)
+        plan = _plan(memory, ids, memory.clock(), matched)
+        copies.scrub(memory.folder, list(plan.texts.values()) + plan.titles)
         step("scrubbed")
         durable.replace_file(_marker(memory, REDO, plan.op), orjson.dumps(plan.to_json()))
         step("redo")
@@ -362,9 +380,11 @@ def forget(memory: "Memory", ids: list[int], *, dry_run: bool = False, purge: bo
     step("unlocked")
     if purge and not purge_index(memory.folder):
         memory.report("the search index was busy; its old pages are merged away when the memory is next opened")
-    _log.info("%s: forgot %s, erased %s, %s rewritten", memory.memory_id, count(len(ids), "message"),
-              count(len(plan.nodes), "line"), count(written, "byte", grouped=True))
-    return Outcome(ids, previews, len(plan.nodes), written, time.monotonic() - start, False, unreachable())
+    _log.info("%s: forgot %s and %s, erased %s, %s rewritten", memory.memory_id, count(len(ids), "message"),
+              count(len(plan.titles), "chat title"), count(len(plan.nodes), "line"),
+              count(written, "byte", grouped=True))
+    return Outcome(ids, previews, len(plan.nodes), written, time.monotonic() - start, False, unreachable(),
+                   matched.titles)
 
 
 def _apply(memory: "Memory", plan: _Plan, replay: bool = False) -> int:
@@ -449,6 +469,10 @@ def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:
                 db.execute("INSERT INTO line_words(line_words, rowid, text) VALUES ('delete', ?, ?)",
                            (key, text))
                 db.execute("DELETE FROM line WHERE key = ?", (key,))
+        if plan.titled and not plan.titles:
+            stale = True  # a replay: the titles are gone from the log, the index's rows cannot be told
+        derived.untitle_chats(db, plan.titles)
+        index._chats.clear()
         step("index-rows")
         written = _patch_files(memory, plan)
     if stale:
@@ -490,7 +514,7 @@ def on_open(memory: "Memory") -> None:
             continue
         plan = _Plan(data["op"], float(data["at"]), [int(i) for i in data["ids"]],
                      [tuple(p) for p in data["log"]], [tuple(n) for n in data["nodes"]],
-                     tree_end=int(data.get("tree_end", 0)))
+                     tree_end=int(data.get("tree_end", 0)), titled=[int(t) for t in data.get("titled", ())])
         _recover_texts(memory, plan)
         _apply(memory, plan, replay=True)
         memory.report(f"finished forgetting {count(len(plan.ids), 'message')} that a crash had interrupted")

@@ -209,7 +209,8 @@ class Memory:
         ``since``: the turn count when the turn began, if before now (see ``TurnRecord.since``).
         """
         self._writable()
-        return TurnInProgress(self, journal.Journal(self.folder, session, title, self.kept), since)
+        return TurnInProgress(self, journal.Journal(self.folder, session, redact.kept_title(self, title), self.kept),
+                              since)
 
     def commit_turn(self, session: str, title: str, messages: Iterable[Message],
                     status: str = COMPLETED, status_text: str | None = None,
@@ -497,10 +498,11 @@ def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes],
         if not messages:
             continue
         tid = record.tid or secrets.token_hex(8)
-        lines.append(memory.log.encode(tid=tid, session=record.session, title=record.title,
+        title = redact.kept_title(memory, record.title)
+        lines.append(memory.log.encode(tid=tid, session=record.session, title=title,
                                        status=record.status, at=at_turn, messages=messages,
                                        turn=turn_no, first=first))
-        infos.append(TurnInfo(turn_no, first, len(messages), record.session, record.title,
+        infos.append(TurnInfo(turn_no, first, len(messages), record.session, title,
                               record.status, at_turn, tid))
         for k, m in enumerate(messages):
             in_hand[first + k] = m

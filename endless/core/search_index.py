@@ -264,6 +264,22 @@ class SearchIndex:
         with self.lock:
             return self.watermark().messages
 
+    def chats(self, filters: "Filters") -> list[tuple[str, str, int, float]]:
+        """``(session, title, first message id, its time)`` of each titled chat with a message the filters
+        keep (kind aside: a title is no message's kind), for a search of the titles themselves."""
+        parts, params = ["chat.title != ''"], []
+        if filters.below is not None:
+            parts.append("msg.id < ?")
+            params.append(filters.below)
+        if filters.chat is not None:
+            parts.append("(chat.session = ? OR instr(lower(chat.title), lower(?)) > 0)")
+            params.extend([filters.chat, filters.chat])
+        span, values = _time_range("msg", filters)
+        sql = ("SELECT chat.session, chat.title, min(msg.id), msg.at FROM chat JOIN msg ON msg.chat = chat.id "
+               f"WHERE {' AND '.join(parts + span)} GROUP BY chat.id")
+        with self.lock:
+            return [(str(a), str(b), int(c), float(d)) for a, b, c, d in self.db().execute(sql, params + values)]
+
     def term_docs(self, words: list[str]) -> dict[str, int]:
         """How many messages hold each (unstemmed) word once stemmed; 0 for a word nowhere."""
         with self.lock:

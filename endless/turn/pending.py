@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import orjson
 
 from endless import prompts
-from endless.core import durable, moments
+from endless.core import durable, moments, redact
 from endless.core.memory import Memory
 from endless.core.messages import Message
 from endless.core.settings import KEPT_CLAIM_SECONDS
@@ -56,6 +56,7 @@ def keep(memory: Memory, session: str, title: str, text: str) -> Kept:
     """Commit a refused turn's message as a ``kept`` turn of its chat, and note it as not delivered yet."""
     at = memory.clock()
     text = memory.kept(Message("user", text, at)).text  # as the log keeps it: secrets redacted
+    title = redact.kept_title(memory, title)
     info = memory.commit_turn(session, title, [Message("user", text, at)], KEPT,
                               prompts.text("turn/kept_status.txt").strip())
     kept = Kept(info.first, session, title, text, at)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from endless import prompts
-from endless.core.words import count
+from endless.core.words import agree, count
 from endless.faces.hermes.runtime import log, runtime
 
 USAGE = ("/endless history (the History page's address) | view | search <words> | status | "
@@ -73,7 +73,7 @@ def slash(raw_args: str = "") -> str:
 
 def forget_text(memory, rest: str) -> str:
     """``/endless forget …``: first what would go; only ``… confirm`` forgets (a chat has no dialog)."""
-    from endless.core import forget
+    from endless.core import forget, forget_derived
     from endless.core.errors import MemoryUseError
     from endless.faces import forgetting
     from endless.faces.hermes.forget_copy import HermesCopyError, installed
@@ -81,20 +81,23 @@ def forget_text(memory, rest: str) -> str:
     words = rest.split()
     confirmed = bool(words) and words[-1].lower() == "confirm"
     words = words[:-1] if confirmed else words
+    query = None
     try:
         if words and words[0].lower() == "matching":
             if len(words) < 2:
                 return "Usage: /endless forget matching <words>"
-            chosen = forget.select(memory, query=" ".join(words[1:]))
+            query = " ".join(words[1:])
+            chosen = forget.select(memory, query=query)
         elif words and words[0].lower() == "turn":
             chosen = forget.select(memory, turns=[int(w) for w in words[1:]])
         else:
             chosen = forget.select(memory, ids=[int(w.split("+")[0]) for w in words])
-        if not chosen:
+        matched = forget_derived.matching(memory, query)
+        if not chosen and not matched:
             return "Nothing to forget: no message matched (or it was forgotten already)."
         home = _hermes_home()  # Hermes's copy is changed first (see forget_value), and always from a chat
-        copy = forgetting.hermes_copy(memory, home, chosen, not confirmed) if installed(home) else None
-        outcome = forget.forget(memory, chosen, dry_run=not confirmed, purge=False)
+        copy = forgetting.hermes_copy(memory, home, chosen, not confirmed, query) if installed(home) else None
+        outcome = forget.forget(memory, chosen, dry_run=not confirmed, purge=False, query=query)
         if confirmed:  # the index's merge takes a minute at a million messages: not on the chat's loop
             import threading
             threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
@@ -106,18 +109,24 @@ def forget_text(memory, rest: str) -> str:
     except HermesCopyError as exc:
         return str(exc)
     reach = prompts.text("forget/unreachable_hermes.txt").strip() if copy else outcome.unreachable
+    titles = f" and {count(len(outcome.titles), 'chat title')}" if outcome.titles else ""
     if not confirmed:
-        shown = "\n".join(f"  {m.id} ({m.kind}): {m.text[:80]!r}" for m in outcome.previews[:FORGET_SHOWN])
+        shown = "\n".join([f"  {m.id} ({m.kind}): {m.text[:80]!r}" for m in outcome.previews[:FORGET_SHOWN]]
+                          + [f"  title: {t[:80]!r}" for t in outcome.titles[:FORGET_SHOWN]])
         more = f"\n  … and {count(len(chosen) - FORGET_SHOWN, 'more message')}" if len(chosen) > FORGET_SHOWN else ""
-        return (f"This would forget {count(len(chosen), 'message')} for good:\n{shown}{more}\n"
+        return (f"This would forget {count(len(chosen), 'message')}{titles} for good:\n{shown}{more}\n"
                 + (f"Hermes's own copy goes too: {count(copy.rows, 'row')} of its state.db and "
-                   f"{count(copy.files, 'session file')} get the tombstone (a forget here always includes it).\n"
+                   f"{count(copy.files, 'session file')} get the tombstone"
+                   + (f", {count(copy.titles, 'session title')} {agree(copy.titles, 'is', 'are')} cleared"
+                      if copy.titles else "")
+                   + " (a forget here always includes it).\n"
                    if copy else "")
                 + f"To do it, send: /endless forget {rest.strip()} confirm\n"
                 + (reach.split(". ", 1)[1] if copy else reach))
     hermes = (f"; Hermes's copy: {count(copy.rows, 'row')} of state.db, {count(copy.files, 'session file')}"
+              + (f", {count(copy.titles, 'session title')} cleared" if copy.titles else "")
               if copy else "")
-    return (f"Forgot {count(len(outcome.ids), 'message')}; their ids stay as tombstones and "
+    return (f"Forgot {count(len(outcome.ids), 'message')}{titles}; their ids stay as tombstones and "
             f"{count(outcome.nodes, 'summary line')} are written again{hermes}. {reach}")
 
 

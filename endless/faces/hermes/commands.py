@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,14 @@ def slash(raw_args: str = "") -> str:
                 "send a message first, then run /endless again.")
     try:
         if command in ("off", "on"):
+            held = _forgotten_in_transcript(PLUGIN, chat) if command == "off" else 0
+            if held:
+                return (f"Endless stays on for this chat: {count(held, 'message')} of it "
+                        f"{agree(held, 'was', 'were')} forgotten while this Hermes runs, and Hermes still "
+                        "holds their words in the chat's transcript in memory; with Endless off it would "
+                        "send them to the model's provider with every request. Start a new chat (/new), or "
+                        f"quit and resume this one (hermes --resume {chat.session}: Hermes reads the "
+                        "transcript again from its state.db, where they are tombstones), then /endless off.")
             PLUGIN.switch(chat, on=command == "on")
             if command == "off":
                 return ("Endless is off for this chat: from the next message Hermes sends its own history. "
@@ -61,7 +70,13 @@ def slash(raw_args: str = "") -> str:
         if command == "view":
             return runtime().loop.call(render_view, memory)
         if command == "forget":
-            return runtime().loop.call(forget_text, memory, rest)
+            answer = runtime().loop.call(forget_text, memory, rest)
+            if PLUGIN.is_off(chat) and _forgotten_in_transcript(PLUGIN, chat):
+                PLUGIN.switch(chat, on=True)  # off, the next request would send Hermes's transcript, words and all
+                answer += ("\nEndless is on again for this chat: Hermes's transcript in memory still holds what "
+                           "was forgotten, and with Endless off it would be sent to the provider. /new or "
+                           f"hermes --resume {chat.session} starts from the tombstones; then /endless off.")
+            return answer
         if command == "search":
             from endless.core import lookback
             return runtime().loop.call(lookback.call, memory, "recall_search", {"query": rest})
@@ -69,6 +84,28 @@ def slash(raw_args: str = "") -> str:
     except Exception as exc:
         log(f"/endless {command} failed: {exc!r}")
         return f"/endless {command} failed: {exc}"
+
+
+STARTED = time.time()  # this Hermes process's start: a forget before it is in the transcript Hermes loaded
+
+
+def _forgotten_in_transcript(plugin, chat) -> int:
+    """Messages of the chat's session forgotten since this Hermes started: their words are still in the
+    transcript Hermes keeps in memory (forget reaches its state.db, not the running agent's list), which
+    Hermes sends whole when Endless is off."""
+    from endless.core.errors import NoMemory
+
+    try:
+        memory = plugin.command_memory(chat)
+    except NoMemory:
+        return 0
+
+    def held() -> int:
+        memory.catch_up()
+        since = [mid for mid, at in memory.log.forgotten.items() if at >= STARTED]
+        return sum(1 for mid in since if (m := memory.message(mid)) is not None and m.session == chat.session)
+
+    return runtime().loop.call(held)
 
 
 def forget_text(memory, rest: str) -> str:

@@ -72,11 +72,12 @@ def _title_hits(corpus: Corpus, q: ql.Query, filters: si.Filters, deadline: floa
         except SearchError:
             return []
         find = lambda title: [m.span() for m in pattern.finditer(title) if m.end() > m.start()]  # noqa: E731
-    else:
+    else:  # each word (or the phrase) where a word starts, as the index matches words (endings allowed)
         needles = list(q.phrases) if q.mode == ql.PHRASE else q.text.replace('"', " ").split()
+        starts = [re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, n.split())), re.IGNORECASE) for n in needles]
 
         def find(title: str) -> list[tuple[int, int]]:
-            spans = [_occurrences(title, n) for n in needles]
+            spans = [[m.span() for m in pattern.finditer(title)] for pattern in starts]
             return sorted(x for found in spans for x in found) if spans and all(spans) else []
     try:  # (a pattern's search scans the log: the index's chats are caught up here, as far as time allows)
         index_upkeep.catch_up(corpus.index, corpus.sources, deadline)

@@ -528,8 +528,15 @@ def _recover_texts(memory: "Memory", plan: _Plan) -> None:
         for offset, length in plan.log_patches:
             handle.seek(offset - 4)
             key, token = handle.read(4), handle.read(length)
-            if key != b'"x":' or (token.startswith(b'""') and not token[2:].strip()):
-                continue  # a writer text (the index holds the text only), or patched already
+            if token.startswith(b'""') and not token[2:].strip():
+                continue  # patched already
+            if key == b'"t":':  # a chat's title: the index's chats named by it are renamed
+                title = orjson.loads(token)
+                if title not in plan.titles:
+                    plan.titles.append(title)
+                continue
+            if key != b'"x":':
+                continue  # a writer text (the index holds the text only)
             mid = _id_at(memory, offset)
             if mid is not None and mid not in plan.texts:
                 plan.texts[mid] = orjson.loads(token)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterator
 import orjson
 
 from endless.core import durable, index_upkeep
+from endless.core.search_index import CHATS_RENAMED
 
 if TYPE_CHECKING:
     from endless.core.memory import Memory
@@ -105,3 +106,5 @@ def untitle_chats(db: sqlite3.Connection, titles: list[str]) -> None:
             (kept,) = db.execute("SELECT id FROM chat WHERE session = ? AND title = ''", (session,)).fetchone()
             db.execute("UPDATE msg SET chat = ? WHERE chat = ?", (kept, chat))
             db.execute("DELETE FROM chat WHERE id = ?", (chat,))
+    if titles:  # every process's chats known by name are stale now (SearchIndex._check_chats)
+        db.execute("INSERT OR REPLACE INTO state(name, value) VALUES (?, ?)", (CHATS_RENAMED, os.urandom(8).hex()))

@@ -83,6 +83,7 @@ def line_part(key: int) -> tuple[int, int]:
 
 
 ZEROED = "zeroed"  # a state row: freed pages were zeroed since the index was created
+CHATS_RENAMED = "chats-renamed"  # a state row: changed by each forget that renames chats (a forgotten title)
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(text, content='', tokenize='{TOKENIZER}');
@@ -102,6 +103,7 @@ class SearchIndex:
         self.clock = clock
         self._db: sqlite3.Connection | None = None
         self._chats: dict[tuple[str, str], int] = {}
+        self._chats_renamed: object = None  # the CHATS_RENAMED state when _chats was last checked
         # One connection per open memory, used by its chat thread and its writer pool's: one at a time.
         self.lock = threading.RLock()
 
@@ -196,6 +198,7 @@ class SearchIndex:
         infos: list[tuple[int, float | None, int, int]] = []
         codes = _KIND_CODE
         named, chat = None, 0
+        self._check_chats()
         for _, _, record in records:
             names = (record.get("s", ""), record.get("t", ""))
             if names != named:  # a turn's chat is most often the one before it
@@ -218,6 +221,7 @@ class SearchIndex:
         rows: list[tuple[int, str]] = []
         infos: list[tuple[int, float | None, int, int]] = []
         codes = _KIND_CODE
+        self._check_chats()
         for mid, session, title, messages in turns:
             chat = self._chat(session, title)
             for m in messages:
@@ -247,6 +251,13 @@ class SearchIndex:
         db.executemany("INSERT INTO line_words(rowid, text) VALUES (?, ?)", fresh)
         if tree_end is not None:
             self._set_mark(tree_end=tree_end)
+
+    def _check_chats(self) -> None:
+        """Forget the chats known by name if a forget renamed some since (another process, maybe):
+        a chat whose title was forgotten is gone from the table (:mod:`endless.core.forget_derived`)."""
+        row = self.db().execute("SELECT value FROM state WHERE name = ?", (CHATS_RENAMED,)).fetchone()
+        if (row[0] if row else None) != self._chats_renamed:
+            self._chats, self._chats_renamed = {}, row[0] if row else None
 
     def _chat(self, session: str, title: str) -> int:
         key = (session, title)

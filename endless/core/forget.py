@@ -126,6 +126,7 @@ def _learn(memory: "Memory", entry: dict, known: _Known) -> None:
     if entry["op"] in known.ops:
         return
     known.ops.add(entry["op"])
+    memory.log.forgets += 1
     at = float(entry["at"])
     for mid in entry["ids"]:
         memory.log.forgotten[int(mid)] = at

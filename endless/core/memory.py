@@ -387,7 +387,7 @@ class Memory:
         return self._catch_up(locked=False)
 
     def _catch_up(self, locked: bool) -> bool:
-        before = (self.total, self.tree.count, len(self.log.forgotten))
+        before = (self.total, self.tree.count, self.log.forgets)
         forget.catch_up(self)
         new_nodes = self.tree.catch_up(locked and not self.readonly)
         self.log.catch_up(locked and not self.readonly)
@@ -395,7 +395,7 @@ class Memory:
             self._built(part)
         changed = self.views.reload_if_changed(self.total)
         self.views.append(self.total)
-        return changed or before != (self.total, self.tree.count, len(self.log.forgotten))
+        return changed or before != (self.total, self.tree.count, self.log.forgets)
 
     # -- settle: waiting across processes ----------------------------------------------
 

@@ -68,8 +68,8 @@ class Reader:
     def view_json(self) -> bytes:
         """The serialized value of ``endless.view``, recomputed only when the memory changed."""
         with self.fresh() as m:
-            # The count of forgotten messages too: a forget may leave every other count as it was.
-            key = (m.total, m.lines_built, len(m.log.forgotten), m.views.stamp, len(m.views.chat.parts),
+            # The count of forgets too: a forget may leave every other count as it was.
+            key = (m.total, m.lines_built, m.log.forgets, m.views.stamp, len(m.views.chat.parts),
                    m.views.chat.shrinking)
             if key != self._view_key:
                 self._view_json = orjson.dumps(answers.view(m, self.times))

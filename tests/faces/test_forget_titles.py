@@ -112,3 +112,21 @@ def test_a_match_only_in_a_title_is_forgotten_without_a_message(place) -> None:
     assert "Garden notes" not in history.stdout and "Tomatoes want sun." in history.stdout
     assert TITLE in history.stdout  # another chat's title stays
     assert _holding(folder, "Garden notes") == []
+
+
+def test_an_imported_title_is_redacted_at_capture(tmp_path: Path) -> None:
+    """A title is kept as a message is: a key in it is redacted before any file of the memory holds it."""
+    home, workspace, env = fresh_home(tmp_path)
+    key = "AKIAIOSFODNN7EXAMPLE"
+    source = tmp_path / "chat.jsonl"
+    source.write_text("".join(orjson.dumps({"role": role, "content": text, "at": AT + k, "session": "old",
+                                            "title": f"Deploy with {key}"}).decode() + "\n"
+                              for k, (role, text) in enumerate([("user", "How do I deploy?"),
+                                                                ("assistant", "With the key you set.")])))
+    done = subprocess.run(endless_command() + ["import", str(source)], capture_output=True, text=True, env=env,
+                          cwd=workspace, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    history = subprocess.run(endless_command() + ["history", "--json"], capture_output=True, text=True, env=env,
+                             cwd=workspace, timeout=120)
+    assert "Deploy with [redacted: aws-access-key]" in history.stdout, history.stdout
+    assert _holding(home, key) == []

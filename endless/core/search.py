@@ -53,14 +53,15 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
     """Hits ``skip .. skip+limit`` and whether more exist; a stopped search says how far it got.
 
     The first page starts with the chats whose title matches (kind ``title``,
-    named by the chat's first message): a title is text the memory keeps and
-    sends, so what can be forgotten by its words must be found by them.
+    named by the chat's first message, newest first, at most ``limit``): a
+    title is text the memory keeps and sends, so what can be forgotten by its
+    words must be found by them.
     """
     result = _search(corpus, query, skip, limit, seconds, chat=chat, kind=kind, since=since, before=before,
                      scope=scope, below=below, clock=clock)
     if skip == 0 and kind is None and ql.scope(scope) != "lines":
         q, filters = ql.parse(query), ql.filters(chat, kind, since, before, result.below)
-        result.hits = _title_hits(corpus, q, filters, clock() + seconds) + result.hits
+        result.hits = _title_hits(corpus, q, filters, clock() + seconds)[:limit] + result.hits
     return result
 
 
@@ -89,9 +90,10 @@ def _title_hits(corpus: Corpus, q: ql.Query, filters: si.Filters, deadline: floa
         return []
     hits = []
     for session, title, first, at in chats:
-        marks = find(title)
-        if marks:
-            hits.append(Hit(first, at, title, session, "title", title, tuple(marks), line=corpus.covering(first)))
+        found = find(title)
+        if found:  # a long title is cut around its first match, as a message's snippet is
+            text, marks = recall.snippet_marked(title, found)
+            hits.append(Hit(first, at, title, session, "title", text, marks, line=corpus.covering(first)))
     return sorted(hits, key=lambda h: -h.id)
 
 

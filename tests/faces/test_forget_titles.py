@@ -79,6 +79,10 @@ def test_search_finds_a_title_and_says_it_is_the_title(place) -> None:
     titles = [h for h in value["hits"] if h["kind"] == "title"]
     assert [(h["id"], h["sessionTitle"]) for h in titles] == [(4, TITLE)], value["hits"]
     assert run("search", "garden", "--kind", "person").stdout.count("title") == 0  # a kind filter: messages only
+    first = orjson.loads(run("search", "staging", "--limit", "1", "--json").stdout)
+    assert [h["kind"] for h in first["hits"]][0] == "title" and first["next"] == 1, first  # titles take no offset
+    second = orjson.loads(run("search", "staging", "--limit", "1", "--offset", "1", "--json").stdout)
+    assert [h["kind"] for h in second["hits"]] == ["user"] and second["hits"] != first["hits"][1:], second
 
 
 def test_forget_matching_erases_the_title_everywhere(place) -> None:

@@ -149,6 +149,8 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
         text = bold(hit.snippet, hit.marks)
         if hit.kind == "line":
             lines.append(f"{hit.id}+{hit.count} · from {when} · summary line: {text}")
+        elif hit.kind == "title":  # named by the chat's first message
+            lines.append(f"{hit.id}+0 · {when} · the chat's title: «{text}»")
         else:
             inside = f" · in line {hit.line}" if hit.line and hit.line != f"{hit.id}+1" else ""
             lines.append(f"{hit.id}+0 · {when} · «{hit.title}» · {hit.kind}: {text}{inside}")

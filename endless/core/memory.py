@@ -204,7 +204,7 @@ class Memory:
         ``since``: the turn count when the turn began, if before now (see ``TurnRecord.since``).
         """
         self.check_writable()
-        return TurnInProgress(self, self.store.journal(session, title, self.redacted), since)
+        return TurnInProgress(self, self.store.journal(session, redact.kept_title(self, title), self.redacted), since)
 
     def commit_turn(self, session: str, title: str, messages: Iterable[Message],
                     status: str = COMPLETED, status_text: str | None = None,
@@ -376,7 +376,7 @@ class Memory:
     def catch_up(self, locked: bool = False) -> bool:
         """Read other processes' writes; True if anything changed.  ``locked``: the caller holds the
         change lock (a torn tail may then be repaired); without it nothing is written."""
-        before = (self.total, self.tree.count)
+        before = (self.total, self.tree.count, self.log.forgets)
         forget.catch_up(self)
         new_nodes = self.tree.catch_up(locked and not self.readonly)
         self.log.catch_up(locked and not self.readonly)
@@ -384,7 +384,7 @@ class Memory:
             self.tell_built(part)
         changed = self.views.reload_if_changed(self.total)
         self.views.append(self.total)
-        return changed or before != (self.total, self.tree.count)
+        return changed or before != (self.total, self.tree.count, self.log.forgets)
 
     def notify_waiters(self) -> None:
         """Wake whoever settles on this memory in this process: something was stored."""
@@ -493,10 +493,11 @@ def _encode(memory: Memory, records: Sequence[TurnRecord]) -> tuple[list[bytes],
         if not messages:
             continue
         tid = record.tid or secrets.token_hex(8)
-        lines.append(memory.log.encode(tid=tid, session=record.session, title=record.title,
+        title = redact.kept_title(memory, record.title)
+        lines.append(memory.log.encode(tid=tid, session=record.session, title=title,
                                        status=record.status, at=at_turn, messages=messages,
                                        turn=turn_no, first=first))
-        infos.append(TurnInfo(turn_no, first, len(messages), record.session, record.title,
+        infos.append(TurnInfo(turn_no, first, len(messages), record.session, title,
                               record.status, at_turn, tid))
         for k, m in enumerate(messages):
             in_hand[first + k] = m

@@ -24,6 +24,7 @@ import orjson
 from endless import prompts
 from endless.core.store import durable
 from endless.core import moments
+from endless.core.privacy import redact
 from endless.core.memory import Memory
 from endless.core.store import Message
 from endless.core.settings import KEPT_CLAIM_SECONDS
@@ -57,6 +58,7 @@ def keep(memory: Memory, session: str, title: str, text: str) -> Kept:
     """Commit a refused turn's message as a ``kept`` turn of its chat, and note it as not delivered yet."""
     at = memory.clock()
     text = memory.redacted(Message("user", text, at)).text  # as the log keeps it: secrets redacted
+    title = redact.kept_title(memory, title)
     info = memory.commit_turn(session, title, [Message("user", text, at)], KEPT,
                               prompts.text("turn/kept_status.txt").strip())
     kept = Kept(info.first, session, title, text, at)

@@ -221,6 +221,58 @@ def test_sigkill_at_fifty_points_is_before_or_after(tmp_path: Path) -> None:
     print(outcomes)
 
 
+TITLE_WORDS = "Quokka-Ninety-Seven"
+
+
+def test_sigkill_in_a_forget_by_match_leaves_no_title_behind(tmp_path: Path) -> None:
+    """A forget that erases chat titles (issue #33) is crash-atomic like one of messages: killed at any
+    step, the reopened memory has forgotten the title everywhere, or not at all (and forgets it then)."""
+    from endless.core.store.turns import TurnRecord
+
+    template = tmp_path / "template"
+    memory = Memory.open(workspace_key(None, template / "ws"), settings=Settings(**SMALL), root=template)
+    at, title = 1_790_000_000.0, f"Vault {TITLE_WORDS} notes"
+    memory.commit_turns([TurnRecord("c2" if 10 <= t < 16 else "c1", title if 10 <= t < 16 else "Garden",
+                                    [Message("user", f"turn {t}: the tomatoes in bed {t % 7} need water", at + t),
+                                     Message("reply", f"noted for bed {t % 7}, turn {t}", at + t)], at=at + t)
+                         for t in range(32)], plan=False)
+    memory.plan_views()
+    write_all(memory)
+    search.search(search.corpus_of(memory), "tomatoes", 0, 5, 10.0)  # the index is caught up
+    mid = memory.memory_id
+    memory.close()
+    rng = random.Random(33)
+    outcomes = {"before": 0, "after": 0}
+    for kill in range(12):
+        root = tmp_path / f"k{kill}"
+        shutil.copytree(template, root)
+        stop = 0 if kill == 0 else rng.randrange(18)
+        proc = harness.spawn("forget_child.py", "forget", str(root), mid, json.dumps(SMALL), "0", str(stop),
+                             TITLE_WORDS, stderr_path=tmp_path / f"k{kill}.err")
+        reader = harness.LineReader(proc.stdout.fileno())
+        while True:
+            line = reader.readline(60)
+            if line is None or "done" in json.loads(line) or json.loads(line)["n"] == stop:
+                break
+        proc.kill()
+        proc.wait()
+        reopened = Memory.open(memory_id=mid, settings=Settings(**SMALL), root=root)
+        titles = {reopened.turn(t).title for t in range(10, 16)}
+        if titles == {title}:
+            outcomes["before"] += 1
+            forget.forget(reopened, [], query=TITLE_WORDS)  # and forgetting again completes
+        else:
+            outcomes["after"] += 1
+        assert {reopened.turn(t).title for t in range(10, 16)} == {""}, (kill, stop)
+        assert found_in_folder(reopened.folder, TITLE_WORDS) == [], (kill, stop)
+        hits = search.search(search.corpus_of(reopened), "Vault", 0, 5, 10.0).hits
+        assert hits == [], (kill, stop, hits)
+        assert search.search(search.corpus_of(reopened), "Garden", 0, 5, 10.0).hits[0].kind == "title"
+        reopened.close()
+        shutil.rmtree(root)
+    assert outcomes["before"] and outcomes["after"], outcomes
+
+
 # -- other processes -----------------------------------------------------------------------------------------
 
 def test_forget_while_another_commits_and_a_third_searches(tmp_path: Path) -> None:

@@ -333,7 +333,9 @@ def test_search_any_case_with_id_date_title_kind_snippet(mem, utc):
     add(mem, "GARDEN again, loudly", title="Shouting", at=120.0)
     for query in ("garden", "GARDEN", "GaRdEn"):
         answer = search(mem, query)
-        assert answer.splitlines()[0] == f"Hits 1–3 for {query}, best first:"
+        assert answer.splitlines()[0] == f"Hits 1–4 for {query}, best first:"
+        # the chat whose title holds the word comes first, named by its first message (issue #33)
+        assert answer.splitlines()[1] == "0+0 · 1970-01-01 00:00 · the chat's title: «**Garden**»"
         assert hits(answer) == [  # the shorter message ranks first (BM25 weighs by length)
             (3, "1970-01-01 00:02", "Shouting", "user", "**GARDEN** again, loudly"),
             (1, "1970-01-01 00:00", "Garden", "reply", "the **garden** needs water"),
@@ -342,9 +344,12 @@ def test_search_any_case_with_id_date_title_kind_snippet(mem, utc):
 
 
 def test_search_finds_only_message_text_not_the_record_around_it(mem):
-    add(mem, "plain words", title="turn tid at")
+    add(mem, "plain words", title="A plain chat")
     for query in ("tid", "turn", '"k"', "at", "st", "user", "s1", "/tid/", '"turn tid"'):
         assert search(mem, query) == f"No hits for {query}."
+    # the title is text the memory keeps and sends: it is found, and said to be the title (issue #33)
+    for query in ("chat", '"plain chat"', "/pl.in c/"):
+        assert "0+0 · " in search(mem, query) and "the chat's title: «" in search(mem, query), query
     assert search(mem, '":') == ("Cannot search: '\":' holds no word to search for; search for words, "
                                  'a "quoted phrase" or a /regular expression/.')
 

@@ -119,3 +119,55 @@ def test_the_slash_command_in_a_running_hermes_replaces_hermes_s_copy_too(tmp_pa
         assert [role for role, _ in rows] == ["user", "assistant", "user", "assistant"], rows
     finally:
         env.close()
+
+
+PASSWORD = "hunter2-zulu"
+
+
+def test_forget_matching_in_a_chat_reaches_its_title_everywhere_and_off_keeps_it_out(tmp_path: Path) -> None:
+    """Issue #33, item 2: a chat titled from a secret; ``/endless forget matching … confirm`` erases the
+    title from the memory, Hermes's ``sessions.title`` and every later request; search finds the title
+    first; ``/endless off`` afterwards is refused, since Hermes's running transcript holds the words."""
+    env = Env(tmp_path)
+    try:
+        title = f"Staging box {PASSWORD}"
+        out = env.drive({"agents": {"a": {"cli": True}, "b": {"cli": True}}, "turns": [
+            {"agent": "a", "text": f"My password for the staging box is {PASSWORD} [[tools:0]] [[reply:40]]"},
+            # as Hermes's titler names the chat from its first message, after the first exchange
+            {"agent": "a", "title": title, "text": "What else is on the list? [[tools:0]] [[reply:40]]"},
+            {"command": "endless", "args": "search staging", "in": "a"},
+            {"command": "endless", "args": f"forget matching {PASSWORD}", "in": "a"},
+            {"command": "endless", "args": f"forget matching {PASSWORD} confirm", "in": "a"},
+            {"command": "endless", "args": "view", "in": "a"},
+            {"command": "endless", "args": f"search {PASSWORD}", "in": "a"},
+            {"agent": "a", "text": "And what now, sandpiper-90? [[tools:0]] [[reply:40]]"},
+            {"command": "endless", "args": "off", "in": "a"},
+            {"agent": "a", "text": "Still with me, dunlin-31? [[tools:0]] [[reply:40]]"},
+            {"agent": "b", "text": "A second chat, godwit-12. [[tools:0]] [[reply:40]]"},
+            {"agent": "b", "title": "Deploy key AKIAIOSFODNN7EXAMPLE", "text": "More, godwit-13. [[tools:0]] [[reply:40]]"},
+        ]})
+        search, asked, done, view, after, _, off, _, _, _ = [item for item in out if "answer" in item or "agent" in item][2:]
+        assert f"the chat's title: «**Staging** box {PASSWORD}»" in search["answer"], search
+        assert "1 chat title" in asked["answer"] and title in asked["answer"], asked
+        assert "Forgot 1 message and 1 chat title" in done["answer"], done
+        assert "1 session title cleared" in done["answer"], done
+        assert PASSWORD not in view["answer"], view
+        assert "No hits" in after["answer"], after
+        assert "Endless stays on for this chat" in off["answer"] and "hermes --resume" in off["answer"], off
+
+        later = [r["prompt"] for r in env.chat_requests() if "sandpiper-90" in r["prompt"] or "dunlin-31" in r["prompt"]]
+        assert len(later) >= 2 and not [p for p in later if PASSWORD in p], later  # no request after sends it
+        with sqlite3.connect(env.home / "state.db") as db:
+            titles = [t for (t,) in db.execute("SELECT title FROM sessions WHERE title IS NOT NULL")]
+        assert not [t for t in titles if PASSWORD in t], titles
+        with env.memory() as memory:
+            folder = memory.folder
+            turn_titles = [memory.turn(t).title for t in range(memory.turns)]
+        assert "Deploy key [redacted: aws-access-key]" in turn_titles, turn_titles  # redacted at capture
+        holding = [str(p) for p in folder.rglob("*") if p.is_file() and PASSWORD.encode() in p.read_bytes()]
+        assert holding == [], holding
+        zoomed = subprocess.run(endless_command() + ["zoom", "2", "1"], capture_output=True, text=True,
+                                env=env.env(), cwd=env.workspace, timeout=120)
+        assert zoomed.returncode == 0 and PASSWORD not in zoomed.stdout, zoomed.stdout + zoomed.stderr
+    finally:
+        env.close()

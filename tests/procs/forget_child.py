@@ -1,6 +1,6 @@
 """A child for the forget tests: forgets (reporting each durable step), commits turns, searches or reads.
 
-``forget ROOT MID SETTINGS ID STOP``: forget message ID, printing each step of
+``forget ROOT MID SETTINGS ID STOP [WORDS]``: forget message ID (or what WORDS match), printing each step of
 :mod:`endless.core.privacy.forget`; at step number STOP (if not -1) it waits on stdin,
 so the parent kills it exactly there.  ``commit ROOT MID SETTINGS N``: commit N
 turns, one line each.  ``search ROOT MID SETTINGS N WORDS``: search N times.
@@ -39,7 +39,9 @@ def main() -> None:
             count[0] += 1
 
         forget.step = step
-        outcome = forget.forget(memory, [target])
+        query = sys.argv[7] if len(sys.argv) > 7 else None  # a forget by match: its titles and lines too
+        ids = forget.select(memory, query=query) if query else [target]
+        outcome = forget.forget(memory, ids, query=query)
         say(done=outcome.ids)
     elif mode == "commit":
         for k in range(int(sys.argv[5])):

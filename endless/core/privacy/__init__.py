@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 # each public name and the module of this floor that holds it (a module names itself)
 _WHERE = {
+    "derived": "derived",
     "PURGE": "forget",
     "REDO": "forget",
     "REGISTRY": "forget",
@@ -35,6 +36,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from endless.core.privacy import derived
     from endless.core.privacy import forget
     from endless.core.privacy.forget import PURGE, REDO, REGISTRY
     from endless.core.privacy import redact

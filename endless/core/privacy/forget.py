@@ -63,59 +63,14 @@ import orjson
 
 from endless import prompts
 from endless.core.store import durable
-from endless.core.privacy import copies as copies
+from endless.core.privacy import copies as copies, derived as derived
 from endless.core.search import upkeep as index_upkeep
 from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
 from endless.core.store import Stored
 from endless.core.search import line_key
+from endless.core.privacy.host import Forgettable
 from endless.core.words import count
-
-if TYPE_CHECKING:
-    from endless.core.search import SearchIndex
-    from endless.core.settings import Settings
-    from endless.core.store import ChangeLock, OrderLog, TreeStore, TurnInfo
-    from endless.core.view import Part, ViewKeeper
-
-
-class Memory(Protocol):
-    """What forgetting works on: an open memory (``endless.core.memory.Memory`` is one; this floor
-    never imports it).  A forget changes the log, the tree, the views and the index under the
-    memory's own lock, and tells the memory what it stored."""
-
-    folder: Path
-    memory_id: str
-    settings: "Settings"
-    agent_name: str
-    readonly: bool
-    clock: Callable[[], float]
-    log: "OrderLog"
-    tree: "TreeStore"
-    views: "ViewKeeper"
-    search_index: "SearchIndex"
-    lock: "ChangeLock"
-
-    @property
-    def total(self) -> int: ...
-
-    @property
-    def turns(self) -> int: ...
-
-    def message(self, message_id: int) -> Stored | None: ...
-
-    def turn(self, turn: int) -> "TurnInfo | None": ...
-
-    def catch_up(self, locked: bool = False) -> bool: ...
-
-    def check_writable(self) -> None: ...
-
-    def store_line(self, level: int, index: int, text: str, sync: bool = True) -> bool: ...
-
-    def tell_built(self, part: "Part", text: str | None = None) -> None: ...
-
-    def notify_waiters(self) -> None: ...
-
-    def report(self, what: str) -> None: ...
 
 REGISTRY = "forgotten.jsonl"
 REDO, PURGE = "forget.{op}.redo", "forget.{op}.purge"  # one of each per forget, by its op
@@ -139,14 +94,14 @@ class _Known:
     kept_from: int = 0  # retention: the first turn not known to be past the cutoff
 
 
-_known: "weakref.WeakKeyDictionary[Memory, _Known]" = weakref.WeakKeyDictionary()
+_known: "weakref.WeakKeyDictionary[Forgettable, _Known]" = weakref.WeakKeyDictionary()
 
 
-def _registry(memory: Memory) -> Path:
+def _registry(memory: Forgettable) -> Path:
     return memory.folder / REGISTRY
 
 
-def catch_up(memory: Memory) -> None:
+def catch_up(memory: Forgettable) -> None:
     """Learn of forgets other processes made: tombstones, and erased nodes cleared from the slots."""
     known = _known.setdefault(memory, _Known())
     if memory.log.recheck is None:
@@ -162,10 +117,11 @@ def catch_up(memory: Memory) -> None:
             _log.warning("%s: a damaged line in %s was skipped", memory.memory_id, REGISTRY)
 
 
-def _learn(memory: Memory, entry: dict, known: _Known) -> None:
+def _learn(memory: Forgettable, entry: dict, known: _Known) -> None:
     if entry["op"] in known.ops:
         return
     known.ops.add(entry["op"])
+    memory.log.forgets += 1
     at = float(entry["at"])
     for mid in entry["ids"]:
         memory.log.forgotten[int(mid)] = at
@@ -187,7 +143,7 @@ def _learn(memory: Memory, entry: dict, known: _Known) -> None:
         _relearn(memory, int(entry.get("tree_end", tree.end)), set(cleared))
 
 
-def _relearn(memory: Memory, start: int, parts: set) -> None:
+def _relearn(memory: Forgettable, start: int, parts: set) -> None:
     """Nodes written again after the forget that this process read while their old slot still stood."""
     tree = memory.tree
     if start >= tree.end:
@@ -203,14 +159,16 @@ def _relearn(memory: Memory, start: int, parts: set) -> None:
 
 # -- choosing what to forget -----------------------------------------------------------------------
 
-def select(memory: Memory, *, ids: Iterable[int] = (), turns: Iterable[int] = (),
+def select(memory: Forgettable, *, ids: Iterable[int] = (), turns: Iterable[int] = (),
            since: float | None = None, before: float | None = None, query: str | None = None) -> list[int]:
     """The message ids a forget would remove, sorted; bad input raises and changes nothing.
 
     Ids and turns are checked against the memory.  A time range takes every
     message whose time is in ``[since, before)``; a query every message
-    whose text holds it, case folded (a literal match, not the ranked
-    search: what the person sees in the dry run is exactly what goes).
+    whose text (or the writer's text for it) holds it, case folded (a
+    literal match, not the ranked search: what the person sees in the dry
+    run is exactly what goes).  Chat titles and summary lines holding the
+    query are :func:`endless.core.privacy.derived.matching`'s, which :func:`forget` erases with them.
     Both scan the log, which is fine for an operation this rare.
     """
     chosen: set[int] = set()
@@ -237,13 +195,15 @@ def select(memory: Memory, *, ids: Iterable[int] = (), turns: Iterable[int] = ()
                     continue
                 if before is not None and not (isinstance(at, (int, float)) and at < before):
                     continue
-                if needle is not None and needle not in text.casefold():
+                # The writer's words for a message (a look-back call names its chat's title) are its words.
+                writer = m.get("w") if isinstance(m.get("w"), str) else ""
+                if needle is not None and needle not in text.casefold() and needle not in writer.casefold():
                     continue
                 chosen.add(record["id"] + k)
     return sorted(m for m in chosen if m not in memory.log.forgotten and m < memory.total)
 
 
-def retention(memory: Memory) -> Outcome | None:
+def retention(memory: Forgettable) -> Outcome | None:
     """Forget every message older than ``forget_after_days`` (the same forget, with its guarantees).
 
     Turns are committed in time order (an import sorts its own), so the scan
@@ -284,14 +244,16 @@ class _Plan:
     texts: dict[int, str] = field(default_factory=dict)  # in memory only: what the index rows hold
     line_texts: dict[tuple[int, int], str] = field(default_factory=dict)
     tree_end: int = 0
+    titled: list[int] = field(default_factory=list)  # turns whose recorded title is erased
+    titles: list[str] = field(default_factory=list)  # in memory only: those titles, for the index's rows
 
     def to_json(self) -> dict:
         return {"op": self.op, "at": self.at, "ids": self.ids, "log": self.log_patches,
-                "nodes": self.nodes, "tree_end": self.tree_end}
+                "nodes": self.nodes, "tree_end": self.tree_end, "titled": self.titled}
 
 
-def _plan(memory: Memory, ids: list[int], at: float) -> _Plan:
-    plan = _Plan(secrets.token_hex(8), at, ids, tree_end=memory.tree.end)
+def _plan(memory: Forgettable, ids: list[int], at: float, matched: derived.Matched = derived.Matched()) -> _Plan:
+    plan = _Plan(secrets.token_hex(8), at, ids, tree_end=memory.tree.end, titles=list(matched.titles))
     by_turn: dict[int, list[int]] = {}
     for mid in ids:
         turn = memory.log.turn_of(mid)
@@ -310,9 +272,12 @@ def _plan(memory: Memory, ids: list[int], at: float) -> _Plan:
                 token = orjson.dumps(m[key])
                 inner = span.encoded.find(b'"' + key.encode() + b'":' + token)
                 plan.log_patches.append((span.offset + inner + 4, len(token)))
+    for turn, offset, length in derived.title_spans(memory, set(matched.titles)):
+        plan.log_patches.append((offset, length))
+        plan.titled.append(turn)
     seen: set[tuple[int, int]] = set()
-    for mid in ids:
-        for part in _written_from(memory, mid):
+    for start in [(0, mid) for mid in ids] + list(matched.lines):
+        for part in _written_from(memory, start):
             if part in seen:
                 continue  # an ancestor two forgotten messages share
             seen.add(part)
@@ -324,10 +289,11 @@ def _plan(memory: Memory, ids: list[int], at: float) -> _Plan:
     return plan
 
 
-def _written_from(memory: Memory, mid: int) -> list[tuple[int, int]]:
-    """The built lines holding words of message ``mid``: its own line and each ancestor up to the top."""
+def _written_from(memory: Forgettable, start: int | tuple[int, int]) -> list[tuple[int, int]]:
+    """The built lines holding words of message ``start`` (or of line ``start``): its own line and each
+    ancestor up to the top."""
     found = []
-    part = (0, mid)
+    part = (0, start) if isinstance(start, int) else start
     while memory.tree.built(*part):
         found.append(part)
         part = tiling.parent(part)
@@ -358,13 +324,18 @@ class Outcome:
     seconds: float
     dry_run: bool
     unreachable: str
+    titles: tuple[str, ...] = ()  # chat titles erased (or, dry, that would be)
 
 
-def forget(memory: Memory, ids: list[int], *, dry_run: bool = False, purge: bool = True) -> Outcome:
+def forget(memory: Forgettable, ids: list[int], *, dry_run: bool = False, purge: bool = True,
+           query: str | None = None) -> Outcome:
     """Forget messages ``ids`` (from :func:`select`); ``dry_run`` only lists what would go.
 
-    ``purge=False`` leaves the index's merge (about a minute at a million
-    messages) to the caller's :func:`purge_index`, on a thread of its own.
+    ``query``: the words of a forget by match; the chat titles and summary
+    lines holding them (:func:`endless.core.privacy.derived.matching`) are erased too, the lines written
+    again from what is left.  ``purge=False`` leaves the index's merge (about
+    a minute at a million messages) to the caller's :func:`purge_index`, on a
+    thread of its own.
     """
     memory.check_writable()
     start = time.monotonic()
@@ -374,11 +345,14 @@ def forget(memory: Memory, ids: list[int], *, dry_run: bool = False, purge: bool
         if ids and not 0 <= ids[0] <= ids[-1] < memory.total:
             raise MemoryUseError(f"there is no message {ids[0] if ids[0] < 0 else ids[-1]}; nothing was forgotten")
         previews = [s for s in (memory.message(i) for i in ids) if s is not None]
-        if dry_run or not ids:
-            nodes = len({part for i in ids for part in _written_from(memory, i)})
-            return Outcome(ids, previews, nodes, 0, time.monotonic() - start, dry_run, unreachable())
-        plan = _plan(memory, ids, memory.clock())
-        copies.scrub(memory.folder, list(plan.texts.values()))
+        matched = derived.matching(memory, query)
+        if dry_run or not (ids or matched):
+            starts = [(0, i) for i in ids] + list(matched.lines)
+            nodes = len({part for p in starts for part in _written_from(memory, p)})
+            return Outcome(ids, previews, nodes, 0, time.monotonic() - start, dry_run, unreachable(),
+                           matched.titles)
+        plan = _plan(memory, ids, memory.clock(), matched)
+        copies.scrub(memory.folder, list(plan.texts.values()) + plan.titles)
         step("scrubbed")
         durable.replace_file(_marker(memory, REDO, plan.op), orjson.dumps(plan.to_json()))
         step("redo")
@@ -392,12 +366,14 @@ def forget(memory: Memory, ids: list[int], *, dry_run: bool = False, purge: bool
     step("unlocked")
     if purge and not purge_index(memory.folder):
         memory.report("the search index was busy; its old pages are merged away when the memory is next opened")
-    _log.info("%s: forgot %s, erased %s, %s rewritten", memory.memory_id, count(len(ids), "message"),
-              count(len(plan.nodes), "line"), count(written, "byte", grouped=True))
-    return Outcome(ids, previews, len(plan.nodes), written, time.monotonic() - start, False, unreachable())
+    _log.info("%s: forgot %s and %s, erased %s, %s rewritten", memory.memory_id, count(len(ids), "message"),
+              count(len(plan.titles), "chat title"), count(len(plan.nodes), "line"),
+              count(written, "byte", grouped=True))
+    return Outcome(ids, previews, len(plan.nodes), written, time.monotonic() - start, False, unreachable(),
+                   matched.titles)
 
 
-def _apply(memory: Memory, plan: _Plan, replay: bool = False) -> int:
+def _apply(memory: Forgettable, plan: _Plan, replay: bool = False) -> int:
     """Every step after the redo is durable; each may run again after a crash.  Returns bytes patched."""
     entry = plan.to_json()
     known = _known.setdefault(memory, _Known())
@@ -423,16 +399,16 @@ def purge_index(folder: Path, wait: bool = True) -> bool:
     return copies.purge_pending(folder, PURGE.format(op="*"), step, wait)
 
 
-def _marker(memory: Memory, form: str, op: str) -> Path:
+def _marker(memory: Forgettable, form: str, op: str) -> Path:
     return memory.folder / form.format(op=op)
 
 
-def _in_registry(memory: Memory, op: str) -> bool:
+def _in_registry(memory: Forgettable, op: str) -> bool:
     path = _registry(memory)
     return path.exists() and f'"op":"{op}"'.encode() in path.read_bytes()
 
 
-def _patch_files(memory: Memory, plan: _Plan) -> int:
+def _patch_files(memory: Forgettable, plan: _Plan) -> int:
     written = 0
     for path, patches in ((memory.log.path, [(o, n, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]),
                           (memory.tree.path, [(o, n, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
@@ -450,7 +426,7 @@ def _patch_files(memory: Memory, plan: _Plan) -> int:
     return written
 
 
-def _index_and_patch(memory: Memory, plan: _Plan, replay: bool) -> int:
+def _index_and_patch(memory: Forgettable, plan: _Plan, replay: bool) -> int:
     """Delete the index rows and patch the files in one index write transaction, then purge old pages."""
     index = memory.search_index
     if not index.exists():
@@ -479,6 +455,10 @@ def _index_and_patch(memory: Memory, plan: _Plan, replay: bool) -> int:
                 db.execute("INSERT INTO line_words(line_words, rowid, text) VALUES ('delete', ?, ?)",
                            (key, text))
                 db.execute("DELETE FROM line WHERE key = ?", (key,))
+        if plan.titled and not plan.titles:
+            stale = True  # a replay: the titles are gone from the log, the index's rows cannot be told
+        derived.untitle_chats(db, plan.titles)
+        index.forget_chats()
         step("index-rows")
         written = _patch_files(memory, plan)
     if stale:
@@ -488,7 +468,7 @@ def _index_and_patch(memory: Memory, plan: _Plan, replay: bool) -> int:
     return written
 
 
-def _clear_slots(memory: Memory, plan: _Plan) -> None:
+def _clear_slots(memory: Forgettable, plan: _Plan) -> None:
     """Zero the erased nodes' slots on disk (derived: the registry corrects a stale slot anyway)."""
     for level, index, offset, _ in plan.nodes:
         path = memory.tree.slot_path(level)
@@ -505,7 +485,7 @@ def _clear_slots(memory: Memory, plan: _Plan) -> None:
 
 # -- at open: finishing a forget a crash interrupted -----------------------------------------------------
 
-def on_open(memory: Memory) -> None:
+def on_open(memory: Forgettable) -> None:
     """Under the lock at open: replay redos left behind, learn the registry, merge the index if due.
 
     The merge waits for nobody: if another process holds the index, it is
@@ -520,7 +500,7 @@ def on_open(memory: Memory) -> None:
             continue
         plan = _Plan(data["op"], float(data["at"]), [int(i) for i in data["ids"]],
                      [tuple(p) for p in data["log"]], [tuple(n) for n in data["nodes"]],
-                     tree_end=int(data.get("tree_end", 0)))
+                     tree_end=int(data.get("tree_end", 0)), titled=[int(t) for t in data.get("titled", ())])
         _recover_texts(memory, plan)
         _apply(memory, plan, replay=True)
         memory.report(f"finished forgetting {count(len(plan.ids), 'message')} that a crash had interrupted")
@@ -528,14 +508,21 @@ def on_open(memory: Memory) -> None:
     copies.purge_pending(memory.folder, PURGE.format(op="*"), step, wait=False)
 
 
-def _recover_texts(memory: Memory, plan: _Plan) -> None:
+def _recover_texts(memory: Forgettable, plan: _Plan) -> None:
     """The old texts still in the files (if the crash came before the patches), for the index rows."""
     with open(memory.log.path, "rb") as handle:
         for offset, length in plan.log_patches:
             handle.seek(offset - 4)
             key, token = handle.read(4), handle.read(length)
-            if key != b'"x":' or (token.startswith(b'""') and not token[2:].strip()):
-                continue  # a writer text (the index holds the text only), or patched already
+            if token.startswith(b'""') and not token[2:].strip():
+                continue  # patched already
+            if key == b'"t":':  # a chat's title: the index's chats named by it are renamed
+                title = orjson.loads(token)
+                if title not in plan.titles:
+                    plan.titles.append(title)
+                continue
+            if key != b'"x":':
+                continue  # a writer text (the index holds the text only)
             mid = _id_at(memory, offset)
             if mid is not None and mid not in plan.texts:
                 plan.texts[mid] = orjson.loads(token)
@@ -549,7 +536,7 @@ def _recover_texts(memory: Memory, plan: _Plan) -> None:
             plan.line_texts[(level, index)] = record["text"]
 
 
-def _id_at(memory: Memory, offset: int) -> int | None:
+def _id_at(memory: Forgettable, offset: int) -> int | None:
     """The message whose text's JSON string starts at byte ``offset`` of the log."""
     turn = bisect.bisect_right(memory.log.offsets, offset) - 1
     if turn < 0:
@@ -568,7 +555,7 @@ class _Span:
     offset: int  # where it starts in the log
 
 
-def _message_spans(memory: Memory, turn: int) -> Iterator[_Span]:
+def _message_spans(memory: Forgettable, turn: int) -> Iterator[_Span]:
     """Each message of the turn's record with its bytes and place in the log (one already forgotten,
     its text now spaces, no longer matches its re-encoding and is skipped)."""
     base = memory.log.offsets[turn]

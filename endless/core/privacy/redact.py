@@ -24,9 +24,13 @@ from collections import Counter
 from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from endless.core.store import durable
 from endless.core.store import Message
+
+if TYPE_CHECKING:
+    from endless.core.settings import Settings
 
 MARK = "[redacted: {kind}]"
 
@@ -170,6 +174,24 @@ def message(kept: Message) -> tuple[Message, Counter]:
     """The message with its text (and writer text) redacted, and what was replaced."""
     out, kinds = messages([kept])
     return out[0], kinds
+
+
+class Redacting(Protocol):
+    """The memory a title is kept in (``Memory`` is one): its settings, and where redactions are counted."""
+
+    settings: "Settings"
+
+    def count_redactions(self, kinds: Counter) -> None: ...
+
+
+def kept_title(memory: Redacting, title: str) -> str:
+    """A chat's title as the memory keeps it: redacted like a message (a host titles a chat from its
+    first message, secrets and all), counted with the commit's redactions."""
+    if not title or not memory.settings.redact_secrets:
+        return title
+    found = redact(title)
+    memory.count_redactions(found.kinds)
+    return found.text
 
 
 COUNTS = "redactions.json"  # secrets redacted in a memory, by kind (derived counts, for doctor)

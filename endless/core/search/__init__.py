@@ -16,6 +16,7 @@ _WHERE = {
     "Searchable": "finder",
     "finder": "finder",
     "follow": "follow",
+    "CHATS_RENAMED": "index",
     "IndexBusy": "index",
     "SearchIndex": "index",
     "ZEROED": "index",
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from endless.core.search.finder import Searchable
     from endless.core.search import follow
     from endless.core.search import index
-    from endless.core.search.index import IndexBusy, SearchIndex, ZEROED, line_key
+    from endless.core.search.index import CHATS_RENAMED, IndexBusy, SearchIndex, ZEROED, line_key
     from endless.core.search import query
     from endless.core.search import scan
     from endless.core.search import upkeep

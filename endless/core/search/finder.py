@@ -64,7 +64,57 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
            chat: object = None, kind: object = None, since: object = None, before: object = None,
            scope: object = None, below: int | None = None,
            clock: Callable[[], float] = time.monotonic) -> Result:
-    """Hits ``skip .. skip+limit`` and whether more exist; a stopped search says how far it got."""
+    """Hits ``skip .. skip+limit`` and whether more exist; a stopped search says how far it got.
+
+    The first page starts with the chats whose title matches (kind ``title``,
+    named by the chat's first message, newest first, at most ``limit``): a
+    title is text the memory keeps and sends, so what can be forgotten by its
+    words must be found by them.
+    """
+    result = _search(corpus, query, skip, limit, seconds, chat=chat, kind=kind, since=since, before=before,
+                     scope=scope, below=below, clock=clock)
+    if skip == 0 and kind is None and ql.scope(scope) != "lines":
+        q, filters = ql.parse(query), ql.filters(chat, kind, since, before, result.below)
+        result.hits = _title_hits(corpus, q, filters, clock() + seconds)[:limit] + result.hits
+    return result
+
+
+def _title_hits(corpus: Corpus, q: ql.Query, filters: si.Filters, deadline: float) -> list[Hit]:
+    """The titled chats whose title holds the words (all of them), the phrase or the pattern."""
+    if q.mode == ql.PATTERN:
+        try:
+            pattern = recall.compile_pattern(q.text)
+        except SearchError:
+            return []
+        find = lambda title: [m.span() for m in pattern.finditer(title) if m.end() > m.start()]  # noqa: E731
+    else:  # each word (or the phrase) where a word starts, as the index matches words (endings allowed)
+        needles = list(q.phrases) if q.mode == ql.PHRASE else q.text.replace('"', " ").split()
+        starts = [re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, n.split())), re.IGNORECASE) for n in needles]
+
+        def find(title: str) -> list[tuple[int, int]]:
+            spans = [[m.span() for m in pattern.finditer(title)] for pattern in starts]
+            return sorted(x for found in spans for x in found) if spans and all(spans) else []
+    try:  # (a pattern's search scans the log: the index's chats are caught up here, as far as time allows)
+        index_upkeep.catch_up(corpus.index, corpus.sources, deadline)
+    except (si.IndexBusy, si.Stopped, sqlite3.Error, OSError):
+        pass
+    try:
+        chats = corpus.index.chats(filters) if corpus.index.exists() else []
+    except (sqlite3.Error, OSError):
+        return []
+    hits = []
+    for session, title, first, at in chats:
+        found = find(title)
+        if found:  # a long title is cut around its first match, as a message's snippet is
+            text, marks = recall.snippet_marked(title, found)
+            hits.append(Hit(first, at, title, session, "title", text, marks, line=corpus.covering(first)))
+    return sorted(hits, key=lambda h: -h.id)
+
+
+def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float, *,
+            chat: object = None, kind: object = None, since: object = None, before: object = None,
+            scope: object = None, below: int | None = None,
+            clock: Callable[[], float] = time.monotonic) -> Result:
     try:
         q = ql.parse(query)
         where = ql.scope(scope)

@@ -83,6 +83,7 @@ def line_part(key: int) -> tuple[int, int]:
 
 
 ZEROED = "zeroed"  # a state row: freed pages were zeroed since the index was created
+CHATS_RENAMED = "chats-renamed"  # a state row: changed by each forget that renames chats (a forgotten title)
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(text, content='', tokenize='{TOKENIZER}');
@@ -102,6 +103,7 @@ class SearchIndex:
         self.clock = clock
         self._db: sqlite3.Connection | None = None
         self._chats: dict[tuple[str, str], int] = {}
+        self._chats_renamed: object = None  # the CHATS_RENAMED state when _chats was last checked
         # One connection per open memory, used by its chat thread and its writer pool's: one at a time.
         self.lock = threading.RLock()
 
@@ -200,6 +202,7 @@ class SearchIndex:
         infos: list[tuple[int, float | None, int, int]] = []
         codes = _KIND_CODE
         named, chat = None, 0
+        self._check_chats()
         for _, _, record in records:
             names = (record.get("s", ""), record.get("t", ""))
             if names != named:  # a turn's chat is most often the one before it
@@ -222,6 +225,7 @@ class SearchIndex:
         rows: list[tuple[int, str]] = []
         infos: list[tuple[int, float | None, int, int]] = []
         codes = _KIND_CODE
+        self._check_chats()
         for mid, session, title, messages in turns:
             chat = self._chat(session, title)
             for m in messages:
@@ -252,6 +256,13 @@ class SearchIndex:
         if tree_end is not None:
             self.set_mark(tree_end=tree_end)
 
+    def _check_chats(self) -> None:
+        """Forget the chats known by name if a forget renamed some since (another process, maybe):
+        a chat whose title was forgotten is gone from the table (:mod:`endless.core.privacy.derived`)."""
+        row = self.db().execute("SELECT value FROM state WHERE name = ?", (CHATS_RENAMED,)).fetchone()
+        if (row[0] if row else None) != self._chats_renamed:
+            self._chats, self._chats_renamed = {}, row[0] if row else None
+
     def _chat(self, session: str, title: str) -> int:
         key = (session, title)
         found = self._chats.get(key)
@@ -267,6 +278,22 @@ class SearchIndex:
     def count(self) -> int:
         with self.lock:
             return self.watermark().messages
+
+    def chats(self, filters: "Filters") -> list[tuple[str, str, int, float]]:
+        """``(session, title, first message id, its time)`` of each titled chat with a message the filters
+        keep (kind aside: a title is no message's kind), for a search of the titles themselves."""
+        parts, params = ["chat.title != ''"], []
+        if filters.below is not None:
+            parts.append("msg.id < ?")
+            params.append(filters.below)
+        if filters.chat is not None:
+            parts.append("(chat.session = ? OR instr(lower(chat.title), lower(?)) > 0)")
+            params.extend([filters.chat, filters.chat])
+        span, values = _time_range("msg", filters)
+        sql = ("SELECT chat.session, chat.title, min(msg.id), msg.at FROM chat JOIN msg ON msg.chat = chat.id "
+               f"WHERE {' AND '.join(parts + span)} GROUP BY chat.id")
+        with self.lock:
+            return [(str(a), str(b), int(c), float(d)) for a, b, c, d in self.db().execute(sql, params + values)]
 
     def term_docs(self, words: list[str]) -> dict[str, int]:
         """How many messages hold each (unstemmed) word once stemmed; 0 for a word nowhere."""

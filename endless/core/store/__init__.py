@@ -105,18 +105,12 @@ if TYPE_CHECKING:
     from endless.core.store import journal
     from endless.core.store import keyfile
     from endless.core.store.keyfile import FORMAT
-    from endless.core.store.keys import (
-        InvalidKey, Key, MEMORY_ID, check_memory_id, gateway_key, memory_id, workspace_key)
+    from endless.core.store.keys import InvalidKey, Key, MEMORY_ID, check_memory_id, gateway_key, memory_id, workspace_key
     from endless.core.store.locks import ChangeLock, Lease, holder_pid, is_held
-    from endless.core.store.log import (
-        Damage, OrderLog, TurnInfo, parse_turn, record_tail, shown, stored_from, tid_number, tombstone,
-        with_tid)
-    from endless.core.store.messages import (
-        KINDS, Message, Stored, TraceBuilder, check_kind, prepare, tag, utf8_size)
+    from endless.core.store.log import Damage, OrderLog, TurnInfo, parse_turn, record_tail, shown, stored_from, tid_number, tombstone, with_tid
+    from endless.core.store.messages import KINDS, Message, Stored, TraceBuilder, check_kind, prepare, tag, utf8_size
     from endless.core.store import sessions
     from endless.core.store.sessions import key_for_session
     from endless.core.store.tree import TreeStore, is_erased_line, parse_node
-    from endless.core.store.turns import (
-        COMPLETED, EncodedTurn, KEPT, STATUSES, TurnInProgress, TurnRecord, close_orphans, decoded,
-        place_encoded)
+    from endless.core.store.turns import COMPLETED, EncodedTurn, KEPT, STATUSES, TurnInProgress, TurnRecord, close_orphans, decoded, place_encoded
     from endless.core.store.waiters import Waiters

@@ -111,6 +111,7 @@ class OrderLog:
         self.on_problem: Callable[[str], None] = lambda what: durable.log("log", what)
         self._fd: int | None = None
         self.forgotten: dict[int, float] = {}  # id -> when it was forgotten (endless.core.privacy.forget)
+        self.forgets = 0  # forgets read of (a forget of titles or lines alone forgets no id)
         self.recheck: Callable[[], None] | None = None  # reads forgets made since (endless.core.privacy.forget)
 
     # -- loading and catching up -------------------------------------------------

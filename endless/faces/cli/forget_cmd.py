@@ -90,24 +90,29 @@ def _run(args: argparse.Namespace) -> int:
         out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
         return EXIT_OK
     messages = value["messages"]
-    if not messages:
+    if not messages and not value["titles"] and not value["lines"]:
         print("[endless] nothing to forget: no message matched (or it was forgotten already)", file=sys.stderr)
         return EXIT_OK
     for m in messages:
         head = f"{m['id']:>8}  turn {m['turn']}  {m['kind']:<6} {moments.local(m['at'])}"
         out.write(head + (f"  {m['text']!r}" if "text" in m else "") + "\n")
+    for title in value.get("titleTexts", []):
+        out.write(f"{'title':>8}  {title!r}\n")
     lines = count(value["lines"], "summary line")
+    titles = f", {count(value['titles'], 'chat title')}" if value["titles"] else ""
     if value["dryRun"]:
-        out.write(f"would forget {count(len(messages), 'message')} and rewrite {lines}; "
+        out.write(f"would forget {count(len(messages), 'message')}{titles} and rewrite {lines}; "
                   "run again without --dry-run to do it\n")
     else:
-        out.write(f"forgot {count(len(messages), 'message')}; {lines} "
+        out.write(f"forgot {count(len(messages), 'message')}{titles}; {lines} "
                   f"{agree(value['lines'], 'is', 'are')} written again by the writer "
                   f"({count(value['bytesRewritten'], 'byte', grouped=True)} erased in place, {value['seconds']} s)\n")
     copy = value.get("hermes")
     if copy is not None:
         verb = "would replace" if value["dryRun"] else "replaced"
         out.write(f"Hermes ({copy['home']}): {verb} the text of {count(copy['rows'], 'row')} of state.db and "
-                  f"{count(copy['files'], 'session file')} with the tombstone\n")
+                  f"{count(copy['files'], 'session file')} with the tombstone"
+                  + (f", and {'would clear' if value['dryRun'] else 'cleared'} "
+                     f"{count(copy['titles'], 'session title')}" if copy.get("titles") else "") + "\n")
     print(f"[endless] {value['cannotReach']}", file=sys.stderr)
     return EXIT_OK

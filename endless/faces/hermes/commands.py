@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from endless import prompts
-from endless.core.words import count
+from endless.core.words import agree, count
 from endless.faces.hermes.runtime import log, runtime
 
 USAGE = ("/endless history (the History page's address) | view | search <words> | status | "
@@ -37,6 +38,14 @@ def slash(raw_args: str = "") -> str:
                 "send a message first, then run /endless again.")
     try:
         if command in ("off", "on"):
+            held = _forgotten_in_transcript(PLUGIN, chat) if command == "off" else 0
+            if held:
+                return (f"Endless stays on for this chat: {count(held, 'message')} of it "
+                        f"{agree(held, 'was', 'were')} forgotten while this Hermes runs, and Hermes still "
+                        "holds their words in the chat's transcript in memory; with Endless off it would "
+                        "send them to the model's provider with every request. Start a new chat (/new), or "
+                        f"quit and resume this one (hermes --resume {chat.session}: Hermes reads the "
+                        "transcript again from its state.db, where they are tombstones), then /endless off.")
             PLUGIN.switch(chat, on=command == "on")
             if command == "off":
                 return ("Endless is off for this chat: from the next message Hermes sends its own history. "
@@ -61,7 +70,13 @@ def slash(raw_args: str = "") -> str:
         if command == "view":
             return runtime().loop.call(render_view, memory)
         if command == "forget":
-            return runtime().loop.call(forget_text, memory, rest)
+            answer = runtime().loop.call(forget_text, memory, rest)
+            if PLUGIN.is_off(chat) and _forgotten_in_transcript(PLUGIN, chat):
+                PLUGIN.switch(chat, on=True)  # off, the next request would send Hermes's transcript, words and all
+                answer += ("\nEndless is on again for this chat: Hermes's transcript in memory still holds what "
+                           "was forgotten, and with Endless off it would be sent to the provider. /new or "
+                           f"hermes --resume {chat.session} starts from the tombstones; then /endless off.")
+            return answer
         if command == "search":
             from endless.core import lookback
             return runtime().loop.call(lookback.call, memory, "recall_search", {"query": rest})
@@ -71,9 +86,31 @@ def slash(raw_args: str = "") -> str:
         return f"/endless {command} failed: {exc}"
 
 
+STARTED = time.time()  # this Hermes process's start: a forget before it is in the transcript Hermes loaded
+
+
+def _forgotten_in_transcript(plugin, chat) -> int:
+    """Messages of the chat's session forgotten since this Hermes started: their words are still in the
+    transcript Hermes keeps in memory (forget reaches its state.db, not the running agent's list), which
+    Hermes sends whole when Endless is off."""
+    from endless.core.errors import NoMemory
+
+    try:
+        memory = plugin.command_memory(chat)
+    except NoMemory:
+        return 0
+
+    def held() -> int:
+        memory.catch_up()
+        since = [mid for mid, at in memory.log.forgotten.items() if at >= STARTED]
+        return sum(1 for mid in since if (m := memory.message(mid)) is not None and m.session == chat.session)
+
+    return runtime().loop.call(held)
+
+
 def forget_text(memory, rest: str) -> str:
     """``/endless forget …``: first what would go; only ``… confirm`` forgets (a chat has no dialog)."""
-    from endless.core.privacy import forget
+    from endless.core.privacy import forget, derived as forget_derived
     from endless.core.errors import MemoryUseError
     from endless.faces.kit import forgetting
     from endless.faces.kit.hermes_copy import HermesCopyError, installed
@@ -81,20 +118,23 @@ def forget_text(memory, rest: str) -> str:
     words = rest.split()
     confirmed = bool(words) and words[-1].lower() == "confirm"
     words = words[:-1] if confirmed else words
+    query = None
     try:
         if words and words[0].lower() == "matching":
             if len(words) < 2:
                 return "Usage: /endless forget matching <words>"
-            chosen = forget.select(memory, query=" ".join(words[1:]))
+            query = " ".join(words[1:])
+            chosen = forget.select(memory, query=query)
         elif words and words[0].lower() == "turn":
             chosen = forget.select(memory, turns=[int(w) for w in words[1:]])
         else:
             chosen = forget.select(memory, ids=[int(w.split("+")[0]) for w in words])
-        if not chosen:
+        matched = forget_derived.matching(memory, query)
+        if not chosen and not matched:
             return "Nothing to forget: no message matched (or it was forgotten already)."
         home = _hermes_home()  # Hermes's copy is changed first (see forget_value), and always from a chat
-        copy = forgetting.hermes_copy(memory, home, chosen, not confirmed) if installed(home) else None
-        outcome = forget.forget(memory, chosen, dry_run=not confirmed, purge=False)
+        copy = forgetting.hermes_copy(memory, home, chosen, not confirmed, query) if installed(home) else None
+        outcome = forget.forget(memory, chosen, dry_run=not confirmed, purge=False, query=query)
         if confirmed:  # the index's merge takes a minute at a million messages: not on the chat's loop
             import threading
             threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
@@ -106,18 +146,24 @@ def forget_text(memory, rest: str) -> str:
     except HermesCopyError as exc:
         return str(exc)
     reach = prompts.text("forget/unreachable_hermes.txt").strip() if copy else outcome.unreachable
+    titles = f" and {count(len(outcome.titles), 'chat title')}" if outcome.titles else ""
     if not confirmed:
-        shown = "\n".join(f"  {m.id} ({m.kind}): {m.text[:80]!r}" for m in outcome.previews[:FORGET_SHOWN])
+        shown = "\n".join([f"  {m.id} ({m.kind}): {m.text[:80]!r}" for m in outcome.previews[:FORGET_SHOWN]]
+                          + [f"  title: {t[:80]!r}" for t in outcome.titles[:FORGET_SHOWN]])
         more = f"\n  … and {count(len(chosen) - FORGET_SHOWN, 'more message')}" if len(chosen) > FORGET_SHOWN else ""
-        return (f"This would forget {count(len(chosen), 'message')} for good:\n{shown}{more}\n"
+        return (f"This would forget {count(len(chosen), 'message')}{titles} for good:\n{shown}{more}\n"
                 + (f"Hermes's own copy goes too: {count(copy.rows, 'row')} of its state.db and "
-                   f"{count(copy.files, 'session file')} get the tombstone (a forget here always includes it).\n"
+                   f"{count(copy.files, 'session file')} get the tombstone"
+                   + (f", {count(copy.titles, 'session title')} {agree(copy.titles, 'is', 'are')} cleared"
+                      if copy.titles else "")
+                   + " (a forget here always includes it).\n"
                    if copy else "")
                 + f"To do it, send: /endless forget {rest.strip()} confirm\n"
                 + (reach.split(". ", 1)[1] if copy else reach))
     hermes = (f"; Hermes's copy: {count(copy.rows, 'row')} of state.db, {count(copy.files, 'session file')}"
+              + (f", {count(copy.titles, 'session title')} cleared" if copy.titles else "")
               if copy else "")
-    return (f"Forgot {count(len(outcome.ids), 'message')}; their ids stay as tombstones and "
+    return (f"Forgot {count(len(outcome.ids), 'message')}{titles}; their ids stay as tombstones and "
             f"{count(outcome.nodes, 'summary line')} are written again{hermes}. {reach}")
 
 

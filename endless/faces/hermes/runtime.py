@@ -75,7 +75,8 @@ class Runtime:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def memory(self, key: Key, window_tokens: int | None = None, for_turn: bool = True) -> Memory:
-        """The memory of ``key``, opened once per process; a turn's also starts its writer pool.
+        """The memory of ``key``, opened once per process and caught up at each use; a turn's also
+        starts its writer pool.
 
         A slash command (``for_turn=False``) only reads: it raises ``NoMemory``
         rather than create a memory, and leaves the pool to the first turn,
@@ -90,8 +91,12 @@ class Runtime:
                                         create=for_turn)
                 entry = Open(memory, self.loop.call(asyncio.Event))
                 self.memories[key.memory_id] = entry
-            elif window_tokens is not None and entry.memory.window_tokens is None:
-                self.loop.call(entry.memory.set_window, window_tokens)
+            else:
+                # Kept open for the life of Hermes: before it serves a turn or a command, it reads what
+                # other processes did meanwhile (a forget above all: its lines' cached texts go).
+                self.loop.call(entry.memory.catch_up)
+                if window_tokens is not None and entry.memory.window_tokens is None:
+                    self.loop.call(entry.memory.set_window, window_tokens)
             if for_turn and entry.pool is None:
                 entry.pool = self.loop.call(self._start_pool, entry)
             return entry.memory

@@ -308,8 +308,9 @@ class Plan:
                 continue
             if secrets and each[k:end].count(None) != n:
                 self.redacted[len(self.ats)] = dict(sum((c for c in each[k:end] if c is not None), Counter()))
-            entry = b"\n".join((record_tail(turn.tid, turn.session, turn.title, COMPLETED, turn.at, records[k:end]),
-                                dumps([turn.session, turn.title, codes[k:end], sizes[k:end]]),
+            title = redact.redact(turn.title).text if settings.redact_secrets and turn.title else turn.title
+            entry = b"\n".join((record_tail(turn.tid, turn.session, title, COMPLETED, turn.at, records[k:end]),
+                                dumps([turn.session, title, codes[k:end], sizes[k:end]]),
                                 SOURCES_APART.join(escaped[k:end])))
             self.offsets.append(spilled)
             self.lengths.append(len(entry))

@@ -497,8 +497,8 @@ def search(memory: Memory, args: dict, settings: Settings,
                  "kind": h.kind, "snippet": h.snippet, "marks": [list(m) for m in h.marks],
                  "line": h.line, "turn": memory.log.turn_of(h.id)} for h in result.hits]
     value: dict = {"hits": hits, "mode": result.mode, "more": result.more, "below": result.below}
-    if result.more:
-        value["next"] = offset + len(hits)
+    if result.more:  # (a first page's title hits come on top of its messages: they take no offset)
+        value["next"] = offset + sum(1 for h in hits if h["kind"] != "title")
     if result.stopped_at is not None:
         value["stoppedAt"] = result.stopped_at
     if result.indexed is not None:

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from endless import prompts
-from endless.core.privacy import forget
-from endless.core.store import tombstone
+from endless.core.privacy import forget, derived as forget_derived
 from endless.core import moments
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.memory import Memory
@@ -70,10 +69,14 @@ def forget_value(settings: Settings, args: dict, root: Path | None = None, merge
     try:
         try:
             chosen = forget.select(memory, ids=ids, turns=turns, since=since, before=before, query=query)
+            # A query reaches the chat titles and summary lines holding it, not only messages; with other
+            # criteria too, only the messages they all choose go (select's rule), and no title.
+            words = query if not (ids or turns or since is not None or before is not None) else None
+            matched = forget_derived.matching(memory, words)
             copy = None
-            if hermes is not None and chosen:
-                copy = hermes_copy(memory, hermes, chosen, dry)
-            outcome = forget.forget(memory, chosen, dry_run=dry, purge=not merge_apart)
+            if hermes is not None and (chosen or matched.titles):
+                copy = hermes_copy(memory, hermes, chosen, dry, words)
+            outcome = forget.forget(memory, chosen, dry_run=dry, purge=not merge_apart, query=words)
             if merge_apart and not dry:
                 threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
                                  daemon=True).start()
@@ -86,27 +89,31 @@ def forget_value(settings: Settings, args: dict, root: Path | None = None, merge
             if dry:
                 entry["text"] = stored.text[:PREVIEW_CHARS]
             messages.append(entry)
-        value = {"dryRun": dry, "messages": messages, "lines": outcome.nodes,
+        value = {"dryRun": dry, "messages": messages, "titles": len(outcome.titles), "lines": outcome.nodes,
                  "bytesRewritten": outcome.bytes_rewritten, "seconds": round(outcome.seconds, 3),
                  "cannotReach": outcome.unreachable}
+        if dry and outcome.titles:
+            value["titleTexts"] = [t[:PREVIEW_CHARS] for t in outcome.titles]  # what would go, as messages show
         if copy is not None:
-            value["hermes"] = {"home": str(hermes), "rows": copy.rows, "files": copy.files}
+            value["hermes"] = {"home": str(hermes), "rows": copy.rows, "files": copy.files, "titles": copy.titles}
             value["cannotReach"] = prompts.text("forget/unreachable_hermes.txt").strip()
         return value
     finally:
         memory.close()
 
 
-def hermes_copy(memory: Memory, home: Path, ids: list[int], dry: bool):
-    """Hermes's copy of messages ``ids`` (matched by session id and text) replaced by their tombstones."""
+def hermes_copy(memory: Memory, home: Path, ids: list[int], dry: bool, words: str | None = None):
+    """Hermes's copy of messages ``ids`` (matched by session id and text) replaced by their tombstones;
+    ``words``: a forget by match, which clears the titles holding them of the memory's sessions too."""
     import sqlite3
 
-    from endless.faces.kit.hermes_copy import HermesCopyError, replace
+    from endless.faces.kit.hermes_copy import HermesCopyError, Titles, replace
 
     stone = tombstone(memory.clock())
     pairs = [(s.session, s.text, stone) for s in (memory.message(i) for i in ids) if s is not None]
+    titles = Titles(frozenset(forget_derived.sessions(memory)), words) if words else None
     try:
-        return replace(home, pairs, dry_run=dry)
+        return replace(home, pairs, dry_run=dry, titles=titles)
     except (sqlite3.Error, OSError) as exc:
         raise HermesCopyError(f"Hermes's copy in {home} could not be changed ({exc}); the memory forgot "
                               "nothing: close the Hermes using it and run the forget again") from None

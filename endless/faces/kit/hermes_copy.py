@@ -9,7 +9,9 @@ SQL on ``state.db`` matching its schema (``hermes_state.py:812-834``), in one
 (``hermes_state.py:1270-1290``).  A row is matched by session id and exact
 text (the log keeps each turn's session id) and keeps its place, role and
 tool-call pairing: only ``content`` becomes the tombstone (and the text is cut
-out of ``api_content``, the sidecar of what was sent).  Hermes's own triggers
+out of ``api_content``, the sidecar of what was sent).  A forget by match also
+clears the ``sessions.title`` holding its words (Hermes titles a chat from its
+first message), for the sessions the memory holds turns of.  Hermes's own triggers
 (``messages_fts_update``, ``messages_fts_trigram_update``,
 ``hermes_state.py:944-951, 974-981``) re-index the row; the FTS tables are
 then ``optimize``d (what ``SessionDB.optimize_fts`` runs,
@@ -48,6 +50,15 @@ class HermesCopyError(RuntimeError):
 class Changed:
     rows: int  # state.db rows whose text is (or would be) the tombstone
     files: int  # session files under <home>/sessions/ holding (or that held) the text
+    titles: int = 0  # sessions whose title held the words of a forget by match (now untitled)
+
+
+@dataclass(frozen=True)
+class Titles:
+    """A forget by match reaches Hermes's session titles: those of ``sessions`` holding ``words``."""
+
+    sessions: frozenset[str]
+    words: str
 
 
 def installed(home: Path) -> bool:
@@ -63,13 +74,47 @@ def installed(home: Path) -> bool:
     return enabled == PLUGIN_NAME or isinstance(enabled, list) and PLUGIN_NAME in enabled
 
 
-def replace(home: Path, pairs: list[tuple[str | None, str, str]], dry_run: bool = False) -> Changed:
-    """Each (session id, text, tombstone): the text of that session's rows and of the session files."""
+def replace(home: Path, pairs: list[tuple[str | None, str, str]], dry_run: bool = False,
+            titles: Titles | None = None) -> Changed:
+    """Each (session id, text, tombstone): the text of that session's rows and of the session files;
+    ``titles``: the session titles holding a forget's words are cleared (``NULL``, as an untitled
+    session has: Hermes names a session only after its first exchange, so it stays untitled)."""
     pairs = [(s, t, stone) for s, t, stone in pairs if s and t]
+    named = _titles(home / "state.db", titles, dry_run) if titles is not None else []
     rows = _database(home / "state.db", pairs, dry_run)
-    files = _files(home / "sessions", pairs, dry_run)
-    _log.info("Hermes's copy in %s: %d row(s), %d file(s)%s", home, rows, files, " (dry run)" if dry_run else "")
-    return Changed(rows, files)
+    files = _files(home / "sessions", pairs + [(s, t, "") for s, t in named], dry_run)
+    _log.info("Hermes's copy in %s: %d row(s), %d title(s), %d file(s)%s", home, rows, len(named), files,
+              " (dry run)" if dry_run else "")
+    return Changed(rows, files, len(named))
+
+
+def _titles(path: Path, titles: Titles, dry_run: bool) -> list[tuple[str, str]]:
+    """(session id, title) of each session of ``titles`` whose title holds its words; cleared unless dry."""
+    if not path.is_file() or not titles.sessions or not titles.words.strip():
+        return []
+    needle = titles.words.casefold()
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    try:
+        names = {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
+        if not {"id", "title"} <= names:
+            return []
+        found = [(sid, title) for sid, title in db.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")
+                 if sid in titles.sessions and isinstance(title, str) and needle in title.casefold()]
+        if dry_run or not found:
+            return found
+        db.execute("PRAGMA secure_delete = ON")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for sid, title in found:
+                db.execute("UPDATE sessions SET title = NULL WHERE id = ? AND title = ?", (sid, title))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        _purge(db)
+        return found
+    finally:
+        db.close()
 
 
 def _database(path: Path, pairs: list[tuple[str, str, str]], dry_run: bool) -> int:

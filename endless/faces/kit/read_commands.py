@@ -248,6 +248,9 @@ def _search(value: dict, out) -> None:
         if hit["kind"] == "line":
             out.write(f"{hit['id']}+{hit['n']} · {_when(hit['at'])} · summary line: {text}\n")
             continue
+        if hit["kind"] == "title":  # named by the chat's first message
+            out.write(f"{hit['id']}+0 · {_when(hit['at'])} · the chat's title: «{text}»\n")
+            continue
         inside = f" · in line {hit['line']}" if hit.get("line") and hit["line"] != f"{hit['id']}+1" else ""
         # a message as the tool and `endless zoom` name it (ID+0), so a hit reads the same everywhere
         out.write(f"{hit['id']}+0 · {_when(hit['at'])} · «{hit['sessionTitle']}» · {hit['kind']}: "

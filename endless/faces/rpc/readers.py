@@ -19,6 +19,7 @@ from typing import Iterator
 
 import orjson
 
+from endless.core.privacy import REGISTRY as FORGET_REGISTRY
 from endless.faces.kit import answers
 from endless.core.memory import Memory
 from endless.core.settings import Settings
@@ -35,8 +36,10 @@ class Reader:
         self.times = answers.TimeCache()
         self._seen: tuple | None = None
         folder = memory.folder
+        # The forget registry too: a forget patches the log and the tree in place (their sizes stay) and
+        # appends a line here first, so a forget another process made is never missed.
         self._watched = tuple(str(p) for p in (memory.log.path, memory.tree.path, folder / "view.json",
-                                               folder / "writer-view.json"))
+                                               folder / "writer-view.json", folder / FORGET_REGISTRY))
         self._view_key: tuple | None = None
         self._view_json: bytes = b""
         self._usage = None
@@ -44,9 +47,10 @@ class Reader:
     def _catch_up(self) -> None:
         """Catch up on other processes' writes, if the files say there are any (under the lock).
 
-        Four ``stat`` calls when nothing changed: the order log and the tree
-        only grow, and a view is replaced by a rename, so equal inodes, sizes
-        and times mean nothing new.  Sizes are taken before catching up, so a write
+        Five ``stat`` calls when nothing changed: the order log, the tree and
+        the forget registry only grow (a forget's in-place patches come after
+        its registry line), and a view is replaced by a rename, so equal
+        inodes, sizes and times mean nothing new.  Sizes are taken before catching up, so a write
         landing meanwhile is caught at the next request.
         """
         seen = tuple(_stamp(path) for path in self._watched)
@@ -64,7 +68,9 @@ class Reader:
     def view_json(self) -> bytes:
         """The serialized value of ``endless.view``, recomputed only when the memory changed."""
         with self.fresh() as m:
-            key = (m.total, m.lines_built, m.views.stamp, len(m.views.chat.parts), m.views.chat.shrinking)
+            # The count of forgets too: a forget may leave every other count as it was.
+            key = (m.total, m.lines_built, m.log.forgets, m.views.stamp, len(m.views.chat.parts),
+                   m.views.chat.shrinking)
             if key != self._view_key:
                 self._view_json = orjson.dumps(answers.view(m, self.times))
                 self._view_key = key

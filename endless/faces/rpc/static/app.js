@@ -301,7 +301,7 @@
   }
 
   const KIND_LABEL = { user: "you", reply: "assistant", trace: "tools", call: "did", result: "result",
-                       said: "said", work: "colleague", status: "note", note: "note" };
+                       said: "said", work: "colleague", status: "note", note: "note", title: "the chat's title" };
 
   function renderTurn(turn) {
     const article = el("article", "turn");

@@ -151,7 +151,8 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
             lines.append(f"{hit.id}+{hit.count} · from {when} · summary line: {text}")
         else:
             inside = f" · in line {hit.line}" if hit.line and hit.line != f"{hit.id}+1" else ""
-            lines.append(f"{hit.id}+0 · {when} · «{hit.title}» · {hit.kind}: {text}{inside}")
+            chat = f"«{hit.title}» · " if hit.title else ""  # a chat not yet titled: no empty «»
+            lines.append(f"{hit.id}+0 · {when} · {chat}{hit.kind}: {text}{inside}")
     return "\n".join(lines)
 
 

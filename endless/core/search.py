@@ -50,7 +50,34 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
            chat: object = None, kind: object = None, since: object = None, before: object = None,
            scope: object = None, below: int | None = None,
            clock: Callable[[], float] = time.monotonic) -> Result:
-    """Hits ``skip .. skip+limit`` and whether more exist; a stopped search says how far it got."""
+    """Hits ``skip .. skip+limit`` and whether more exist; a stopped search says how far it got.
+
+    A hit from a turn logged before its chat had a title (Hermes titles a chat
+    after its first exchange) carries the title the chat got later, when known.
+    """
+    result = _search(corpus, query, skip, limit, seconds, chat=chat, kind=kind, since=since, before=before,
+                     scope=scope, below=below, clock=clock)
+    result.hits = _titled(corpus, result.hits)
+    return result
+
+
+def _titled(corpus: Corpus, hits: list[Hit]) -> list[Hit]:
+    known: dict[str, str] = {}
+    out = []
+    for hit in hits:
+        if hit.title or not hit.session or hit.kind == "line":
+            out.append(hit)
+            continue
+        if hit.session not in known:
+            known[hit.session] = corpus.index.chat_title(hit.session)
+        out.append(replace(hit, title=known[hit.session]) if known[hit.session] else hit)
+    return out
+
+
+def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float, *,
+            chat: object = None, kind: object = None, since: object = None, before: object = None,
+            scope: object = None, below: int | None = None,
+            clock: Callable[[], float] = time.monotonic) -> Result:
     try:
         q = ql.parse(query)
         where = ql.scope(scope)

@@ -42,6 +42,7 @@ from endless.core.identity import Presence, identity_key, messages_identity
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
+from endless.faces.terminal import one_line, title
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.log import record_tail, with_tid
 from endless.core.turns import COMPLETED, EncodedTurn, TurnRecord
@@ -655,7 +656,8 @@ def _preview(turn: TurnRecord) -> str:
     text = text if len(text) <= 72 else text[:71] + "…"
     kinds = Counter(m.kind for m in turn.messages)
     what = ", ".join(f"{n} {k}" for k, n in kinds.items())
-    return f"+ {_when(turn.at)}  «{turn.title}»  {what}  {head.kind}: {text}"
+    chat = f"{title(turn.title)}  " if turn.title else ""  # no empty «» for a turn without a title
+    return one_line(f"+ {_when(turn.at)}  {chat}{what}  {head.kind}: {text}")
 
 
 def _import_command(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import orjson
 from endless.core import tiling
 from endless.core.log import OrderLog
 from endless.core.messages import KINDS, Message, tag
-from endless.core.render import head, line_size, utf8_size
+from endless.core.render import head, hidden_in, line_size, utf8_size
 from endless.core.settings import Settings
 from endless.core.tiling import Part
 from endless.core.tree import TreeStore
@@ -195,14 +195,29 @@ _LEAF = b'{"l":0,"i":%d,"text":"%s","size":%d,"src":%d}\n'  # TreeStore.encode o
 _PARENT = b'{"l":%d,"i":%d,"text":"%s","size":%d}\n'  # and of a free parent
 _NEWLINE = b"\\n"  # a newline inside a JSON string
 # Bytes of a JSON-escaped text that may make its view line differ from its head, text and newline:
-# a carriage return (``\r\n`` folds to one byte) or a bracket ``render.neutralise`` may escape.
+# a carriage return (``\r\n`` folds to one byte), a bracket ``render.neutralise`` may escape, or a
+# control it shows escaped (:func:`_holds_hidden`).
 # Looked for in the escaped bytes, where ``\r`` may also be an escaped backslash before an ``r``:
 # such a line is only sized the slow way.
 _NOT_PLAIN = (b"\\r", b"<", "\uff1c".encode(), "\ufe64".encode())
 
 
+def _holds_hidden(inner: bytes) -> bool:
+    """Whether a JSON-escaped text may hold a character ``render.neutralise`` shows escaped
+    (``render.HIDDEN``): a C0 control is escaped as ``\\u00..``, ``\\b`` or ``\\f`` (an escaped
+    backslash before ``u00``, ``b`` or ``f`` is sized the slow way too); every other one is not
+    printable, which ``str.isprintable`` tells at C speed (the rare text holding a no-break or an
+    ideographic space, or a private character, is looked at closer)."""
+    if b"\\u00" in inner or b"\\b" in inner or b"\\f" in inner:
+        return True
+    if inner.isascii():
+        return b"\x7f" in inner
+    text = inner.decode("utf-8", "replace")
+    return not text.isprintable() and hidden_in(text)
+
+
 def _plain(inner: bytes) -> bool:
-    return not any(mark in inner for mark in _NOT_PLAIN)
+    return not any(mark in inner for mark in _NOT_PLAIN) and not _holds_hidden(inner)
 
 
 def _exact_view_size(part: Part, inner: bytes) -> int:

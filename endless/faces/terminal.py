@@ -28,31 +28,17 @@ from __future__ import annotations
 
 import re
 
+from endless.core import render
+
 CONTINUATION = "    "  # before each later line of a multi-line entry in a listing
 
-# Characters a terminal acts on or hides, written visibly: C0 controls but tab and newline, DEL and
-# the C1 controls (CSI, OSC, NEL...), the line and paragraph separators, lone surrogates (which would
-# not encode), and the Unicode format controls (category Cf: bidi embeddings, overrides, isolates and
-# marks, zero-width spaces, the BOM, invisible tag characters), except the zero-width joiner and
-# non-joiner, which emoji and several scripts need.  ``test_terminal`` holds the list to Cf.
-_FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b\u200e\u200f"
-           "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
-           "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
-_HIDDEN = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff" + _FORMAT
-_CONTROL = re.compile(f"[{_HIDDEN}]")
-_CONTROL_OR_NEWLINE = re.compile(f"[{_HIDDEN}\n]")  # one_line: the newline too
-_NEWLINE = re.compile(r"\r\n|\n")
-_SHORT = {"\n": "\\n", "\r": "\\r"}
-
-
-def visible(char: str) -> str:
-    """One character in the escaped form Python writes it: ``\\x1b``, ``\\u202e``, ``\\U000e0041``."""
-    code = ord(char)
-    if char in _SHORT:
-        return _SHORT[char]
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+# What a terminal acts on or hides: the characters the model's view shows escaped
+# (endless.core.render.HIDDEN: C0 and C1 controls, separators, bidi and other format controls),
+# and the carriage return, which on a terminal overwrites the line.
+_CONTROL = re.compile(f"[{render.HIDDEN}\r]")
+_CONTROL_OR_NEWLINE = re.compile(f"[{render.HIDDEN}\r\n]")  # one_line: the newline too
+_NEWLINE = re.compile(r"\n")
+visible = render.visible
 
 
 def _visible(match: re.Match) -> str:

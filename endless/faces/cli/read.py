@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
                 value = answers.answer(memory, method, _args(args), settings)
                 note = _empty_note(args, value, memory.memory_id, memory.turns, memory.total)
     except AnswerError as exc:
-        print(f"[endless] {said(exc)}", file=sys.stderr)
+        print(f"[endless] {one_line(said(exc))}", file=sys.stderr)  # it may quote what was typed
         return EXIT_USAGE if exc.code == answers.BAD_REQUEST else EXIT_NOT_FOUND
     if note is not None:  # like a search without hits: said on stderr, and still an answer (exit 0)
         print(f"[endless] {note}", file=sys.stderr)

@@ -707,7 +707,7 @@ def _import(args: argparse.Namespace) -> int:
             plan = make_plan(sources, settings, granularity, have,
                              memory.folder if memory and not args.dry_run else None)
         except FormatError as exc:
-            print(f"[endless.import] {exc}. Nothing was imported; fix the source and run the import again.",
+            print(f"[endless.import] {one_line(exc)}. Nothing was imported; fix the source and run the import again.",
                   file=sys.stderr)
             return EXIT_USAGE
         summary = {"memoryId": target, "sources": [{"path": p, "format": f, "entries": n}
@@ -771,7 +771,7 @@ def _import(args: argparse.Namespace) -> int:
         print(f"[endless.import] {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (MemoryUseError, OSError) as exc:
-        print(f"[endless.import] stopped: {exc}. The turns committed so far are kept; run the same import "
+        print(f"[endless.import] stopped: {one_line(exc)}. The turns committed so far are kept; run the same import "
               "again to add the rest.", file=sys.stderr)
         return EXIT_FAILED
     except (KeyboardInterrupt, Terminated) as stop:

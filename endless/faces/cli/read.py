@@ -225,9 +225,14 @@ def _zoom(value: dict, out) -> None:
         return
     m = value["message"]
     page = f" · page {m['page']} of {m['pages']}" if m["pages"] > 1 else ""
-    chat = title(m["sessionTitle"])
-    out.write(f"message {m['id']} · {one_line(m['kind'])} · {chat + ' · ' if chat else ''}{_when(m['at'])}{page}\n")
+    out.write(f"message {m['id']} · {one_line(m['kind'])} · {_chat(m)}{_when(m['at'])}{page}\n")
     out.write(shown(m["text"]) + "\n")  # the message whole: its own line breaks kept, controls visible
+
+
+def _chat(value: dict) -> str:
+    """``«title» · `` in a header, or nothing for a chat not titled yet (no empty ``«»``)."""
+    chat = title(value.get("sessionTitle"))
+    return f"{chat} · " if chat else ""
 
 
 def _date(value: dict, out) -> None:
@@ -252,8 +257,7 @@ def _search(value: dict, out) -> None:
             continue
         inside = f" · in line {hit['line']}" if hit.get("line") and hit["line"] != f"{hit['id']}+1" else ""
         # a message as the tool and `endless zoom` name it (ID+0), so a hit reads the same everywhere
-        chat = title(hit["sessionTitle"])
-        out.write(f"{hit['id']}+0 · {_when(hit['at'])} · {chat + ' · ' if chat else ''}{one_line(hit['kind'])}: "
+        out.write(f"{hit['id']}+0 · {_when(hit['at'])} · {_chat(hit)}{one_line(hit['kind'])}: "
                   f"{text}{inside}\n")
     if "next" in value:
         print(f"[endless] more hits: --offset {value['next']}", file=sys.stderr)
@@ -275,9 +279,7 @@ def _marked(snippet: str, marks: list, bold: bool) -> str:
 
 def _history(value: dict, out) -> None:
     for turn in value["turns"]:
-        chat = title(turn["sessionTitle"])
-        out.write(f"— turn {turn['turn']} · {_when(turn['at'])} · {chat + ' · ' if chat else ''}"
-                  f"{one_line(str(turn['status']))}\n")
+        out.write(f"— turn {turn['turn']} · {_when(turn['at'])} · {_chat(turn)}{one_line(turn['status'])}\n")
         for message in turn["entries"]:  # a message's later lines indented: none can pass for an entry
             out.write(f"{message['id']} {one_line(message['kind'])}: {entry(message['text'])}\n")
     if "next" in value:

@@ -8,6 +8,7 @@ at once, under its lock, so the writer never sees them as work.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import add, and_, lshift
@@ -18,7 +19,7 @@ import orjson
 from endless.core import tiling
 from endless.core.log import OrderLog
 from endless.core.messages import KINDS, Message, tag
-from endless.core.render import head, hidden_in, line_size, utf8_size
+from endless.core.render import HIDDEN_RANGES, head, line_size, utf8_size
 from endless.core.settings import Settings
 from endless.core.tiling import Part
 from endless.core.tree import TreeStore
@@ -202,18 +203,37 @@ _NEWLINE = b"\\n"  # a newline inside a JSON string
 _NOT_PLAIN = (b"\\r", b"<", "\uff1c".encode(), "\ufe64".encode())
 
 
+def _hidden_bytes() -> tuple[bytes, "re.Pattern[bytes]"]:
+    """The UTF-8 forms of ``render.HIDDEN``'s characters past DEL: every byte but the first bytes
+    they start with (a UTF-8 first byte never stands inside another character), and a pattern
+    matching exactly them (their bytes but the last, then a class of last bytes)."""
+    ends: dict[bytes, set[int]] = {}
+    for first, last in HIDDEN_RANGES:
+        for code in range(max(first, 0x80), last + 1):
+            if not 0xD800 <= code <= 0xDFFF:  # a lone surrogate does not encode: never in the log
+                data = chr(code).encode("utf-8")
+                ends.setdefault(data[:-1], set()).add(data[-1])
+    leads = {lead[0] for lead in ends}
+    others = bytes(sorted(set(range(256)) - leads))  # every byte but those leading bytes
+    pattern = b"|".join(re.escape(lead) + b"[" + b"".join(re.escape(bytes([c])) for c in sorted(last)) + b"]"
+                        for lead, last in ends.items())
+    return others, re.compile(pattern)
+
+
+_NOT_HIDDEN_LEADS, _HIDDEN_BYTES = _hidden_bytes()
+
+
 def _holds_hidden(inner: bytes) -> bool:
     """Whether a JSON-escaped text may hold a character ``render.neutralise`` shows escaped
     (``render.HIDDEN``): a C0 control is escaped as ``\\u00..``, ``\\b`` or ``\\f`` (an escaped
-    backslash before ``u00``, ``b`` or ``f`` is sized the slow way too); every other one is not
-    printable, which ``str.isprintable`` tells at C speed (the rare text holding a no-break or an
-    ideographic space, or a private character, is looked at closer)."""
-    if b"\\u00" in inner or b"\\b" in inner or b"\\f" in inner:
+    backslash before ``u00``, ``b`` or ``f`` is sized the slow way too), DEL stands as it is, and
+    the others are looked for in the UTF-8 bytes, only when one of their first bytes is there."""
+    if b"\\u00" in inner or b"\\b" in inner or b"\\f" in inner or b"\x7f" in inner:
         return True
     if inner.isascii():
-        return b"\x7f" in inner
-    text = inner.decode("utf-8", "replace")
-    return not text.isprintable() and hidden_in(text)
+        return False
+    # one pass keeping only those first bytes: none (CJK, Cyrillic, most accents) answers at once
+    return bool(inner.translate(None, _NOT_HIDDEN_LEADS)) and _HIDDEN_BYTES.search(inner) is not None
 
 
 def _plain(inner: bytes) -> bool:

@@ -72,11 +72,6 @@ def controls_shown(text: str) -> str:
     return text if text.isprintable() else _HIDDEN.sub(_visible, text)
 
 
-def hidden_in(text: str) -> bool:
-    """Whether ``text`` holds a character :func:`controls_shown` escapes."""
-    return _HIDDEN.search(text) is not None
-
-
 def _controls_growth(text: str) -> int:
     """Bytes :func:`controls_shown` adds to ``text`` (0 for nearly every text, found without a scan)."""
     if text.isprintable():

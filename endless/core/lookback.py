@@ -21,7 +21,7 @@ from endless.core.search import scan as recall
 from endless.core.search import finder as search
 from endless.core.view import tiling
 from endless.core.memory import Memory
-from endless.core.view import ViewLine
+from endless.core.view import ViewLine, controls_shown
 
 TOOL_NAMES = ("zoom", "date", "recall_search")
 
@@ -87,7 +87,7 @@ def _zoom_message(memory: Memory, ident: int, page: int) -> str:
     pages = max(1, -(-len(whole) // size))
     if page > pages:
         return Refusal(f"No page {page}: message {ident} has {pages} page{'s' if pages > 1 else ''}.")
-    text = whole[(page - 1) * size:page * size]
+    text = controls_shown(whole[(page - 1) * size:page * size])  # as the view shows them (render.HIDDEN)
     head = f"{ident}+0|"
     if pages == 1:
         return head + text
@@ -146,14 +146,15 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
                  + (f" (more on page {p + 1}):" if result.more else ":"))
     for hit in result.hits:
         when = moments.local(hit.at)
-        text = bold(hit.snippet, hit.marks)
+        text = controls_shown(bold(hit.snippet, hit.marks))
         if hit.kind == "line":
             lines.append(f"{hit.id}+{hit.count} · from {when} · summary line: {text}")
         elif hit.kind == "title":  # named by the chat's first message
             lines.append(f"{hit.id}+0 · {when} · the chat's title: «{text}»")
         else:
             inside = f" · in line {hit.line}" if hit.line and hit.line != f"{hit.id}+1" else ""
-            lines.append(f"{hit.id}+0 · {when} · «{hit.title}» · {hit.kind}: {text}{inside}")
+            chat = f"«{controls_shown(hit.title)}» · " if hit.title else ""  # not yet titled: no empty «»
+            lines.append(f"{hit.id}+0 · {when} · {chat}{hit.kind}: {text}{inside}")
     return "\n".join(lines)
 
 

@@ -27,7 +27,10 @@ from endless.core.store.turns import COMPLETED, EncodedTurn, TurnRecord
 
 SETTINGS = Settings(line_budget=200)
 WORDS = ["ok", "yes", "déjà vu", "naïve", "日本語", "line\nbreak", "cr\r\nlf", "a <chat> tag",
-         "a \uff1cchat\uff1e tag", "x" * 40, "y" * 90, "z" * 190]
+         "a \uff1cchat\uff1e tag", "x" * 40, "y" * 90, "z" * 190,
+         # controls the view shows escaped (render.HIDDEN), and look-alikes it leaves as they are
+         "esc \x1b[2J", "bel\x07", "bs\b\b", "ff\f", "del\x7f", "csi \x9b31m", "rlo \u202e", "zw\u200b",
+         "tag\U000e0041", "nbsp\xa0", "joiner\u200d", "a \\b and \\f and \\u0041"]
 SHORT = ["a", "bc", "d e", "é", "f\\rg"]  # (an escaped backslash before an r: plain, but looks not to be)
 
 

@@ -8,6 +8,7 @@ Skipped when the Hermes venv (with Endless installed in it) is missing.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -118,3 +119,28 @@ def test_a_turn_at_the_iteration_limit_asks_for_its_summary_through_the_head(mod
         assert kinds[0] == "user" and kinds[-1] == "reply", kinds
     finally:
         env.close()
+
+
+def test_stored_controls_reach_no_terminal_through_hermes(env: Env, tmp_path: Path) -> None:
+    """Issue 33 item 4: a reply holding ``ESC [2J`` or ``ESC [31m`` cleared the screen or coloured
+    ``/endless view`` and ``hermes endless view``; now every control is shown escaped (``\\x1b``)."""
+    source = tmp_path / "hostile.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"role": "user", "content": "clear \x1b[2J osprey-17 \x1b]52;c;aGk=\x07 \u202eevil\nnext", "session": "h",
+         "at": "2026-03-02T09:00:00Z", "title": "Birds \x1b[31m red"},
+        {"role": "assistant", "content": "red \x1b[31m noted \x9b0m", "session": "h", "at": "2026-03-02T09:00:05Z"}]))
+    imported = subprocess.run([*endless_command(), "import", "--workspace", str(env.workspace), str(source)],
+                              env=env.env(), capture_output=True, text=True, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    # (the CLI's prompt_toolkit output ends its own lines with \r\n: a stored \r would be shown as "\\r")
+    raw = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    answers = env.drive({"agents": {"a": {"cli": True}}, "turns": [
+        {"command": "endless", "args": "view", "in": "a"},
+        {"command": "endless", "args": "search osprey", "in": "a"}]})
+    for answer in answers:
+        assert "osprey" in answer["answer"] and not raw.search(answer["answer"]), repr(answer["answer"])
+    assert "clear \\x1b[2J osprey-17" in answers[0]["answer"] and "\\u202eevil" in answers[0]["answer"]
+    for args in (["view"], ["history"], ["search", "osprey"], ["zoom", "0", "1"]):
+        shown = env.hermes_cli(["endless", *args])
+        assert shown.returncode == 0 and "osprey" in shown.stdout, (args, shown.stderr[-1500:])
+        assert not raw.search(shown.stdout), (args, repr(shown.stdout))

@@ -69,13 +69,16 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
     The first page starts with the chats whose title matches (kind ``title``,
     named by the chat's first message, newest first, at most ``limit``): a
     title is text the memory keeps and sends, so what can be forgotten by its
-    words must be found by them.
+    words must be found by them.  A hit from a turn logged before its chat had
+    a title (Hermes titles a chat after its first exchange) carries the title
+    the chat got later, when known.
     """
     result = _search(corpus, query, skip, limit, seconds, chat=chat, kind=kind, since=since, before=before,
                      scope=scope, below=below, clock=clock)
     if skip == 0 and kind is None and ql.scope(scope) != "lines":
         q, filters = ql.parse(query), ql.filters(chat, kind, since, before, result.below)
         result.hits = _title_hits(corpus, q, filters, clock() + seconds)[:limit] + result.hits
+    result.hits = _titled(corpus, result.hits)
     return result
 
 
@@ -109,6 +112,19 @@ def _title_hits(corpus: Corpus, q: ql.Query, filters: si.Filters, deadline: floa
             text, marks = recall.snippet_marked(title, found)
             hits.append(Hit(first, at, title, session, "title", text, marks, line=corpus.covering(first)))
     return sorted(hits, key=lambda h: -h.id)
+
+
+def _titled(corpus: Corpus, hits: list[Hit]) -> list[Hit]:
+    known: dict[str, str] = {}
+    out = []
+    for hit in hits:
+        if hit.title or not hit.session or hit.kind == "line":
+            out.append(hit)
+            continue
+        if hit.session not in known:
+            known[hit.session] = corpus.index.chat_title(hit.session)
+        out.append(replace(hit, title=known[hit.session]) if known[hit.session] else hit)
+    return out
 
 
 def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float, *,

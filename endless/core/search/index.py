@@ -275,6 +275,20 @@ class SearchIndex:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def chat_title(self, session: str) -> str:
+        """The newest title the index knows for ``session``, or "" (none yet, or no usable index).
+
+        Hermes names a chat only after its first exchange, so that turn is
+        logged with an empty title; its hits show the title the chat got later.
+        """
+        try:
+            with self.lock:
+                found = self.db().execute("SELECT title FROM chat WHERE session = ? AND title <> '' "
+                                          "ORDER BY id DESC LIMIT 1", (session,)).fetchone()
+        except (sqlite3.Error, OSError):
+            return ""
+        return found[0] if found and isinstance(found[0], str) else ""
+
     def count(self) -> int:
         with self.lock:
             return self.watermark().messages

@@ -21,10 +21,12 @@ _WHERE = {
     "Prefix": "keeper",
     "ViewKeeper": "keeper",
     "ViewLine": "render",
+    "controls_shown": "render",
     "fold": "render",
     "neutralise": "render",
     "recent_block": "render",
     "recent_line": "render",
+    "render": "render",
     "state_line": "render",
     "Part": "tiling",
     "tiling": "tiling",
@@ -46,6 +48,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from endless.core.view.free_nodes import FreeStretch, free_above, free_encoded, free_leaves, free_parents
     from endless.core.view.keeper import Prefix, ViewKeeper
-    from endless.core.view.render import ViewLine, fold, neutralise, recent_block, recent_line, state_line
+    from endless.core.view import render
+    from endless.core.view.render import ViewLine, controls_shown, fold, neutralise, recent_block, recent_line, state_line
     from endless.core.view import tiling
     from endless.core.view.tiling import Part

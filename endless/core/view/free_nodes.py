@@ -8,6 +8,7 @@ at once, under its lock, so the writer never sees them as work.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import add, and_, lshift
@@ -18,8 +19,7 @@ import orjson
 from endless.core.view import tiling
 from endless.core.store import OrderLog
 from endless.core.store import KINDS, Message, tag
-from endless.core.store import utf8_size
-from endless.core.view.render import head, line_size
+from endless.core.view.render import HIDDEN_RANGES, head, line_size, utf8_size
 from endless.core.settings import Settings
 from endless.core.view.tiling import Part
 from endless.core.store import TreeStore
@@ -196,14 +196,48 @@ _LEAF = b'{"l":0,"i":%d,"text":"%s","size":%d,"src":%d}\n'  # TreeStore.encode o
 _PARENT = b'{"l":%d,"i":%d,"text":"%s","size":%d}\n'  # and of a free parent
 _NEWLINE = b"\\n"  # a newline inside a JSON string
 # Bytes of a JSON-escaped text that may make its view line differ from its head, text and newline:
-# a carriage return (``\r\n`` folds to one byte) or a bracket ``render.neutralise`` may escape.
+# a carriage return (``\r\n`` folds to one byte), a bracket ``render.neutralise`` may escape, or a
+# control it shows escaped (:func:`_holds_hidden`).
 # Looked for in the escaped bytes, where ``\r`` may also be an escaped backslash before an ``r``:
 # such a line is only sized the slow way.
 _NOT_PLAIN = (b"\\r", b"<", "\uff1c".encode(), "\ufe64".encode())
 
 
+def _hidden_bytes() -> tuple[bytes, "re.Pattern[bytes]"]:
+    """The UTF-8 forms of ``render.HIDDEN``'s characters past DEL: every byte but the first bytes
+    they start with (a UTF-8 first byte never stands inside another character), and a pattern
+    matching exactly them (their bytes but the last, then a class of last bytes)."""
+    ends: dict[bytes, set[int]] = {}
+    for first, last in HIDDEN_RANGES:
+        for code in range(max(first, 0x80), last + 1):
+            if not 0xD800 <= code <= 0xDFFF:  # a lone surrogate does not encode: never in the log
+                data = chr(code).encode("utf-8")
+                ends.setdefault(data[:-1], set()).add(data[-1])
+    leads = {lead[0] for lead in ends}
+    others = bytes(sorted(set(range(256)) - leads))  # every byte but those leading bytes
+    pattern = b"|".join(re.escape(lead) + b"[" + b"".join(re.escape(bytes([c])) for c in sorted(last)) + b"]"
+                        for lead, last in ends.items())
+    return others, re.compile(pattern)
+
+
+_NOT_HIDDEN_LEADS, _HIDDEN_BYTES = _hidden_bytes()
+
+
+def _holds_hidden(inner: bytes) -> bool:
+    """Whether a JSON-escaped text may hold a character ``render.neutralise`` shows escaped
+    (``render.HIDDEN``): a C0 control is escaped as ``\\u00..``, ``\\b`` or ``\\f`` (an escaped
+    backslash before ``u00``, ``b`` or ``f`` is sized the slow way too), DEL stands as it is, and
+    the others are looked for in the UTF-8 bytes, only when one of their first bytes is there."""
+    if b"\\u00" in inner or b"\\b" in inner or b"\\f" in inner or b"\x7f" in inner:
+        return True
+    if inner.isascii():
+        return False
+    # one pass keeping only those first bytes: none (CJK, Cyrillic, most accents) answers at once
+    return bool(inner.translate(None, _NOT_HIDDEN_LEADS)) and _HIDDEN_BYTES.search(inner) is not None
+
+
 def _plain(inner: bytes) -> bool:
-    return not any(mark in inner for mark in _NOT_PLAIN)
+    return not any(mark in inner for mark in _NOT_PLAIN) and not _holds_hidden(inner)
 
 
 def _exact_view_size(part: Part, inner: bytes) -> int:

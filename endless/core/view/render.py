@@ -49,6 +49,50 @@ _LINE_START = re.compile(
     rf"|({_TASK_WORD}[ \t]*):)", re.I)
 
 
+# Characters a reader cannot see or that act on their reader, rendered in a visible escaped form
+# (``\x1b``, ``\u202e``): the C0 controls but tab, newline and carriage return, DEL and the C1
+# controls, the line and paragraph separators, lone surrogates, and Unicode's format controls
+# (category Cf: bidi embeddings, overrides, isolates and marks, zero-width spaces, the BOM, the
+# invisible tag characters) but the zero-width joiner and non-joiner, which emoji and several
+# scripts need.  The terminal faces show the same characters the same way (endless.faces.kit.terminal,
+# which also writes carriage returns visibly); tests/faces/test_terminal.py holds the list to Cf.
+HIDDEN_RANGES = ((0x00, 0x08), (0x0b, 0x0c), (0x0e, 0x1f), (0x7f, 0x9f), (0xad, 0xad), (0x600, 0x605),
+                 (0x61c, 0x61c), (0x6dd, 0x6dd), (0x70f, 0x70f), (0x890, 0x891), (0x8e2, 0x8e2),
+                 (0x180e, 0x180e), (0x200b, 0x200b), (0x200e, 0x200f), (0x2028, 0x202e), (0x2060, 0x2064),
+                 (0x2066, 0x206f), (0xd800, 0xdfff), (0xfeff, 0xfeff), (0xfff9, 0xfffb), (0x110bd, 0x110bd),
+                 (0x110cd, 0x110cd), (0x13430, 0x1343f), (0x1bca0, 0x1bca3), (0x1d173, 0x1d17a),
+                 (0xe0001, 0xe0001), (0xe0020, 0xe007f))
+HIDDEN = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in HIDDEN_RANGES)  # a regex class
+_HIDDEN = re.compile(f"[{HIDDEN}]")
+_SHORT = {"\n": "\\n", "\r": "\\r"}
+
+
+def visible(char: str) -> str:
+    """One character in the escaped form Python writes it: ``\\x1b``, ``\\u202e``, ``\\U000e0041``."""
+    if char in _SHORT:
+        return _SHORT[char]
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _visible(match: re.Match) -> str:
+    return visible(match.group(0))
+
+
+def controls_shown(text: str) -> str:
+    """``text`` with every :data:`HIDDEN` character in its visible form (tabs and line breaks kept)."""
+    return text if text.isprintable() else _HIDDEN.sub(_visible, text)
+
+
+def _controls_growth(text: str) -> int:
+    """Bytes :func:`controls_shown` adds to ``text`` (0 for nearly every text, found without a scan)."""
+    if text.isprintable():
+        return 0
+    return sum(len(visible(c)) - len(c.encode("utf-8", "surrogatepass")) for c in _HIDDEN.findall(text))
+
+
 def _line_start(match: re.Match) -> str:
     blanks, line_head, task = match.group(1), match.group(2), match.group(3)
     if line_head is not None:
@@ -70,20 +114,31 @@ def neutralise(text: str) -> str:
     ordinary ``<div>`` or ``a < b`` stay as written; the same text always
     gives the same bytes (the prompt cache depends on it) and neutralising
     twice changes nothing.  The stored text is never changed: ``zoom(id, 1)``
-    answers it byte for byte.
+    answers it word for word.
+
+    Last, controls and invisible format characters (:data:`HIDDEN`) are
+    written in a visible escaped form, ``\\x1b`` for ESC: the model is no
+    terminal, but such bytes in a request are junk to it, and a bidi override
+    or an invisible tag character shows a person one text and the model
+    another.  Tags are looked for first, so a zero-width space inside one
+    (``<\u200b/chat>``) is still a blank there.
     """
     if "<" in text or "\uff1c" in text or "\ufe64" in text:
         text = _TAG_BRACKET.sub(_LESS_THAN, text)
     if "\n" in text or "\r" in text:
         text = _LINE_START.sub(_line_start, text)
-    return text
+    return controls_shown(text)
 
 
 def _neutralised_growth(text: str) -> int:
-    """Bytes :func:`neutralise` adds to a folded line (only tags count: it has no line starts)."""
+    """Bytes :func:`neutralise` adds to a folded line (tags and controls count: it has no line starts).
+
+    A text's line breaks fold to spaces of the same size and ``\\r\\n`` to one
+    (counted apart), so the controls are counted on the text as stored."""
+    growth = _controls_growth(text) if not text.isprintable() else 0
     if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:
-        return 0
-    return sum(len(_LESS_THAN) - len(m.group(0).encode("utf-8")) for m in _TAG_BRACKET.finditer(text))
+        return growth
+    return growth + sum(len(_LESS_THAN) - len(m.group(0).encode("utf-8")) for m in _TAG_BRACKET.finditer(text))
 
 
 def fold(text: str) -> str:
@@ -113,7 +168,8 @@ def part_line_sizes(parts: Iterable[Part], texts: Iterable[str], text_bytes: Ite
     for (level, index), text, size in zip(parts, texts, text_bytes):
         # _sized, inline: the head, the text less a byte per folded CRLF, any tags neutralised, the newline
         yield (len(str(index << level)) + len(str(1 << level)) + 3 + size - text.count("\r\n")
-               + (_neutralised_growth(text) if "<" in text or "\uff1c" in text or "\ufe64" in text else 0))
+               + (_neutralised_growth(text) if "<" in text or "\uff1c" in text or "\ufe64" in text
+                  or not text.isprintable() else 0))
 
 
 def _sized(head_bytes: int, text: str, text_bytes: int) -> int:

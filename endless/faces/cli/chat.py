@@ -34,6 +34,7 @@ from endless.core import diagnostics
 from endless.core.store import durable
 from endless.turn.run import run_turn
 from endless.faces.kit.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose
+from endless.faces.kit.terminal import shown
 from endless.faces.kit.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_code, raise_on_sigterm
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.store import Message
@@ -218,7 +219,7 @@ async def chat(memory: Memory, provider: Any, route: Any, session: str, title: s
                     progress.cancel()
                     await asyncio.gather(progress, return_exceptions=True)
             ended["failed"] = outcome.refused
-            sys.stdout.write(outcome.reply.rstrip("\n") + "\n")
+            sys.stdout.write(shown(outcome.reply.rstrip("\n")) + "\n")  # a model may echo what it read
             sys.stdout.flush()
     finally:
         loop.remove_signal_handler(signal.SIGINT)

@@ -31,6 +31,7 @@ import orjson
 from endless.core.store import journal
 from endless.core.words import agree, count
 from endless.faces.kit.choose import EXIT_FAILED, EXIT_OK, memory_id_word
+from endless.faces.kit.terminal import entry, one_line
 from endless.core.store import MEMORY_ID
 from endless.core.store import Lease, holder_pid, is_held
 from endless.core.store import FORMAT
@@ -612,12 +613,13 @@ def repair(settings: Settings, memory_ids: Iterable[str] | None = None) -> list[
 
 
 def render(report: Report) -> str:
+    """The findings for a terminal: they quote names, paths and errors, so through its filter."""
     marks = {"ok": "ok     ", "warning": "warning", "error": "ERROR  "}
     lines = []
     for f in report.findings:
-        lines.append(f"{marks[f.status]}  {f.message}")
+        lines.append(f"{marks[f.status]}  {entry(f.message)}")
         if f.fix and f.status != "ok":
-            lines.append(f"         → {f.fix}")
+            lines.append(f"         → {entry(f.fix)}")
     counts = {s: sum(1 for f in report.findings if f.status == s) for s in STATUSES}
     lines.append(f"{report.status}: {counts['ok']} ok, {count(counts['warning'], 'warning')}, "
                  f"{count(counts['error'], 'error')}")
@@ -633,7 +635,7 @@ def _doctor_command(args: argparse.Namespace) -> int:
             print(f"[endless.doctor] cannot repair: {exc}", file=sys.stderr)
             return EXIT_FAILED
         for line in repair(settings, ids):
-            print(f"[endless.doctor] {line}", file=sys.stderr)
+            print(f"[endless.doctor] {one_line(line)}", file=sys.stderr)
     report = diagnose(memory_ids=ids)
     if args.json:
         sys.stdout.write(orjson.dumps({"status": report.status,

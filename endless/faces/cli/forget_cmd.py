@@ -21,6 +21,7 @@ from endless.core import moments
 from endless.core.words import agree, count
 from endless.faces.kit.answers import BAD_REQUEST, AnswerError
 from endless.faces.kit.choose import memory_id_word
+from endless.faces.kit.terminal import one_line
 from endless.faces.kit.read_commands import CLI_NAMES, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, message_word, said
 
 NAMES = {**CLI_NAMES, "ids": "ID", "turns": "--turn", "query": "--matching", "dryRun": "--dry-run"}
@@ -94,10 +95,10 @@ def _run(args: argparse.Namespace) -> int:
         print("[endless] nothing to forget: no message matched (or it was forgotten already)", file=sys.stderr)
         return EXIT_OK
     for m in messages:
-        head = f"{m['id']:>8}  turn {m['turn']}  {m['kind']:<6} {moments.local(m['at'])}"
-        out.write(head + (f"  {m['text']!r}" if "text" in m else "") + "\n")
+        head = f"{m['id']:>8}  turn {m['turn']}  {one_line(m['kind']):<6} {moments.local(m['at'])}"
+        out.write(head + (f"  {one_line(repr(m['text']))}" if "text" in m else "") + "\n")
     for title in value.get("titleTexts", []):
-        out.write(f"{'title':>8}  {title!r}\n")
+        out.write(f"{'title':>8}  {one_line(repr(title))}\n")
     lines = count(value["lines"], "summary line")
     titles = f", {count(value['titles'], 'chat title')}" if value["titles"] else ""
     if value["dryRun"]:

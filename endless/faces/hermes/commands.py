@@ -26,6 +26,14 @@ FORGET_SHOWN = 10  # messages a /endless forget lists before it is confirmed
 
 
 def slash(raw_args: str = "") -> str:
+    """The answer to ``/endless …``, through the terminal filter: Hermes prints it as it is, and
+    it holds stored text (view lines, titles, snippets, messages to forget)."""
+    from endless.faces.kit.terminal import shown
+
+    return shown(_slash(raw_args))
+
+
+def _slash(raw_args: str = "") -> str:
     from endless.core.errors import NoMemory
     from endless.faces.hermes.plugin import PLUGIN
 
@@ -295,6 +303,7 @@ def _status(args: argparse.Namespace) -> int:
     from endless.core.store import workspace_key
     from endless.core.memory import Memory, MemoryUseError
     from endless.core.settings import load_settings
+    from endless.faces.kit.terminal import shown
 
     settings = load_settings()
     try:
@@ -307,5 +316,5 @@ def _status(args: argparse.Namespace) -> int:
         print(f"[endless.hermes] {exc}", file=sys.stderr)
         return 1
     with memory:
-        sys.stdout.write(status_text(memory) + "\n")
+        sys.stdout.write(shown(status_text(memory)) + "\n")
     return 0

@@ -44,6 +44,7 @@ from endless.core.store import Presence, identity_key, messages_identity
 from endless.faces.kit.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
+from endless.faces.kit.terminal import one_line, title
 from endless.core.memory import Memory, MemoryUseError
 from endless.core.store import record_tail, with_tid
 from endless.core.store import COMPLETED, EncodedTurn, TurnRecord
@@ -660,7 +661,8 @@ def _preview(turn: TurnRecord) -> str:
     text = text if len(text) <= 72 else text[:71] + "…"
     kinds = Counter(m.kind for m in turn.messages)
     what = ", ".join(f"{n} {k}" for k, n in kinds.items())
-    return f"+ {_when(turn.at)}  «{turn.title}»  {what}  {head.kind}: {text}"
+    chat = f"{title(turn.title)}  " if turn.title else ""  # no empty «» for a turn without a title
+    return one_line(f"+ {_when(turn.at)}  {chat}{what}  {head.kind}: {text}")
 
 
 def _import_command(args: argparse.Namespace) -> int:
@@ -710,7 +712,7 @@ def _import(args: argparse.Namespace) -> int:
             plan = make_plan(sources, settings, granularity, have,
                              memory.folder if memory and not args.dry_run else None)
         except FormatError as exc:
-            print(f"[endless.import] {exc}. Nothing was imported; fix the source and run the import again.",
+            print(f"[endless.import] {one_line(exc)}. Nothing was imported; fix the source and run the import again.",
                   file=sys.stderr)
             return EXIT_USAGE
         summary = {"memoryId": target, "sources": [{"path": p, "format": f, "entries": n}
@@ -773,7 +775,7 @@ def _import(args: argparse.Namespace) -> int:
         print(f"[endless.import] {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (MemoryUseError, OSError) as exc:
-        print(f"[endless.import] stopped: {exc}. The turns committed so far are kept; run the same import "
+        print(f"[endless.import] stopped: {one_line(exc)}. The turns committed so far are kept; run the same import "
               "again to add the rest.", file=sys.stderr)
         return EXIT_FAILED
     except (KeyboardInterrupt, Terminated) as stop:

@@ -18,6 +18,7 @@ import orjson
 from endless.faces.kit import answers
 from endless.faces.kit.answers import AnswerError, ArgumentError
 from endless.faces.kit.choose import memory_id_word
+from endless.faces.kit.terminal import entry, one_line, shown, title
 from endless.core.view import fold
 from endless.core import moments
 
@@ -153,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
                 value = answers.answer(memory, method, _args(args), settings)
                 note = _empty_note(args, value, memory.memory_id, memory.turns, memory.total)
     except AnswerError as exc:
-        print(f"[endless] {said(exc)}", file=sys.stderr)
+        print(f"[endless] {one_line(said(exc))}", file=sys.stderr)  # it may quote what was typed
         return EXIT_USAGE if exc.code == answers.BAD_REQUEST else EXIT_NOT_FOUND
     if note is not None:  # like a search without hits: said on stderr, and still an answer (exit 0)
         print(f"[endless] {note}", file=sys.stderr)
@@ -209,12 +210,12 @@ def _memories(value: dict, out) -> None:
         print("[endless] no memories yet", file=sys.stderr)
     for m in value["memories"]:
         out.write(f"{m['memoryId']}  {m['turns']:>7} turns  last {_when(m['lastAt'])}  "
-                  f"{m['agent']}  {m['project']}\n")
+                  f"{one_line(m['agent'])}  {one_line(m['project'])}\n")
 
 
 def _lines(value: dict, out) -> None:
     for line in value["lines"]:
-        text = "(not written yet)" if line["text"] is None else fold(line["text"])
+        text = "(not written yet)" if line["text"] is None else one_line(fold(line["text"]))
         out.write(f"{line['id']}+{line['n']}|{text}\n")
 
 
@@ -224,8 +225,14 @@ def _zoom(value: dict, out) -> None:
         return
     m = value["message"]
     page = f" · page {m['page']} of {m['pages']}" if m["pages"] > 1 else ""
-    out.write(f"message {m['id']} · {m['kind']} · «{m['sessionTitle']}» · {_when(m['at'])}{page}\n")
-    out.write(m["text"] + "\n")
+    out.write(f"message {m['id']} · {one_line(m['kind'])} · {_chat(m)}{_when(m['at'])}{page}\n")
+    out.write(shown(m["text"]) + "\n")  # the message whole: its own line breaks kept, controls visible
+
+
+def _chat(value: dict) -> str:
+    """``«title» · `` in a header, or nothing for a chat not titled yet (no empty ``«»``)."""
+    chat = title(value.get("sessionTitle"))
+    return f"{chat} · " if chat else ""
 
 
 def _date(value: dict, out) -> None:
@@ -253,31 +260,31 @@ def _search(value: dict, out) -> None:
             continue
         inside = f" · in line {hit['line']}" if hit.get("line") and hit["line"] != f"{hit['id']}+1" else ""
         # a message as the tool and `endless zoom` name it (ID+0), so a hit reads the same everywhere
-        out.write(f"{hit['id']}+0 · {_when(hit['at'])} · «{hit['sessionTitle']}» · {hit['kind']}: "
+        out.write(f"{hit['id']}+0 · {_when(hit['at'])} · {_chat(hit)}{one_line(hit['kind'])}: "
                   f"{text}{inside}\n")
     if "next" in value:
         print(f"[endless] more hits: --offset {value['next']}", file=sys.stderr)
 
 
 def _marked(snippet: str, marks: list, bold: bool) -> str:
-    """On a terminal, the matched words in bold; in a pipe, the text as it is."""
+    """On a terminal, the matched words in bold; in a pipe, the text as it is (both on one line,
+    controls visible: the bold is added around pieces already made safe)."""
     if not bold or not marks:
-        return snippet
+        return one_line(snippet)
     out, at = [], 0
     for start, end in marks:
         if start < at:
             continue
-        out += [snippet[at:start], "\x1b[1m", snippet[start:end], "\x1b[0m"]
+        out += [one_line(snippet[at:start]), "\x1b[1m", one_line(snippet[start:end]), "\x1b[0m"]
         at = end
-    return "".join(out + [snippet[at:]])
+    return "".join(out + [one_line(snippet[at:])])
 
 
 def _history(value: dict, out) -> None:
     for turn in value["turns"]:
-        out.write(f"— turn {turn['turn']} · {_when(turn['at'])} · «{turn['sessionTitle']}» · "
-                  f"{turn['status']}\n")
-        for entry in turn["entries"]:
-            out.write(f"{entry['id']} {entry['kind']}: {entry['text']}\n")
+        out.write(f"— turn {turn['turn']} · {_when(turn['at'])} · {_chat(turn)}{one_line(turn['status'])}\n")
+        for message in turn["entries"]:  # a message's later lines indented: none can pass for an entry
+            out.write(f"{message['id']} {one_line(message['kind'])}: {entry(message['text'])}\n")
     if "next" in value:
         print(f"[endless] earlier turns: --before {value['next']}", file=sys.stderr)
     if "later" in value:

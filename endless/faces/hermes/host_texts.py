@@ -53,6 +53,19 @@ def is_host_text(text: str) -> bool:
     return folded in _EXACT or any(pattern.fullmatch(folded) for pattern in _PATTERNS)
 
 
+def without_host_texts(text: str) -> str:
+    """``text`` without the paragraphs that are Hermes's own texts.
+
+    Hermes joins consecutive person messages of a loaded history with a blank
+    line (its consecutive-user repair, named at ``agent/turn_context.py:106``),
+    so an interrupted message and the ``received signal 15`` sent after it come
+    back as one message on ``--resume``.
+    """
+    if "\n\n" not in text:
+        return "" if is_host_text(text) else text
+    return "\n\n".join(part for part in text.split("\n\n") if not is_host_text(part)).strip()
+
+
 def stopped_by_host(text: str) -> str:
     """The status note of a turn Hermes itself stopped with ``text`` (a signal, say)."""
     return (f"Hermes stopped this turn itself ({' '.join(str(text).split())}), not the person; "

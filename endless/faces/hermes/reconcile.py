@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from endless.core import sessions
-from endless.faces.hermes.host_texts import is_host_text
+from endless.faces.hermes.host_texts import without_host_texts
 from endless.faces.hermes.transcripts import TRANSCRIPT_NOTE
 from endless.faces.hermes.wire import content_text
 from endless.core.memory import Memory
@@ -72,6 +72,7 @@ def missed(history: list[dict], current: str, known: str | None, skip: Iterable[
               if isinstance(m, dict) and m.get("role") == "user"]
     if people and people[-1] == current.strip():
         people = people[:-1]
+    people = [without_host_texts(text) for text in people]
     last = -1
     for index, text in enumerate(people):
         if text and known and text in known:
@@ -79,7 +80,7 @@ def missed(history: list[dict], current: str, known: str | None, skip: Iterable[
     if last < 0 and known != NOTHING_KNOWN:
         return []  # the memory's last message is not in Hermes's history (compacted): nothing to say
     skipped = {s.strip() for s in skip} | {TRANSCRIPT_NOTE}
-    return [text for text in people[last + 1:] if text and text not in skipped and not is_host_text(text)]
+    return [text for text in people[last + 1:] if text and text not in skipped]
 
 
 def reconcile(memory: Memory, session: str, title: str, history: list[dict], current: str,

@@ -28,7 +28,7 @@ from hermes_tui import COLUMNS, REPLY_LABEL, Screen, folded
 
 pytestmark = pytest.mark.skipif(not hermes_ready(), reason=f"no Hermes venv with Endless: {HERMES_PYTHON}")
 
-FIRST = "First message DELTA-4, about the heron's nest. [[tools:0]] [[reply:60]]"
+FIRST = "First message DELTA-4, about the heron's nest. [[tools:0]] [[slow:20]] [[reply:60]]"
 SECOND = "Second message ECHO-5, what was the first about? [[tools:0]] [[reply:60]]"
 
 
@@ -46,9 +46,11 @@ def test_a_first_message_hermes_interrupts_is_kept(tmp_path: Path) -> None:
         screen.type(FIRST)
         screen.wait_for("Initializing agent", after=f"● {FIRST[:40]}")
         screen.type(SECOND)  # the agent is starting: Hermes's default busy mode interrupts the first
-        screen.wait_for("Sending after interrupt")
         screen.wait(lambda: screen.reply_to(SECOND), "the reply to the second message")
         screen.exit()
+        # Hermes interrupted the first turn with the second message (its own record, cli.py:12186-12192)
+        fired = (env.home / "interrupt_debug.log").read_text()
+        assert "interrupt fired: msg='Second message ECHO-5" in fired, fired
         assert people(env) == [FIRST, SECOND]
         asked = [user_texts(r["prompt"])[-1] for r in env.chat_requests() if SECOND in r["prompt"]]
         assert asked and all("DELTA-4" in text for text in asked), asked  # the model is shown the first

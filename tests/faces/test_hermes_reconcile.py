@@ -90,3 +90,16 @@ def test_a_session_whose_turns_are_past_the_lookback_is_not_reconciled_again(tmp
         finally:
             module.LOOKBACK_TURNS = lookback
         assert memory.turns == 4
+
+
+def test_a_new_session_on_a_copy_of_another_s_history_adds_only_what_is_new(tmp_path: Path) -> None:
+    """Hermes's /branch: a new session id whose history is the parent's, already in the memory."""
+    settings = load_settings(environ={"ENDLESS_HOME": str(tmp_path)})
+    with Memory.open(workspace_key(None, tmp_path), settings=settings, create=True) as memory:
+        memory.commit_turn("parent", "", [Message("user", "one", 1.0), Message("reply", "ok", 2.0)])
+        memory.commit_turn("parent", "", [Message("user", "two", 3.0), Message("reply", "ok", 4.0)])
+        hist = history("one", "two") + [{"role": "user", "content": "lost first"},
+                                        {"role": "user", "content": "now"}]
+        assert reconcile(memory, "branch", "t", hist, "now", skip=[]) == 1
+        assert [m.text for m in memory.turn_messages(2) if m.kind == "user"] == ["lost first"]
+        assert memory.turn(2).session == "branch"

@@ -59,6 +59,16 @@ def _has_turn_of(memory: Memory, session: str) -> bool:
     return any((info := memory.turn(n)) is not None and info.session == session for n in range(memory.turns))
 
 
+def _recent_people(memory: Memory) -> list[str]:
+    """The person's messages of the memory's last turns, any session's.
+
+    A session new to the memory can still carry messages it holds: Hermes's
+    ``/branch`` starts a new session id on a copy of the parent's history.
+    """
+    return [m.text for n in range(max(0, memory.turns - LOOKBACK_TURNS), memory.turns)
+            for m in memory.turn_messages(n) if m.kind == "user"]
+
+
 def missed(history: list[dict], current: str, known: str | None, skip: Iterable[str]) -> list[str]:
     """Person messages in ``history`` after the last one ``known`` holds, except ``current`` and ``skip``.
 
@@ -89,7 +99,10 @@ def reconcile(memory: Memory, session: str, title: str, history: list[dict], cur
     from endless.turn.pending import waiting
 
     memory.catch_up()
-    texts = missed(history, current, last_known_text(memory, session), [*skip, *(k.text for k in waiting(memory) if k.session == session)])
+    known = last_known_text(memory, session)
+    held = _recent_people(memory) if known == NOTHING_KNOWN else []
+    texts = missed(history, current, known, [*skip, *held,
+                                             *(k.text for k in waiting(memory) if k.session == session)])
     for text in texts:
         journal = memory.journal(session, title)
         journal.add("user", text)

@@ -4,11 +4,15 @@ After an import the tree lacks thousands of lines; a person deciding whether
 to let the model write them, or watching it do so, needs three numbers: the
 lines left, the pace the writer keeps on this memory's route (read from its
 own ``usage.jsonl``: calls actually made, not a guess), and the time to done
-at that pace.
+at that pace.  The same log tells whether the writer is failing: calls made
+since the last answered one, each with the provider error's kind (and its
+message), so ``/endless status`` and ``endless doctor`` say since when and
+why, whichever process made the calls.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 import os
 import statistics
@@ -20,6 +24,7 @@ import orjson
 from endless.core.store import durable
 from endless.core.settings import Settings
 from endless.core.words import agree, count
+from endless.llm.errors import ERROR_KINDS
 from endless.writer.interface import WriterMemory
 
 USAGE_FILE = "usage.jsonl"
@@ -61,8 +66,22 @@ def lines_left(slots: list, total: int) -> int:
     return left
 
 
-def measured_pace(folder: Path, now: float) -> Pace | None:
-    """The pace of the memory's last writer calls, or None when it made none."""
+@dataclass(frozen=True)
+class Failure:
+    """The writer's calls failing since the last answered one, as its usage log tells."""
+
+    since: float  # wall time of the first failed call after the last answered one
+    calls: int  # failed calls since then (within the log's tail)
+    cause: str  # the last one's error kind, and its message when the log has it
+
+    def sentence(self, now: float) -> str:
+        when = _dt.datetime.fromtimestamp(self.since, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return (f"the writer is failing: no call answered since {when} ({say_duration(max(0.0, now - self.since))} "
+                f"ago, {count(self.calls, 'failed call')}; last: {self.cause})")
+
+
+def _tail(folder: Path) -> list[dict]:
+    """The usage log's last calls, oldest first (a torn or foreign line is skipped)."""
     path = Path(folder) / USAGE_FILE
     try:
         with durable.open_read(path) as handle:
@@ -70,15 +89,47 @@ def measured_pace(folder: Path, now: float) -> Pace | None:
             handle.seek(max(0, size - TAIL_BYTES))
             data = handle.read()
     except FileNotFoundError:
-        return None
-    calls = []
+        return []
+    lines = []
     for raw in data.split(b"\n")[1 if size > TAIL_BYTES else 0:]:
         try:
             line = orjson.loads(raw)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(line, dict) and line.get("outcome") == "ok" and line.get("jobs"):
-            calls.append(line)
+        if isinstance(line, dict):
+            lines.append(line)
+    return lines
+
+
+def _failed(line: dict) -> bool:
+    """A call the provider did not answer (a content check's outcome is an answered call)."""
+    return line.get("outcome") in ERROR_KINDS
+
+
+def failure(folder: Path, lines: list[dict] | None = None) -> Failure | None:
+    """Whether the memory's writer is failing: calls failed since its last answered one, or None."""
+    failed = []
+    for line in reversed(_tail(folder) if lines is None else lines):
+        if not _failed(line):
+            break
+        failed.append(line)
+    if not failed:
+        return None
+    last = failed[0]
+    try:
+        since = float(failed[-1].get("time", 0))
+    except (TypeError, ValueError):
+        return None
+    cause = str(last.get("outcome", "")).replace("_", " ")
+    if isinstance(last.get("error"), str) and last["error"].strip():
+        cause += f" ({' '.join(last['error'].split())[:200]})"
+    return Failure(since, len(failed), cause)
+
+
+def measured_pace(folder: Path, now: float, lines: list[dict] | None = None) -> Pace | None:
+    """The pace of the memory's last writer calls, or None when it made none."""
+    calls = [line for line in (_tail(folder) if lines is None else lines)
+             if line.get("outcome") == "ok" and line.get("jobs")]
     if not calls:
         return None
     recent = [c for c in calls if now - float(c.get("time", 0)) <= RECENT_SECONDS]
@@ -115,13 +166,16 @@ class Progress:
     messages_without_line: int
     calls_per_minute: float
     seconds_left: float | None
+    failing: Failure | None = None  # the writer's calls fail (since when, why)
+    now: float = 0.0  # when this was measured (for the failure's age)
 
     def sentence(self) -> str:
         if self.lines_left == 0:
             return "every line is written"
+        pace = (f"{self.calls_per_minute:.1f} writer calls a minute, done in {say_duration(self.seconds_left)}"
+                if self.failing is None else self.failing.sentence(self.now))
         return (f"{count(self.lines_left, 'line')} left to write ({count(self.messages_without_line, 'message')} "
-                f"without a line of {agree(self.messages_without_line, 'its', 'their')} own), "
-                f"{self.calls_per_minute:.1f} writer calls a minute, done in {say_duration(self.seconds_left)}")
+                f"without a line of {agree(self.messages_without_line, 'its', 'their')} own), {pace}")
 
 
 def leaves_left(slots: list, total: int) -> int:
@@ -151,6 +205,8 @@ def progress(memory: WriterMemory, now: float) -> Progress:
     left = lines_left(slots, total)
     if offline_only(memory):
         return Progress(left, leaves_left(slots, total), 0.0, left * OFFLINE_LINE_SECONDS)
-    pace = measured_pace(memory.folder, now)
+    calls = _tail(memory.folder)
+    pace = measured_pace(memory.folder, now, calls)
     seconds = time_to_done(left, pace.lines_per_minute(memory.settings)) if pace is not None else None
-    return Progress(left, leaves_left(slots, total), pace.calls_per_minute if pace else 0.0, seconds)
+    return Progress(left, leaves_left(slots, total), pace.calls_per_minute if pace else 0.0, seconds,
+                    failure(memory.folder, calls), now)

@@ -24,6 +24,7 @@ from endless.core.store import durable
 from endless.core.privacy import forget
 from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
+from endless.core.privacy import redact
 from endless.llm.request import Msg, Request
 from endless.core.settings import RETENTION_CHECK_SECONDS, Settings
 from endless.core.words import count
@@ -352,7 +353,8 @@ class WriterPool:
             completion = await asyncio.wait_for(provider.complete(request), self.settings.call_timeout_seconds)
         except ProviderError as error:
             self.stats.failed_calls += 1
-            self.usage.record(self.wall(), route, names, None, loop.time() - started, error.kind)
+            self.usage.record(self.wall(), route, names, None, loop.time() - started, error.kind,
+                              error=redact.redact(str(error)).text)  # the cause, for status and doctor
             raise
         except (asyncio.TimeoutError, TimeoutError):
             self.stats.failed_calls += 1

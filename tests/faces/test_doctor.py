@@ -208,6 +208,26 @@ def test_pending_writer_work(env, memory) -> None:
     assert findings(report, "memory.writer")[0]["message"].endswith("every line is written")
 
 
+def test_a_failing_writer_is_a_warning_saying_since_when_and_why(env, memory) -> None:
+    """Issue 33 item 5: the usage log of a writer whose calls fail (written as the pool writes it)."""
+    from endless.writer.usage import UsageLog
+
+    memory.commit_turn("s2", "Paste", [Message("user", "pasted: " + "x " * 6000, 2000.0)])
+    usage = UsageLog(memory.folder)
+    route = {"provider": "openai", "flavour": "vllm", "model": "w"}
+    usage.record(1_796_350_000.0, route, ["1+1"], None, 0.1, "auth", error="auth (401): invalid key")
+    usage.record(1_796_350_060.0, route, ["1+1"], None, 0.1, "auth", error="auth (401): invalid key")
+    usage.close()
+    routed = {**env, "ENDLESS_WRITER_ROUTE": '{"provider": "openai", "model": "w", '
+                                             '"base_url": "http://127.0.0.1:9/v1"}'}
+    code, report = doctor(routed)
+    writer = findings(report, "memory.writer")[0]
+    assert code == 0 and writer["status"] == "warning", writer
+    assert "the writer is failing: no call answered since 2026-12-04 02:06 UTC" in writer["message"], writer
+    assert "2 failed calls; last: auth (auth (401): invalid key)" in writer["message"], writer
+    assert "check the writer's route" in writer["fix"], writer
+
+
 def test_a_writer_model_without_a_price_is_named_once(env, memory) -> None:
     from endless.writer.recorded import recorded_routes
 

@@ -90,3 +90,24 @@ def test_a_stretch_chosen_offline_is_written_offline_and_the_rest_by_the_model(t
     stretches = offline_stretches(memory)
     assert stretches.covers((0, 3)) and stretches.covers((3, 1)) and not stretches.covers((4, 1))
     assert stretches.covers((4, 0)) and not stretches.covers((5, 0))  # 0..31 crosses the stretch's end
+
+
+def test_a_failing_writer_is_read_from_its_calls_since_the_last_answered_one(tmp_path):
+    """Issue 33 item 5: since when and why, from the usage log any process wrote."""
+    from endless.writer.pace import failure
+
+    assert failure(tmp_path) is None
+    usage = UsageLog(tmp_path)
+    usage.record(900.0, DEEPSEEK, ["1+1"], {"cached": 1, "uncached": 1, "output": 1}, duration=1.0)
+    assert failure(tmp_path) is None
+    usage.record(910.0, DEEPSEEK, ["2+1"], None, outcome="connection", error="connection: refused")
+    usage.record(970.0, DEEPSEEK, ["2+1"], None, outcome="rate_limit", error="rate_limit (429): slow down")
+    found = failure(tmp_path)
+    assert (found.since, found.calls) == (910.0, 2) and found.cause == "rate limit (rate_limit (429): slow down)"
+    sentence = found.sentence(1030.0)
+    assert "failing" in sentence and "1970-01-01 00:15 UTC" in sentence and "2 failed calls" in sentence
+    usage.record(980.0, DEEPSEEK, ["2+1"], {"cached": 1, "uncached": 1, "output": 1}, outcome="too_long")
+    assert failure(tmp_path) is None  # answered (its text failed a check): the provider works
+    usage.record(990.0, DEEPSEEK, ["3+1"], None, outcome="timeout")
+    assert failure(tmp_path).cause == "timeout"
+    usage.close()

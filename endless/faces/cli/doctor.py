@@ -367,6 +367,10 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
     over = _recent_overflow(memory, settings.recent_block_bytes)
     if catching.lines_left == 0:
         report.add("memory.writer", "ok", f"memory {mid}: every line is written", memory=mid)
+    elif catching.failing is not None:
+        report.add("memory.writer", "warning", f"memory {mid}: {catching.sentence()}",
+                   "check the writer's route (the writer_route setting, or the chat's own model and key): "
+                   "messages are kept word for word meanwhile and the writer retries by itself", mid)
     else:
         status = "warning" if over > 0 else "ok"
         report.add("memory.writer", status,

@@ -5,7 +5,8 @@ screen gets at most one short line, only when the person can act on it: the
 writer has been failing for a while, or the spend cap paused it.  It goes
 through the agent's notice callbacks (``AIAgent._emit_notice`` with an
 ``agent.credits_tracker.AgentNotice``, ``_emit_notice_clear`` by key): the
-classic CLI prints it after the reply, the TUI shows it in its status bar.
+classic CLI prints it when the turn starts, above the reply (never inside
+its box: :func:`_print_queued`), the TUI shows it in its status bar.
 Each notice is shown once until its cause ends, then cleared.
 """
 
@@ -58,7 +59,27 @@ class Notices:
         except ImportError:  # another Hermes: the log keeps the record
             return None
         _call(agent, "_emit_notice", AgentNotice(text=text, level="warn", kind="sticky", key=key))
+        _print_queued(agent)
         return text
+
+
+def _print_queued(agent: Any) -> None:
+    """Have the classic CLI print its queued notices now, at the turn's start, before any reply streams.
+
+    Its notice callback is ``HermesCLI._on_notice`` (bound at
+    ``hermes_cli/cli_agent_setup_mixin.py:401``), which only queues; the queue
+    is printed by ``_flush_credit_notices`` (``cli.py:5467``) when the agent
+    thread's turn returns (``cli.py:12120``), but a streamed reply's last
+    line and its box's bottom edge are printed after that, by the main thread
+    (``_flush_stream``, ``cli.py:12255``): the line landed inside the reply's
+    box.  Notices are decided in ``pre_llm_call``, before the first request,
+    so printing the queue there puts the line between the person's message
+    and the reply.  Other front ends (the TUI's status bar) have no such queue.
+    """
+    owner = getattr(getattr(agent, "notice_callback", None), "__self__", None)
+    flush = getattr(owner, "_flush_credit_notices", None)
+    if callable(flush):
+        flush()  # Hermes's own printer; it swallows its errors itself
 
 
 def _call(agent: Any, name: str, *args: Any) -> None:

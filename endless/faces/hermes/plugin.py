@@ -26,7 +26,13 @@ One turn of a chat, as Hermes runs it:
 ``transform_llm_output`` / ``post_llm_call`` / ``on_session_end``
     a refused turn's answer becomes the one sentence (should a model have
     answered after all); a finished turn is committed as ``completed``; an
-    interrupted one as ``stopped``.
+    interrupted one as ``stopped`` (its message alone when Hermes interrupted
+    it before its first request; "stopped by Hermes" when Hermes's own text
+    interrupted it, a signal say).
+
+A message that is one of Hermes's own interrupt texts (``received signal 15``,
+:mod:`endless.faces.hermes.host_texts`) is no one's words: Endless answers it
+itself (no model is asked) and stores nothing of it.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from endless.core.words import agree, count
 from endless.core import lookback
 from endless.turn.head import system_prompt, turn_tools
 from endless.turn.protocol import REFUSAL, STOPPED_WAITING, Turn, wait_for_room
-from endless.faces.hermes import notices, reconcile, wire
+from endless.faces.hermes import host_texts, notices, reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
 from endless.core.store import Key, gateway_key, workspace_key
 from endless.core.memory import Memory
@@ -76,8 +82,12 @@ class Phase(enum.Enum):
     ``INTERRUPTED_WAITING``
         Hermes was interrupted during the settle wait: Endless answers ``STOPPED_WAITING``
         itself, and when the turn ends its message alone is committed as ``stopped``.
+    ``HOST_TEXT``
+        the message is one of Hermes's own interrupt texts (``host_texts``): Endless answers
+        it itself, no model is asked, nothing is stored.
     ``FINISHED``
-        committed: its turn (from ``RUNNING``) or its message alone (from ``INTERRUPTED_WAITING``).
+        committed: its turn (from ``RUNNING``) or its message alone (from ``INTERRUPTED_WAITING``,
+        or ``RUNNING`` ended before its first request).
     """
 
     RUNNING = "running"
@@ -86,6 +96,7 @@ class Phase(enum.Enum):
     REFUSED = "refused"
     REFUSED_FAILED = "refused-failed"
     INTERRUPTED_WAITING = "interrupted-waiting"
+    HOST_TEXT = "host-text"
     FINISHED = "finished"
 
 
@@ -197,6 +208,11 @@ class Plugin:
             if previous is not None and previous.phase is not Phase.FINISHED and previous.turn is not None:
                 self._close(previous, "interrupted",
                             "The turn stopped: the model's provider failed or Hermes ended it early.")
+            if host_texts.is_host_text(text):
+                state.phase = Phase.HOST_TEXT
+                log(f"session {session_id}: the message {text!r} is Hermes's own interrupt text, not the "
+                    "person's; answered without a model and not kept")
+                return None
             state.window = _window(agent)
             if state.window is not None and not runtime().settings.serves_window(state.window):
                 state.phase, state.reason = Phase.BYPASSED, "window"
@@ -378,6 +394,8 @@ class Plugin:
         state = self.current.get(session_id)
         if state is not None and state.phase in _REFUSED:
             return REFUSAL
+        if state is not None and state.phase is Phase.HOST_TEXT:
+            return _own_answer(state)
         return None
 
     def post_llm_call(self, session_id: str = "", turn_id: str = "", assistant_response: str = "",
@@ -400,23 +418,32 @@ class Plugin:
             return None
         if state is None or state.phase in (Phase.BYPASSED, Phase.FINISHED):
             return None
+        note = None
+        if interrupted and host_texts.is_host_text(reason := _interrupt_message() or ""):
+            note = host_texts.stopped_by_host(reason)
         if state.turn is not None:
             if interrupted:
-                self._close(state, "stopped", None)
+                self._close(state, "stopped", note)
             elif completed:
                 self._close(state, "completed", None)
             # else: an error exit; the next turn (or the next process) closes it as interrupted
-        elif state.phase is Phase.INTERRUPTED_WAITING and state.memory is not None:
-            self._commit_message_only(state, "stopped")
+        elif state.memory is not None and (state.phase is Phase.INTERRUPTED_WAITING or (
+                state.phase is Phase.RUNNING and interrupted)):
+            # stopped while it waited, or before its first request (Hermes interrupts a first
+            # message while "Initializing agent..." shows): the message alone, as stopped
+            self._commit_message_only(state, "stopped", note)
         return None
 
     def on_session_finalize(self, session_id: str = "", **_: Any) -> None:
         """Hermes is leaving this session (exit, /new): close its unfinished turn as interrupted."""
         state = self.current.get(session_id)
+        ended = ("The turn stopped: the model's provider failed or Hermes ended the session before the "
+                 "turn finished.")
         if (state is not None and state.phase not in (Phase.BYPASSED, Phase.FINISHED)
                 and state.turn is not None):
-            self._close(state, "interrupted", "The turn stopped: the model's provider failed or Hermes "
-                                              "ended the session before the turn finished.")
+            self._close(state, "interrupted", ended)
+        elif state is not None and state.phase is Phase.RUNNING and state.memory is not None:
+            self._commit_message_only(state, "interrupted", ended)  # it ended before its first request
         return None
 
     def _close(self, state: TurnState, status: str, status_text: str | None, reply: str = "") -> None:
@@ -430,7 +457,7 @@ class Plugin:
             log(f"session {state.session}: could not commit the turn ({exc!r}); its journal keeps it and "
                 "the next open of the memory closes it as interrupted")
 
-    def _commit_message_only(self, state: TurnState, status: str) -> None:
+    def _commit_message_only(self, state: TurnState, status: str, status_text: str | None = None) -> None:
         with self.lock:
             if state.phase is Phase.FINISHED:
                 return
@@ -440,7 +467,7 @@ class Plugin:
         def commit():
             journal = memory.journal(state.session, state.title)
             journal.add("user", state.user_message)
-            journal.commit(status)
+            journal.commit(status, status_text)
         runtime().loop.call(commit)
 
     # -- tools and commands ------------------------------------------------------------
@@ -504,6 +531,8 @@ def _own_answer(state: TurnState) -> str | None:
     """The sentence Endless answers a turn with itself, or None when a model answers it."""
     if state.phase in _REFUSED:
         return REFUSAL
+    if state.phase is Phase.HOST_TEXT:
+        return host_texts.answer(state.user_message)
     if state.phase is Phase.INTERRUPTED_WAITING or (state.phase is Phase.FINISHED and state.turn is None):
         return STOPPED_WAITING  # stopped while it waited (FINISHED: its message alone was committed)
     return None
@@ -552,6 +581,29 @@ def find_agent() -> Any:
                 value = frame.f_locals.get(name)
                 if value is not None and type(value).__name__ == "AIAgent":
                     return value
+            frame = frame.f_back
+            depth += 1
+        return None
+    finally:
+        del frame
+
+
+def _interrupt_message() -> str | None:
+    """The text the ending turn was interrupted with: ``finalize_turn``'s ``result["interrupt_message"]``.
+
+    ``agent/turn_finalizer.py:566-567`` puts it there and clears the agent's
+    own copy (``:570``) before firing ``on_session_end`` (``:611``), so the
+    hook reads it from that frame.
+    """
+    frame = inspect.currentframe()
+    try:
+        frame = frame.f_back if frame is not None else None
+        depth = 0
+        while frame is not None and depth < 40:
+            if frame.f_code.co_name == "finalize_turn":
+                result = frame.f_locals.get("result")
+                value = result.get("interrupt_message") if isinstance(result, dict) else None
+                return value if isinstance(value, str) else None
             frame = frame.f_back
             depth += 1
         return None

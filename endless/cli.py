@@ -85,6 +85,11 @@ def _examples(sub: Any) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if sys.stdout is None:  # started with stdout closed (`endless view >&-`): Python gives None, not a stream
+        if sys.stderr is not None:
+            print("[endless] standard output is closed (`>&-`), so there is nowhere to write the answer; "
+                  "send it to a file, or to /dev/null to drop it (`> /dev/null`)", file=sys.stderr)
+        return 1
     command = _command_word(argv)
     if command is None and "--version" in argv:
         print(f"endless {__version__}")

@@ -401,7 +401,7 @@ class UsageLog:
             line["error"] = str(error)[:500]
         data = durable.dumps_line(line)
         with self._lock:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            durable.make_dir(self.folder)
             if self._partial:
                 data = b"\n" + data  # end a torn last line (it is skipped) rather than glue onto it
             durable.append_lines(self.path, [data], self.sync)

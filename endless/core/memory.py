@@ -75,6 +75,8 @@ class Memory:
             raise MemoryUseError("open a memory by its key or its memory id")
         mid = key.memory_id if key is not None else check_memory_id(memory_id)
         folder = memories_dir(root) / mid
+        durable.guard_root(root)
+        durable.refuse_linked_subfolders(folder)  # before anything is read or made through one
         key_path = folder / "key.json"
         if not key_path.exists():
             if key is None or not create or readonly:

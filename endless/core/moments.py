@@ -16,6 +16,10 @@ from endless.core.settings import MOMENT_MAX, MOMENT_MIN
 UNKNOWN = "(time unknown)"
 
 
+# Why a date read for a filter is no time of a memory's (after the argument's name, as each face types it).
+OUT_OF_RANGE = "{value!r} is not between 1970 and 2200, the times a memory holds; give a date such as 2026-11-30"
+
+
 def is_moment(at: object) -> bool:
     """Whether ``at`` is Unix seconds between 1970 and 2200."""
     return (isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at)
@@ -35,7 +39,13 @@ def local(at: object, form: str = "%Y-%m-%d %H:%M", unknown: str = UNKNOWN) -> s
 
 
 def parse_iso(text: str) -> float | None:
-    """An ISO 8601 date or time as Unix seconds (``Z`` for UTC; no zone: local time), or None."""
+    """An ISO 8601 date or time as Unix seconds (``Z`` for UTC; no zone: local time), or None.
+
+    Any date Python reads is given as seconds, also one far outside 1970-2200
+    (``0001-01-01``, ``9999-12-31T23:59-05:00``, where the local time or the
+    seconds themselves are out of the platform's range): the caller says such a
+    time is not one a memory holds (:func:`is_moment`) instead of failing on it.
+    """
     text = text.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
@@ -44,5 +54,11 @@ def parse_iso(text: str) -> float | None:
     except ValueError:
         return None
     if when.tzinfo is None:
-        when = when.astimezone()  # local time, as every face shows times
-    return when.timestamp()
+        try:
+            when = when.astimezone()  # local time, as every face shows times
+        except (ValueError, OverflowError, OSError):  # no local offset known that far out: read as UTC
+            when = when.replace(tzinfo=dt.timezone.utc)
+    try:
+        return when.timestamp()
+    except (ValueError, OverflowError, OSError):
+        return -math.inf if when.year < 1970 else math.inf

@@ -46,6 +46,10 @@ PLAN_HALVES_FROM = 4 << 20  # bytes: a generic import source this long is planne
 # session (about a fifth more work a line, measured), and sends its plan to be joined.
 PLAN_FIRST_SHARE = 0.55
 IMPORT_SCAN_BLOCK = 8 << 20  # bytes read at once when an import source is searched for a marker
+# The longest line an import source may have (a message of 5 MB, a transcript line holding images, are far
+# shorter): past it the line is a bad line, so a source without newlines (/dev/zero) is refused after
+# reading this much, instead of growing in memory until the process dies.
+IMPORT_LINE_BYTES_MAX = 64 << 20
 FOLLOWER_POLL_SECONDS = 0.2  # how often that helper looks for the import's new turns
 FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the rest (then the next search does)
 RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days

@@ -37,6 +37,8 @@ SECRETS = {
     "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
     "url-password": ("postgres://admin:S3cretPassw0rd@db.example.com:5432/app", "S3cretPassw0rd"),
     "password": ('DB_PASSWORD="correct-horse-battery"', "correct-horse-battery"),
+    "authorization": ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    "bearer-token": ("curl -H 'X-Auth: Bearer 9f2c1d7e5a3b8c4d6e0f'", "9f2c1d7e5a3b8c4d6e0f"),
     "private-key": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAuZ7f0q9c\nxk3Lr8s2\n-----END RSA PRIVATE KEY-----",
                     "MIIEowIBAAKCAQEAuZ7f0q9c"),
 }
@@ -81,6 +83,9 @@ def test_ordinary_text_that_looks_similar_is_kept(text):
     assert redact.redact(text).text == text
 
 
+TRUE_POSITIVES = {"  api_key: sk-sim"}  # TRY.md's config for the simulator: a key by its place, kept out rightly
+
+
 def test_the_projects_own_source_keeps_its_text():
     """A measured false-positive count: every line of this project's code and docs, redacted."""
     changed = []
@@ -88,7 +93,7 @@ def test_the_projects_own_source_keeps_its_text():
         if path.name == "test_redact.py":
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if redact.redact(line).text != line:
+            if redact.redact(line).text != line and line not in TRUE_POSITIVES:
                 changed.append(f"{path.relative_to(REPO)}:{number}: {line.strip()[:80]}")
     assert changed == [], changed
 
@@ -163,3 +168,103 @@ def test_a_batch_is_redacted_as_each_message_alone():
     assert together == expected
     assert kinds == counted
     assert kinds["aws-access-key"] >= 2  # also after a letter that lowers to two characters
+
+
+# (the text as typed, the secret in it): the shapes people write credentials in, beyond a service's format.
+SHAPES = [
+    ("password=hunter2", "hunter2"),
+    ("password=hunter2-zulu and then", "hunter2-zulu"),
+    ("PASSWORD=Tr0ub4dor&3", "Tr0ub4dor"),
+    ("export DB_PASSWORD=s3cr3t!x", "s3cr3t!x"),
+    ("MYSQL_ROOT_PASSWORD=letmein", "letmein"),
+    ("api_key=abc123def456", "abc123def456"),
+    ("API_KEY: 0a1b2c3d4e5f", "0a1b2c3d4e5f"),
+    ("apikey = ZXhhbXBsZQ9x", "ZXhhbXBsZQ9x"),
+    ("x-api-key: k-77aa-91bb", "k-77aa-91bb"),
+    ("https://api.example.com/v1/items?api_key=q8w7e6r5t4&page=2", "q8w7e6r5t4"),
+    ("client_secret: 7f3e9a1c0b2d", "7f3e9a1c0b2d"),
+    ("GITHUB_TOKEN=abc123xyz789", "abc123xyz789"),
+    ("access_token=ya29.a0AfH6SMBx", "ya29.a0AfH6SMBx"),
+    ("refresh-token: 1//0gLx5-Zq8", "1//0gLx5-Zq8"),
+    ("passwd: p4ss-w0rd", "p4ss-w0rd"),
+    ("mysql -u root --password=Sup3rS3cret", "Sup3rS3cret"),
+    ("mytool --api-key 5up3r-k3y-v4lue", "5up3r-k3y-v4lue"),
+    ("The password is set: password: hunter2.", "hunter2"),
+    ("Password=Hunter2", "Hunter2"),
+    ("password = 'hunt3r'", "hunt3r"),
+    ('{"password": "hunter2"}', "hunter2"),
+    ("secret_key=django-insecure-4x9q", "django-insecure-4x9q"),
+    ("Authorization: Bearer abcdef0123456789", "abcdef0123456789"),
+    ("authorization: bearer 1234abcd.efgh-5678", "1234abcd.efgh-5678"),
+    ('headers = {"Authorization": "Bearer opaque7token"}', "opaque7token"),
+    ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bb", "9944b09199c62bcf9418ad846dd0e4bb"),
+    ("Authorization: s3cr3t-api-k3y", "s3cr3t-api-k3y"),
+    ("Proxy-Authorization: Basic YWxhZGRpbjpvcGVuc2VzYW1l", "YWxhZGRpbjpvcGVuc2VzYW1l"),
+    ("use Bearer 4f7d2b9e1a8c3f6d0e5b", "4f7d2b9e1a8c3f6d0e5b"),
+    ("BEARER Zm9vYmFyYmF6cXV4", "Zm9vYmFyYmF6cXV4"),
+    ("bearer OpaqueTokenWithoutDigitsHere", "OpaqueTokenWithoutDigitsHere"),
+]
+
+
+@pytest.mark.parametrize("text,secret", SHAPES)
+def test_secrets_written_as_people_write_them_are_replaced(text, secret):
+    found = redact.redact(f"note: {text} (end)")
+    assert secret not in found.text, found.text
+    assert "[redacted: " in found.text and found.text.startswith("note: ") and found.text.endswith(" (end)")
+    assert redact.redact(found.text).text == found.text  # idempotent
+
+
+def test_the_name_and_what_follows_the_secret_stay():
+    assert redact.redact("set password=hunter2. Then log in").text == "set password=[redacted: password]. Then log in"
+    assert redact.redact("?api_key=q8w7e6r5t4&page=2").text == "?api_key=[redacted: password]&page=2"
+    assert (redact.redact("Authorization: Bearer abcdef0123456789").text
+            == "Authorization: Bearer [redacted: authorization]")
+    assert redact.redact("curl -H 'Bearer 4f7d2b9e1a8c3f6d0e5b'").text == "curl -H 'Bearer [redacted: bearer-token]'"
+
+
+PROSE_AND_CODE = [
+    "the password field", "Reset your password: click the link we sent", "the secret: patience",
+    "Password: required", "token: optional", "Enter your API key: the one from the dashboard",
+    "password=password", "connect(user=user, password=password)", "token = get_token()",
+    "api_key = config.api_key", "password = self.password", "token=tokens[0]", "secret = os.environ['SECRET']",
+    "password=None", "api_key: $API_KEY", "token=${GITHUB_TOKEN}", "password=<your password>",
+    "password=********", "password: xxxxxxxx", "max_tokens=4096", "token_count: 123456789",
+    "password_hash = bcrypt(pw)", "auth_token=authToken", "--password-file /etc/app/pw",
+    "the bearer of bad news", "Bearer tokens expire after an hour", "Bearer token-based authentication",
+    "Bearer authentication is simple", "Authorization: Bearer <token>", "Authorization: Bearer $TOKEN",
+    "the Authorization: header carries it", 'WWW-Authenticate: Bearer realm="example"',
+    "api_key: https://example.com/keys", "password: /etc/secret/db", "token: 42", "pwd=/home/me",
+]
+
+
+@pytest.mark.parametrize("text", PROSE_AND_CODE)
+def test_prose_and_code_about_secrets_keep_their_words(text):
+    assert redact.redact(text).text == text
+
+
+def test_an_imported_password_is_never_kept_nor_found(tmp_path):
+    """Through the CLI: ``endless import`` of a chat holding unquoted secrets keeps none of them."""
+    import json
+    import subprocess
+
+    from commands import endless_command, fresh_home
+
+    home, work, env = fresh_home(tmp_path)
+    source = tmp_path / "chat.jsonl"
+    typed = ["my login is password=hunter2-zulu ok", "and api_key=abc123def456 too",
+             "curl -H 'Authorization: Bearer opaque7token99'"]
+    source.write_text("".join(json.dumps({"role": "user" if k % 2 == 0 else "assistant", "content": t,
+                                          "at": 1_760_000_000 + k}) + "\n" for k, t in enumerate(typed)))
+    done = subprocess.run([*endless_command(), "import", str(source), "--no-progress"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for secret in ("hunter2-zulu", "abc123def456", "opaque7token99"):
+        found = subprocess.run([*endless_command(), "search", secret], cwd=work, env=env, capture_output=True,
+                               text=True, timeout=120)
+        assert secret not in found.stdout, found.stdout
+        for path in home.rglob("*"):
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), (path, secret)
+    view = subprocess.run([*endless_command(), "view"], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert "password=[redacted: password]" in view.stdout and "Bearer [redacted: authorization]" in view.stdout

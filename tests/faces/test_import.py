@@ -613,3 +613,57 @@ def test_an_interrupted_offline_import_keeps_the_choice_for_what_landed(place, t
     with open_memory(place) as memory:
         assert memory.total == 40_000
         assert [(s.first, s.end) for s in offline_stretches(memory).all()] == [(0, 40_000)]
+
+
+def test_a_hermes_row_that_is_not_utf8_is_a_bad_row(place, tmp_path) -> None:
+    """sqlite3 failed the whole query (``OperationalError: Could not decode to UTF-8``) without naming the row."""
+    db = tmp_path / "state.db"
+    make_state_db(db, place[1])
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE messages SET content = CAST(X'4d6f766520ff7468656d' AS TEXT) WHERE id = 5")
+    proc = run_import(place, str(db), check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{db}: messages row 5: its content is not UTF-8 text (byte 5 of it)" in proc.stderr, proc.stderr
+    assert "--session" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (place[0] / "memories").exists()
+
+
+@pytest.mark.parametrize("line,said", [
+    ('{"role": "user", "content": "x", "at": "0001-01-01"}', "'0001-01-01' is not a moment between 1970 and 2200"),
+    ('{"role": "user", "content": "x", "at": "9999-12-31T23:59-05:00"}', "is not a moment between 1970 and 2200"),
+    ('{"role": "user", "content": "x", "at": 0}', "'at' is 0, the Unix epoch"),
+    ('{"role": "user", "content": "x", "at": "1970-01-01T00:00:00Z"}', "the Unix epoch"),
+    ('{"role": "user", "content": "x", "at": null}', "'at' is null"),
+])
+def test_a_time_no_memory_holds_is_a_bad_line(place, tmp_path, line, said) -> None:
+    """A year-1 date crashed the import (``ValueError: year 0 is out of range``); ``at: 0`` was kept as
+    1970 and ``at: null`` took the previous line's time, both silently."""
+    source = tmp_path / "chat.jsonl"
+    source.write_text('{"role": "user", "content": "first", "at": 1760000000}\n'
+                      '{"role": "assistant", "content": "reply", "at": 1760000005}\n' + line + "\n")
+    proc = run_import(place, str(source), check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{source}:3: " in proc.stderr and said in proc.stderr, proc.stderr
+    assert "Nothing was imported" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (place[0] / "memories").exists()
+
+
+def test_a_source_without_newlines_is_refused_within_bounded_memory(place) -> None:
+    """``endless import /dev/zero`` read one endless line until MemoryError; now the line past the limit is
+    a bad line.  The child gets an address-space cap, so the old code failed fast instead of filling the machine."""
+    import resource
+
+    from endless.core.settings import IMPORT_LINE_BYTES_MAX
+
+    cap = IMPORT_LINE_BYTES_MAX * 6 + (512 << 20)
+
+    def capped() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    home, workspace, env = place
+    proc = subprocess.run([*endless_command(), "import", "--workspace", str(workspace), "/dev/zero", "--no-progress"],
+                          capture_output=True, timeout=300, env=env, text=True, preexec_fn=capped)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"/dev/zero:1: a line longer than {IMPORT_LINE_BYTES_MAX >> 20} MB" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+    assert not (home / "memories").exists()

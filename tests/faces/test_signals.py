@@ -70,13 +70,36 @@ def place(tmp_path):
     return tmp_path, ws, env
 
 
-def start(place, *argv: str, ready: str, stdin: bool = False) -> tuple[subprocess.Popen, Path]:
+@pytest.fixture(autouse=True)
+def ctrl_c_as_in_a_terminal():
+    """The commands start as a terminal's foreground job does: SIGINT at its default.
+
+    A test run started with SIGINT ignored (a script's background job, some CI
+    runners) hands that on to every child, and Python in it then never raises
+    KeyboardInterrupt: each Ctrl-C test failed there (``serve`` ended 0).
+    What a command does when it *was* started so is tested on its own below.
+    """
+    before = signal.getsignal(signal.SIGINT)
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def start(place, *argv: str, ready: str, stdin: bool = False,
+          ctrl_c_ignored: bool = False) -> tuple[subprocess.Popen, Path]:
+    """``ctrl_c_ignored``: start it with SIGINT ignored, as ``nohup`` or a script's ``&`` does."""
     root, ws, env = place
     err = root / f"stderr-{argv[0]}-{time.monotonic_ns()}.txt"
     out = err.with_name(err.name.replace("stderr-", "stdout-"))
-    proc = subprocess.Popen([*endless_command(), *argv], cwd=ws, env=env, start_new_session=True,
-                            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out.open("wb"),
-                            stderr=err.open("wb"))
+    kept = signal.signal(signal.SIGINT, signal.SIG_IGN) if ctrl_c_ignored else None  # inherited at exec
+    try:
+        proc = subprocess.Popen([*endless_command(), *argv], cwd=ws, env=env, start_new_session=True,
+                                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out.open("wb"),
+                                stderr=err.open("wb"))
+    finally:
+        if ctrl_c_ignored:
+            signal.signal(signal.SIGINT, kept)
 
     def said() -> str:  # the demo tells its story on stdout, the servers their address on stderr
         return err.read_text(errors="replace") + out.read_text(errors="replace")
@@ -103,6 +126,13 @@ def stop(proc: subprocess.Popen, err: Path, how: str, expected: int, at_least: i
 def test_serve_stops_with_its_workers(place, how, code):
     proc, err = start(place, "serve", "--port", "0", ready="Ctrl-C stops")
     stop(proc, err, how, code, at_least=2)
+
+
+def test_serve_started_with_ctrl_c_ignored_still_ends_as_stopped(place):
+    """Under ``nohup`` or a script's ``&``, SIGINT is inherited ignored; uvicorn stops on it anyway and then
+    raised it again into the ignored disposition: ``endless serve`` ended with 0, as if it had finished."""
+    proc, err = start(place, "serve", "--port", "0", ready="Ctrl-C stops", ctrl_c_ignored=True)
+    stop(proc, err, "ctrl-c", 130, at_least=2)
 
 
 def test_serve_stopped_while_its_workers_start(place):

@@ -100,7 +100,7 @@ def scrub(folder: Path, texts: list[str]) -> None:
     candidates += sorted((folder / "journal").glob("*.jsonl")) if (folder / "journal").exists() else []
     for path in candidates:
         try:
-            data = path.read_bytes()
+            data = durable.read_all(path)
         except FileNotFoundError:
             continue
         spans = [(at, len(form)) for form in forms for at in _occurrences(data, form)]
@@ -108,7 +108,7 @@ def scrub(folder: Path, texts: list[str]) -> None:
             spans += _torn_lines(data, forms)
         if not spans:
             continue
-        fd = os.open(path, os.O_WRONLY)
+        fd = durable.open_fd(path, os.O_WRONLY)
         try:
             for at, length in spans:
                 os.pwrite(fd, b" " * length, at)

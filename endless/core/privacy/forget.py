@@ -148,7 +148,7 @@ def _relearn(memory: Forgettable, start: int, parts: set) -> None:
     tree = memory.tree
     if start >= tree.end:
         return
-    with open(tree.path, "rb") as handle:
+    with durable.open_read(tree.path) as handle:
         handle.seek(start)
         data = handle.read(tree.end - start)
     for offset, line in durable.iter_lines(data, start):
@@ -301,7 +301,7 @@ def _written_from(memory: Forgettable, start: int | tuple[int, int]) -> list[tup
 
 
 def _line_at(path: Path, offset: int) -> bytes:
-    with open(path, "rb") as handle:
+    with durable.open_read(path) as handle:
         handle.seek(offset)
         return handle.readline().rstrip(b"\n")
 
@@ -405,7 +405,7 @@ def _marker(memory: Forgettable, form: str, op: str) -> Path:
 
 def _in_registry(memory: Forgettable, op: str) -> bool:
     path = _registry(memory)
-    return path.exists() and f'"op":"{op}"'.encode() in path.read_bytes()
+    return path.exists() and f'"op":"{op}"'.encode() in durable.read_all(path)
 
 
 def _patch_files(memory: Forgettable, plan: _Plan) -> int:
@@ -414,7 +414,7 @@ def _patch_files(memory: Forgettable, plan: _Plan) -> int:
                           (memory.tree.path, [(o, n, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
         if not patches:
             continue
-        fd = os.open(path, os.O_WRONLY)
+        fd = durable.open_fd(path, os.O_WRONLY)
         try:
             for offset, length, data in patches:
                 os.pwrite(fd, data, offset)
@@ -473,7 +473,7 @@ def _clear_slots(memory: Forgettable, plan: _Plan) -> None:
     for level, index, offset, _ in plan.nodes:
         path = memory.tree.slot_path(level)
         try:
-            fd = os.open(path, os.O_RDWR)
+            fd = durable.open_fd(path, os.O_RDWR)
         except FileNotFoundError:
             continue
         try:
@@ -510,7 +510,7 @@ def on_open(memory: Forgettable) -> None:
 
 def _recover_texts(memory: Forgettable, plan: _Plan) -> None:
     """The old texts still in the files (if the crash came before the patches), for the index rows."""
-    with open(memory.log.path, "rb") as handle:
+    with durable.open_read(memory.log.path) as handle:
         for offset, length in plan.log_patches:
             handle.seek(offset - 4)
             key, token = handle.read(4), handle.read(length)

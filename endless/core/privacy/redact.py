@@ -6,8 +6,13 @@ the turn that carried it still reached the model as the harness sent it.
 Each secret becomes ``[redacted: kind]``.
 
 Detectors are the published formats of the services themselves (a fixed
-prefix and length, or a PEM block), plus passwords written into URLs and
-assignments such as ``password = "…"``.  Entropy guesses are left out on
+prefix and length, or a PEM block), plus passwords written into URLs,
+assignments such as ``password = "…"``, ``DB_PASSWORD=…``, ``api_key: …`` or
+``--token …`` (quoted or not, any case), ``Authorization:`` headers and
+``Bearer`` tokens.  An unquoted value counts only when it looks like a
+credential (a digit or a symbol in it, or a run of letters right after
+``=``), so prose ("the password field", "secret: patience") and code
+(``password=password``, ``token = get_token()``) keep their words.  Entropy guesses are left out on
 purpose: they flag hashes, UUIDs and ordinary identifiers, and a memory
 that loses ordinary text is worse than one that keeps an unusual key.
 (A general scanner, detect-secrets 1.5, was measured here at 1.2 ms a
@@ -34,10 +39,18 @@ if TYPE_CHECKING:
 
 MARK = "[redacted: {kind}]"
 
+# Names under which a secret is written (DB_PASSWORD, x-api-key, client_secret, GITHUB_TOKEN, …):
+# the name must end at the separator, so token_count, password_hash or max_tokens are other things.
+_SECRET_NAMES = (r"(?:pass(?:word|wd|phrase)|pwd|secret(?:[_-]?key)?|client[_-]?secret|api[_ -]?key|apikey"
+                 r"|access[_-]?key|private[_-]?key|(?:access|auth|refresh|api|session|bearer)[_-]?token|token)")
+# An unquoted value: up to a space, a quote or a delimiter; taken whole (possessive), and followed by
+# no opening bracket (``password = get_password()`` and ``token = tokens[0]`` are code, not secrets).
+_UNQUOTED = r"[^\s\"'`,;&(){}\[\]<>|\\]{4,200}+(?![(\[{<\\])"
+
 # (kind, needles, pattern, group): the regular expression runs only on a text holding one of the
 # needles (in any case), so a 30 KB paste costs a few substring searches; the group holds the secret
-# (0: the whole match).
-_DETECTORS: list[tuple[str, tuple[str, ...], re.Pattern[str], int]] = [
+# (0: the whole match; a name: a value :func:`_looks_secret` still has to accept).
+_DETECTORS: list[tuple[str, tuple[str, ...], re.Pattern[str], int | str]] = [
     ("private-key", ("private key",),
      re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
                 r"[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"), 0),
@@ -61,11 +74,56 @@ _DETECTORS: list[tuple[str, tuple[str, ...], re.Pattern[str], int]] = [
     ("jwt", ("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), 0),
     # user:password@ in a URL or connection string (the user and host are kept).
     ("url-password", ("://",), re.compile(r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:([^\s@/\"'<>]{3,200})@"), 1),
-    # password = "…" / "api_key": "…" / token: '…' with a quoted value of 8+ characters.
+    # password = "…" / "api_key": "…" / token: '…' with a quoted value of 4+ characters.
     ("password", ("passw", "pwd", "secret", "key", "token"),
-     re.compile(r"(?i)(?<![a-z])(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
-                r"[\"']?\s*[:=]\s*[\"']([^\"'\s]{8,200})[\"']"), 1),
+     re.compile(r"(?i)(?<![a-z0-9])" + _SECRET_NAMES + r"[\"']?\s*[:=]\s*[\"']([^\"'\s]{4,200})[\"']"), 1),
+    # the same unquoted (password=…, API_KEY: …, --token …); _looks_secret decides what is a secret
+    ("password", ("passw", "pwd", "secret", "key", "token"),
+     re.compile(r"(?i)(?:(?<![a-z0-9])" + _SECRET_NAMES + r"(?P<sep>\s*[:=]\s*)|(?<![\w-])--[a-z0-9-]*?"
+                + _SECRET_NAMES + r"(?P<flag>\s+))(?P<value>" + _UNQUOTED + r")"), "value"),
+    # Authorization: Bearer …, Basic …, Token …, or the bare credential after the header's name
+    ("authorization", ("authorization",),
+     re.compile(r"(?i)(?<![a-z0-9])(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?P<scheme>(?>(?:bearer|basic|"
+                r"token|digest|apikey|key)\s+)?)(?P<value>" + _UNQUOTED + r")"), "value"),
+    # a Bearer token anywhere else (curl -H, code building the header, prose)
+    ("bearer-token", ("bearer",),
+     re.compile(r"(?i)(?<![a-z0-9])bearer\s+(?P<value>[A-Za-z0-9._~+/-]{8,}+=*)"), "value"),
 ]
+
+
+_TRAILING = ".,:;!?"
+# Values written where a secret goes that are not one: placeholders, code's constants, the key's name.
+_PLACEHOLDERS = frozenset({"none", "null", "nil", "true", "false", "undefined", "required", "optional", "hidden",
+                           "masked", "redacted", "example", "placeholder", "string", "value", "secret", "password",
+                           "token", "apikey", "api_key", "credentials", "your_token", "your_password", "empty"})
+_NAME_WORDS = ("pass", "pwd", "secret", "key", "token")  # password=password, token=authToken: a variable
+_SYMBOLS = frozenset("!@#$%^&*+=~?/-")
+
+
+def _looks_secret(kind: str, found: re.Match[str], value: str) -> bool:
+    """Whether an unquoted ``value`` after a secret's name (or a Bearer) is a credential, not prose or code.
+
+    A credential has a digit or a symbol in it; a run of letters after ``password=``
+    (no spaces: how a setting is written) counts too, unless it names a variable
+    (``password=password``, ``token=authToken``).  After ``password:`` or
+    ``--password`` a plain word is prose ("secret: patience", "password: required").
+    """
+    lowered = value.lower()
+    if (len(value) < 4 or value[0] in "$%*#./~-@:=" or "://" in value or len(set(lowered)) <= 2
+            or lowered.strip("_-") in _PLACEHOLDERS):
+        return False
+    marked = any(c.isdigit() or c in _SYMBOLS for c in value)
+    if kind == "bearer-token":  # an opaque token; "Bearer token-based auth" is prose
+        return len(value) >= 8 and (any(c.isdigit() or c in "._~+/=" for c in value)
+                                    or (len(value) >= 20 and not value.islower() and not value.isupper()))
+    if kind == "authorization":
+        return bool(found.group("scheme")) or marked  # after "Basic " any credential; bare: a marked one
+    if len(value) < 6:
+        return False
+    if marked:
+        return True
+    return (found.group("sep") == "=" and value.isalpha()
+            and not any(word in lowered for word in _NAME_WORDS))
 
 
 # each needle is looked for once (some serve two detectors); most messages hold none and stop there
@@ -93,12 +151,18 @@ def redact(text: str, present: set[str] | None = None) -> Redacted:
             continue
         mark = MARK.format(kind=kind)
 
-        def swap(found: re.Match[str], kind: str = kind, group: int = group, mark: str = mark) -> str:
+        def swap(found: re.Match[str], kind: str = kind, group: int | str = group, mark: str = mark) -> str:
+            whole = found.group(0)
+            secret = found.group(group)
+            if isinstance(group, str):
+                secret = secret.rstrip(_TRAILING)  # the full stop of a sentence is not the password's
+                if not _looks_secret(kind, found, secret):
+                    return whole
             kinds[kind] += 1
             if group == 0:
                 return mark
-            whole, start = found.group(0), found.start(group) - found.start(0)
-            return whole[:start] + mark + whole[start + len(found.group(group)):]
+            start = found.start(group) - found.start(0)
+            return whole[:start] + mark + whole[start + len(secret):]
 
         text = pattern.sub(swap, text)
     return Redacted(text, kinds)

@@ -118,11 +118,14 @@ def moment(value: object, name: str) -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    when = moments.parse_iso(str(value))
+        when: float | None = float(value)
+    else:
+        when = moments.parse_iso(str(value))
     if when is None:
         raise _bad(name, f"{value!r} is not a date or time; write it as 2026-11-30 or "
                          "2026-11-30T14:05 (local time) or 2026-11-30T13:05Z")
+    if not moments.is_moment(when):  # year 1 or 9999: no time of the memory, and no date to show
+        raise _bad(name, moments.OUT_OF_RANGE.format(value=value))
     return when
 
 

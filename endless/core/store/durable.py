@@ -28,24 +28,123 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 class LinkRefused(OSError):
-    """A symbolic link sits where a memory's file belongs; it is never followed."""
+    """A symbolic link sits where a memory's file or folder belongs; it is never followed."""
 
-    def __init__(self, path: Path | str) -> None:
-        super().__init__(errno.ELOOP, f"{path} is a symbolic link; Endless opens no file of a memory "
-                                      f"through a link (it could point anywhere); remove it "
-                                      f"(`rm {path}`) and run `endless doctor`", str(path))
+    def __init__(self, path: Path | str, folder: bool = False) -> None:
+        if folder:
+            said = (f"{path} is a symbolic link where Endless keeps a folder; Endless never follows links "
+                    f"inside its memory root (it could point anywhere, and writes would land there); replace it "
+                    f"with the folder it points to, or remove it (rm {path}), then run `endless doctor`")
+        else:
+            said = (f"{path} is a symbolic link; Endless opens no file of a memory through a link (it could "
+                    f"point anywhere); remove it (`rm {path}`) and run `endless doctor`")
+        super().__init__(errno.ELOOP, said, str(path))
 
     def __str__(self) -> str:
         return str(self.strerror)
 
 
-def open_fd(path: Path | str, flags: int, mode: int = FILE_MODE) -> int:
-    """``os.open`` that refuses a symbolic link at ``path`` with :class:`LinkRefused`."""
+# The memory roots this process uses (ENDLESS_HOME and the like).  The root itself may be a link (a
+# home on another disk); below it no folder is followed through one: a file is opened by a descent
+# from the root, one folder at a time with O_NOFOLLOW, so a link planted for memories/, a memory,
+# its index/ or journal/ is refused instead of having our writes land where it points.
+_ROOTS: set[str] = set()
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def guard_root(root: Path | str) -> None:
+    """From now on, no folder below ``root`` is followed if it is a symbolic link (idempotent)."""
+    _ROOTS.add(os.path.abspath(root).rstrip(os.sep) or os.sep)
+
+
+def _below_root(path: Path | str) -> tuple[str, list[str]] | None:
+    """(the guarded root holding ``path``, the folders from it down to ``path``'s own), or None."""
+    full = os.path.abspath(path)
+    best = None
+    for root in _ROOTS:
+        if full.startswith(root + os.sep) and (best is None or len(root) > len(best)):
+            best = root
+    if best is None:
+        return None
+    return best, full[len(best) + 1:].split(os.sep)[:-1]
+
+
+def _open_folders(root: str, folders: list[str], path: Path | str) -> int:
+    """A descriptor of the last of ``folders`` below ``root``, opened one at a time, never through a link."""
+    fd = os.open(root, _DIR_FLAGS)
+    here = root
     try:
-        return os.open(path, flags | NOFOLLOW, mode)
+        for name in folders:
+            here = os.path.join(here, name)
+            try:
+                inner = os.open(name, _DIR_FLAGS | NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and os.path.islink(here):
+                    raise LinkRefused(here, folder=True) from None
+                raise type(exc)(exc.errno, exc.strerror, str(path)) from None
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def refuse_linked_folders(path: Path | str) -> None:
+    """Refuse ``path`` and every folder above it, up to its guarded root, if one is a link.
+
+    For folders other code walks by name (``glob``, ``sqlite3``, ``filelock``, ``mkdir``):
+    ``lstat`` of one folder at a time, from the root down.
+    """
+    below = _below_root(os.path.join(os.path.abspath(path), "x"))
+    if below is None:
+        return
+    root, folders = below
+    here = root
+    for name in folders:
+        here = os.path.join(here, name)
+        try:
+            info = os.lstat(here)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(info.st_mode):
+            raise LinkRefused(here, folder=True)
+
+
+def refuse_linked_subfolders(folder: Path | str) -> None:
+    """:func:`refuse_linked_folders` of ``folder``, then of each folder in it (``index/``, ``journal/``,
+    ``pending/``, any other): a memory opens only when none of its folders is a link."""
+    refuse_linked_folders(folder)
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.is_symlink() and os.path.isdir(entry.path):
+            raise LinkRefused(entry.path, folder=True)
+
+
+def open_fd(path: Path | str, flags: int, mode: int = FILE_MODE) -> int:
+    """``os.open`` that refuses a symbolic link at ``path``, or at a folder above it below its root,
+    with :class:`LinkRefused`."""
+    below = _below_root(path)
+    if below is None:
+        return _open_at(path, path, flags, mode, None)
+    folder = _open_folders(below[0], below[1], path)
+    try:
+        return _open_at(path, os.path.basename(path), flags, mode, folder)
+    finally:
+        os.close(folder)
+
+
+def _open_at(path: Path | str, name: Path | str, flags: int, mode: int, folder: int | None) -> int:
+    try:
+        return os.open(name, flags | NOFOLLOW, mode, dir_fd=folder)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise LinkRefused(path) from None
+        if folder is not None:  # name the whole path, as an open by path would
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         raise
 
 
@@ -69,7 +168,9 @@ def read_all(path: Path | str) -> bytes:
 
 
 def refuse_link(path: Path | str) -> None:
-    """Refuse ``path`` if it is a link (for files other libraries open: the lock, the index)."""
+    """Refuse ``path`` if it, or a folder above it below its root, is a link (for files other
+    libraries open by name: the lock, the index)."""
+    refuse_linked_folders(os.path.dirname(os.path.abspath(path)))
     if os.path.islink(path):
         raise LinkRefused(path)
 
@@ -80,7 +181,11 @@ def log(part: str, message: str, level: int = logging.INFO) -> None:
 
 
 def make_dir(path: Path) -> Path:
-    """``path`` and any missing parents, each made 0700 (``Path.mkdir`` makes parents 0777 - umask)."""
+    """``path`` and any missing parents, each made 0700 (``Path.mkdir`` makes parents 0777 - umask).
+
+    Below a guarded root a link among them is refused (:func:`refuse_linked_folders`), before and
+    after: ``exists`` follows a link planted there, and ``mkdir`` leaves one in place."""
+    refuse_linked_folders(path)
     missing = []
     here = Path(path)
     while not here.exists():
@@ -93,6 +198,8 @@ def make_dir(path: Path) -> Path:
             folder.mkdir(mode=DIR_MODE)
         except FileExistsError:
             pass
+    if missing:
+        refuse_linked_folders(path)
     return path
 
 

@@ -32,6 +32,7 @@ class SessionRecord:
 
 
 def _path(root: Path, session: str) -> Path:
+    durable.guard_root(root)  # sessions/ is never followed through a link
     return root / "sessions" / f"{session_file_name(session)}.json"
 
 
@@ -60,6 +61,7 @@ def _write(root: Path, record: SessionRecord) -> None:
 
 def _lock(root: Path) -> ChangeLock:
     """One short lock for every session file's read-modify-write, so a bind cannot race a first commit."""
+    durable.guard_root(root)
     durable.make_dir(root / "sessions")
     return ChangeLock(root / "sessions" / "lock")
 

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import orjson
 
 from endless.core import moments
+from endless.core import settings as limits
 from endless.core.settings import IMPORT_SCAN_BLOCK, MOMENT_MAX, MOMENT_MIN
 from endless.core.words import count
 
@@ -64,9 +65,9 @@ def parse_time(value: Any, where: str) -> float | None:
     if value is None:
         return None
     kind = type(value)
-    if (kind is int or kind is float) and 0.0 <= value < 1e13:  # the usual case, inline: imports read millions
+    if (kind is int or kind is float) and 0.0 < value < 1e13:  # the usual case, inline: imports read millions
         number = value if value <= 1e11 else value / 1000.0
-        if MOMENT_MIN <= number < MOMENT_MAX:
+        if MOMENT_MIN < number < MOMENT_MAX:
             return float(number)
     if isinstance(value, bool):
         raise FormatError(f"{where}: 'at' must be a time, not {value!r}")
@@ -85,6 +86,9 @@ def parse_time(value: Any, where: str) -> float | None:
 
 
 def _checked(seconds: float, value: Any, where: str) -> float:
+    if seconds == 0.0:  # the epoch itself: what an exporter writes for a time it does not have
+        raise FormatError(f"{where}: 'at' is {value!r}, the Unix epoch (1970-01-01 00:00 UTC), which stands "
+                          "for no time; give the message's time, or leave 'at' out to take the previous line's")
     if not moments.is_moment(seconds):
         raise FormatError(f"{where}: {value!r} is not a moment between 1970 and 2200 (give Unix seconds or "
                           "milliseconds, or ISO 8601 such as 2026-05-01T09:30:00Z)")
@@ -112,14 +116,17 @@ def _json_lines(path: Path, stretch: Stretch = WHOLE) -> Iterator[tuple[str, Any
     """
     name = str(path)
     loads, bad = orjson.loads, orjson.JSONDecodeError
+    longest = limits.IMPORT_LINE_BYTES_MAX
     try:
         with open(path, "rb") as handle:
-            lines: Iterator[bytes] = handle
+            lines: Iterator[bytes] = _bounded_lines(handle)
             if stretch.start:
                 handle.seek(stretch.start)
             if stretch.stop is not None:
-                lines = _until(handle, stretch.stop - stretch.start)
+                lines = _until(lines, stretch.stop - stretch.start)
             for number, raw in enumerate(lines, start=stretch.line):
+                if len(raw) > longest:
+                    raise FormatError(_too_long(path, number))
                 if raw.isspace():  # (a line read from a file is never empty)
                     continue
                 try:
@@ -129,6 +136,17 @@ def _json_lines(path: Path, stretch: Stretch = WHOLE) -> Iterator[tuple[str, Any
                 yield f"{name}:{number}", value
     except OSError as exc:
         raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _bounded_lines(handle: Any) -> Iterator[bytes]:
+    """The lines of ``handle``, none read past ``IMPORT_LINE_BYTES_MAX`` + 1 bytes (a longer one is cut
+    there, and its caller names it: a source without newlines never fills the memory)."""
+    return iter(lambda: handle.readline(limits.IMPORT_LINE_BYTES_MAX + 1), b"")
+
+
+def _too_long(path: Path, number: int) -> str:
+    return (f"{path}:{number}: a line longer than {limits.IMPORT_LINE_BYTES_MAX >> 20} MB; each message "
+            "is one JSON line, so this is no conversation file (or holds a message far too long)")
 
 
 def _until(lines: Iterator[bytes], length: int) -> Iterator[bytes]:
@@ -153,10 +171,14 @@ def split_point(path: Path, lines_to_try: int = 10_000, share: float = 0.5) -> S
             size = os.fstat(handle.fileno()).st_size
             cut = int(size * share)
             handle.seek(cut)
-            offset = cut + len(handle.readline())  # the rest of the line the cut falls in
+            longest = limits.IMPORT_LINE_BYTES_MAX
+            rest = handle.readline(longest + 1)  # the rest of the line the cut falls in
+            if len(rest) > longest:
+                return None  # a line too long: the reading names it
+            offset = cut + len(rest)
             for _ in range(lines_to_try):
-                raw = handle.readline()
-                if not raw:
+                raw = handle.readline(longest + 1)
+                if not raw or len(raw) > longest:
                     return None
                 if _opens_a_turn(raw):
                     break
@@ -206,13 +228,23 @@ def _marked_lines(path: Path, marker: bytes) -> Iterator[bytes]:
     walking its lines (a source of a million lines may have no title at all)."""
     try:
         with open(path, "rb") as handle:
-            rest = b""
+            rest: list[bytes] = []  # the line the blocks so far end inside
+            held = lines = 0  # its bytes; the lines before it
             while True:
                 block = handle.read(IMPORT_SCAN_BLOCK)
-                data = rest + block
                 if block:  # the last line of the block may go on in the next
-                    cut = data.rfind(b"\n") + 1
-                    data, rest = data[:cut], data[cut:]
+                    cut = block.rfind(b"\n") + 1
+                    if not cut:
+                        rest.append(block)
+                        held += len(block)
+                        if held > limits.IMPORT_LINE_BYTES_MAX:  # /dev/zero: never a newline
+                            raise FormatError(_too_long(path, lines + 1))
+                        continue
+                    data = b"".join(rest) + block[:cut]
+                    rest, held = [block[cut:]], len(block) - cut
+                else:
+                    data = b"".join(rest)
+                lines += data.count(b"\n")
                 at = data.find(marker)
                 while at >= 0:
                     end = data.find(b"\n", at)
@@ -233,7 +265,9 @@ def detect(path: Path) -> str:
             if head == SQLITE_MAGIC:
                 return "hermes"
             handle.seek(0)
-            for raw in handle:
+            for raw in _bounded_lines(handle):
+                if len(raw) > limits.IMPORT_LINE_BYTES_MAX:
+                    return "generic"  # the generic reader names the line too long
                 if raw.strip():
                     try:
                         first = orjson.loads(raw)
@@ -266,7 +300,8 @@ def generic_titles(path: Path) -> dict[str, str]:
 
 
 def read_generic(path: Path, stretch: Stretch = WHOLE, titles: dict[str, str] | None = None) -> Iterator[Entry]:
-    """``{role, content, at?, session?, title?}`` per line; a line without ``at`` takes the previous time.
+    """``{role, content, at?, session?, title?}`` per line; a line without ``at`` takes the previous time
+    (``at: null`` or ``0``, a time said to be unknown, is a bad line: it would be given one silently).
 
     ``stretch``: only those lines (a half of a long source), with the ``titles``
     read from the whole source once.
@@ -294,6 +329,9 @@ def read_generic(path: Path, stretch: Stretch = WHOLE, titles: dict[str, str] | 
         title = record.get("title")
         if title is not None and not isinstance(title, str):
             raise FormatError(f"{where}: title must be a text")
+        if "at" in record and record["at"] is None:  # said to be unknown: not the previous line's time, silently
+            raise FormatError(f"{where}: 'at' is null; give the message's time, or leave 'at' out to take "
+                              "the previous line's")
         at = parse_time(record.get("at"), where)
         at = last_at if at is None else at
         last_at = at
@@ -406,8 +444,25 @@ class HermesSession:
 
 def hermes_sessions(path: Path) -> list[HermesSession]:
     with _connect(path) as db:
-        rows = db.execute("SELECT id, title, cwd, source, started_at FROM sessions ORDER BY started_at, id")
-        return [HermesSession(r[0], r[1] or "", r[2], r[3] or "", float(r[4] or 0)) for r in rows]
+        rows = db.execute("SELECT rowid, id, title, cwd, source, started_at FROM sessions ORDER BY started_at, id")
+        found = []
+        for rowid, *r in rows:
+            where = f"{path}: sessions row {rowid}"
+            sid, title, cwd, source = (_row_text(v, where, c) for v, c in zip(r[:4], ("id", "title", "cwd", "source")))
+            found.append(HermesSession(sid, title or "", cwd, source or "", float(_row_text(r[4], where, "started_at") or 0)))
+        return found
+
+
+def _row_text(value: Any, where: str, column: str) -> Any:
+    """A column read as bytes (``text_factory``), as text: a row holding bytes that are not UTF-8 is a
+    bad row, named, where sqlite3 would have failed the whole query without saying which."""
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{where}: its {column} is not UTF-8 text (byte {exc.start} of it); Hermes stored it "
+                          "damaged: leave its session out (choose others with --session) or repair the row") from None
 
 
 class _connect:
@@ -419,7 +474,9 @@ class _connect:
     def __enter__(self) -> sqlite3.Connection:
         try:
             self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
-            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            self.db.text_factory = bytes  # decoded row by row (_row_text), so a damaged row is named
+            tables = {_row_text(r[0], str(self.path), "table name")
+                      for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.Error as exc:
             raise FormatError(f"{self.path}: cannot read it as an SQLite database ({exc})") from None
         if not {"sessions", "messages"} <= tables:
@@ -443,7 +500,7 @@ def read_hermes(path: Path, sessions: list[str] | None) -> Iterator[Entry]:
         if sid not in known:
             raise FormatError(f"{path}: no session {sid!r} (it has {count(len(known), 'session')})")
     with _connect(path) as db:
-        columns = {r[1] for r in db.execute("PRAGMA table_info(messages)")}
+        columns = {_row_text(r[1], str(path), "column name") for r in db.execute("PRAGMA table_info(messages)")}
         needed = {"id", "session_id", "role", "content", "tool_calls", "timestamp"}
         if not needed <= columns:
             raise FormatError(f"{path}: its messages table lacks {', '.join(sorted(needed - columns))}; "
@@ -455,8 +512,11 @@ def read_hermes(path: Path, sessions: list[str] | None) -> Iterator[Entry]:
             rows = db.execute(f"SELECT id, role, content, tool_calls, {name_col}, timestamp FROM messages "
                               f"WHERE session_id = ? AND {keep} ORDER BY id", (sid,))
             title = session.title or f"Hermes {sid}"
-            for row_id, role, content, tool_calls, tool_name, timestamp in rows:
+            for row_id, *row in rows:
                 where = f"{path}: messages row {row_id}"
+                role, content, tool_calls, tool_name, timestamp = (
+                    _row_text(v, where, c) for v, c in zip(row, ("role", "content", "tool_calls", "tool_name",
+                                                                  "timestamp")))
                 at = parse_time(timestamp, where)
                 text = _hermes_content(content, where)
                 if role == "user":

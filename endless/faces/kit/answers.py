@@ -132,7 +132,9 @@ def open_memory(settings: Settings, memory_id: Any, root: Path | None = None,
 
 
 def memory_ids(root: Path) -> list[str]:
-    """The ids of every memory folder under ``root`` (folders with a ``key.json``)."""
+    """The ids of every memory folder under ``root`` (folders with a ``key.json``); never through a link."""
+    durable.guard_root(root)
+    durable.refuse_linked_folders(memories_dir(root))
     try:
         names = os.listdir(memories_dir(root))
     except FileNotFoundError:

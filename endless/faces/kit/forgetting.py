@@ -38,6 +38,8 @@ def _moment(name: str, value: Any) -> float | None:
     at = moments.parse_iso(value) if isinstance(value, str) else None
     if at is None:
         raise ArgumentError(name, f"must be a date or time such as 2026-11-30 or 2026-11-30T14:05, not {value!r}")
+    if not moments.is_moment(at):
+        raise ArgumentError(name, moments.OUT_OF_RANGE.format(value=value))
     return at
 
 

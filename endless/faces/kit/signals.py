@@ -36,6 +36,15 @@ def raise_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise_terminated)
 
 
+def raise_on_ctrl_c() -> None:
+    """From now on, Ctrl-C raises ``KeyboardInterrupt`` in the main thread, even in a process started
+    with SIGINT ignored (``nohup``, a script's background job, some CI runners): Python then never
+    installs its handler, yet uvicorn catches SIGINT anyway, stops the server, and raises the signal
+    again into the ignored disposition, so ``endless serve`` ended as if it had finished (exit 0).
+    For commands that stop on SIGINT whatever they inherited; call it from the main thread."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def wait_for_stop() -> None:
     """Block the main thread until Ctrl-C or SIGTERM raises there (``KeyboardInterrupt``, :class:`Terminated`).
 

@@ -145,9 +145,10 @@ def _serve_command(args: argparse.Namespace) -> int:
     if not 0 <= port <= 65535:
         print(f"[endless.serve] --port must be from 0 to 65535, not {port}", file=sys.stderr)
         return 2
-    from endless.faces.kit.signals import Terminated, exit_code, raise_on_sigterm
+    from endless.faces.kit.signals import Terminated, exit_code, raise_on_ctrl_c, raise_on_sigterm
 
     raise_on_sigterm()  # uvicorn shuts down on a signal, then raises it again: it lands below
+    raise_on_ctrl_c()  # uvicorn stops on Ctrl-C even when it was ignored: a stop is 130, never 0
     app = create_app(settings, current=current)
     try:
         sock = bind_socket(port)

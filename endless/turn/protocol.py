@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 import orjson
 
@@ -46,12 +47,35 @@ REFUSAL = ("I can't answer this one: with this chat's own instructions and tools
 STOPPED_WAITING = "Stopped before I answered. Your message is in my memory."
 
 
-async def wait_for_room(memory: Memory, limit: float | None = None) -> bool:
+@dataclass(frozen=True)
+class Waited:
+    """A turn's wait before its head, done (see :func:`wait_before_turn`)."""
+
+    fits: bool  # the recent block fits: the head is whole, not bounded
+    interrupted: bool = False  # the person stopped the turn while it waited
+
+
+async def wait_before_turn(memory: Memory, interrupted: Callable[[], bool] | None = None,
+                           limit: float | None = None) -> Waited:
+    """The one decision to wait before a turn, for every harness: :func:`wait_for_room`, ended early
+    when ``interrupted()`` says the person stopped the turn (a harness with its own stop button).
+
+    :meth:`Turn.begin` waits so itself when it is not handed a wait already done; a harness that
+    must wait earlier than it builds the head (Hermes waits in ``pre_llm_call``, where it can still
+    answer a stopped turn itself) calls this and hands the result to ``begin``.
+    """
+    fits = await wait_for_room(memory, limit, interrupted)
+    return Waited(fits, bool(interrupted is not None and not fits and interrupted()))
+
+
+async def wait_for_room(memory: Memory, limit: float | None = None,
+                        interrupted: Callable[[], bool] | None = None) -> bool:
     """Wait while the recent block is past its limit, as long as the writer stores lines; True if it fits.
 
     The wait ends once the block fits, once ``turn_stall_seconds`` pass with
     no new line (a stalled or failing writer: waiting longer buys nothing),
-    or after ``limit`` seconds (``turn_wait_seconds``) in all.
+    after ``limit`` seconds (``turn_wait_seconds``) in all, or once
+    ``interrupted()`` holds (looked at with every poll of the memory).
     """
     settings = memory.settings
     limit = settings.turn_wait_seconds if limit is None else limit
@@ -66,7 +90,13 @@ async def wait_for_room(memory: Memory, limit: float | None = None) -> bool:
         remaining = deadline - loop.time()
         if remaining <= 0:
             return False
-        await memory.settle(lambda m: m.lines_built != built, min(remaining, settings.turn_stall_seconds))
+        if interrupted is None:
+            await memory.settle(lambda m: m.lines_built != built, min(remaining, settings.turn_stall_seconds))
+        else:
+            await memory.settle(lambda m: m.lines_built != built or interrupted(),
+                                min(remaining, settings.turn_stall_seconds))
+            if interrupted():
+                return fits(memory)
         if memory.lines_built == built:
             return False
 
@@ -96,21 +126,24 @@ class Turn:
     _step_bytes: int = 0
 
     async def begin(self, message: str, state: str = "", route: dict | None = None,
-                    timeout: float | None = None, reply_tokens: int | None = None) -> Request | None:
+                    timeout: float | None = None, reply_tokens: int | None = None,
+                    waited: Waited | None = None) -> Request | None:
         """Build the head (after a short wait while the writer catches up); None when refused.
 
         ``reply_tokens``: the room the harness asks for its reply (else the
-        ``reply_room_tokens`` setting).
+        ``reply_room_tokens`` setting).  ``waited``: the wait before this turn,
+        done already by :func:`wait_before_turn` (so it is not waited twice).
         """
         memory = self.memory
         if self.since is None:
             memory.catch_up()
             self.since = memory.turns
-        self.waiting = True
-        try:
-            await wait_for_room(memory, timeout)
-        finally:
-            self.waiting = False
+        if waited is None:
+            self.waiting = True
+            try:
+                await wait_before_turn(memory, None, timeout)
+            finally:
+                self.waiting = False
         if route is not None:
             recorded_routes(memory).record(self.session, route, self.system, self.tools)
         if adopt_per_session(memory):

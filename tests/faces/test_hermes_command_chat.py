@@ -1,6 +1,6 @@
 """A slash command names the same chat its turns name, on each Hermes front end (issue 15 item 8).
 
-Hermes hands plugin commands no session; ``plugin.find_chat`` reads it from
+Hermes hands plugin commands no session; ``internals.find_chat`` reads it from
 the front end's frame.  The classic CLI is driven for real in
 ``tests/e2e/test_hermes_commands.py``; the gateway and the TUI are shown here
 by functions holding what Hermes 0.19.0's own dispatchers hold at that point
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from endless.faces.hermes.plugin import Plugin, chat_of, find_chat
+from endless.faces.hermes.internals import chat_of, find_chat
+from endless.faces.hermes.plugin import Plugin
 
 
 class GatewayRunner:

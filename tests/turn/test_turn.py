@@ -13,7 +13,7 @@ from endless.faces.kit import answers
 from endless.sim.clock import SimClock, run
 from endless.turn.head import build_request, recent_bytes, system_prompt, turn_tools
 from endless.turn.pending import waiting
-from endless.turn.protocol import Turn
+from endless.turn.protocol import Turn, wait_before_turn
 from endless.writer.queue import ready_work
 
 HARNESS_TOOLS = [{"name": "terminal", "description": "run a command",
@@ -113,6 +113,31 @@ def test_a_long_tail_with_a_stalled_writer_waits_briefly_then_goes_on_bounded(tm
     again = _turn(memory)
     request = run(again.begin("and this too"), clock)
     assert "not summarised yet" not in "".join(request.messages[1].blocks)
+
+
+def test_the_wait_before_a_turn_ends_when_the_person_stops_it_and_is_not_waited_twice(tmp_path):
+    """One decision to wait, in the protocol: a harness's stop ends it at the next look, and a turn
+    handed that wait builds its head at once (Hermes waits at pre_llm_call, then begins)."""
+    clock = SimClock()
+    memory = _memory(tmp_path, clock.wall)
+    for t in range(30):
+        memory.commit_turn("s1", "Chat", [Message("user", f"{t} " + "z" * 700, 1.0)], sync=False)
+    assert recent_bytes(memory) > 16_384
+    looks: list[float] = []
+
+    def stopped() -> bool:
+        looks.append(clock.now)
+        return clock.now >= 1.0  # the person stops the turn a second into its wait
+
+    waited = run(wait_before_turn(memory, stopped, 180), clock)
+    assert waited.interrupted and not waited.fits
+    assert 1.0 <= clock.now < 1.5, "ended at the next look after the stop, not at the stall period"
+    before = clock.now
+    turn = _turn(memory)
+    head = run(turn.begin("please answer", waited=waited), clock)
+    assert head is not None and clock.now == before, "a wait already done is not done again"
+    alone = run(wait_before_turn(memory, None, 180), clock)
+    assert not alone.interrupted and 5 <= clock.now - before < 6, "without a stop: one stall period"
 
 
 def test_a_head_that_cannot_fit_is_refused_and_the_message_kept(tmp_path):

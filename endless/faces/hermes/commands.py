@@ -2,7 +2,7 @@
 
 Hermes owns ``/history``, so everything lives under ``/endless``.  Slash
 handlers get only the text after the command (no session): the chat is found
-in the front end that dispatched it (``plugin.find_chat``), so the commands
+in the front end that dispatched it (``internals.find_chat``), so the commands
 work before a chat's first message, on the memory that message will go to.
 """
 
@@ -277,7 +277,7 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def _run_cli(args: argparse.Namespace) -> int:
-    from endless.faces.hermes.plugin import profile_name
+    from endless.faces.hermes.internals import profile_name
     from endless.core.store import workspace_key
 
     if not getattr(args, "run", None):
@@ -299,7 +299,7 @@ def _run_cli(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from endless.faces.hermes.plugin import profile_name
+    from endless.faces.hermes.internals import profile_name
     from endless.core.store import workspace_key
     from endless.core.memory import Memory, MemoryUseError
     from endless.core.settings import load_settings

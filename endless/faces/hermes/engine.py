@@ -78,7 +78,8 @@ class EndlessEngine(ContextEngine):
             if not isinstance(messages, list) or len(messages) <= self.transcript_limit:
                 return False
             agent = frame.f_locals.get("agent")
-            from endless.faces.hermes.plugin import PLUGIN, chat_of
+            from endless.faces.hermes.internals import chat_of
+            from endless.faces.hermes.plugin import PLUGIN
             # a chat switched off with /endless off runs on this transcript: never cut it
             if PLUGIN.is_off(chat_of(agent, "", str(getattr(agent, "session_id", "") or ""))):
                 return False

@@ -39,18 +39,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
-import inspect
-import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from endless.core.words import agree, count
 from endless.core import lookback
 from endless.turn.head import system_prompt, turn_tools
-from endless.turn.protocol import REFUSAL, STOPPED_WAITING, Turn, wait_for_room
-from endless.faces.hermes import host_texts, notices, reconcile, wire
+from endless.turn.protocol import REFUSAL, STOPPED_WAITING, Turn, Waited, wait_before_turn
+from endless.faces.hermes import host_texts, internals, notices, reconcile, wire
 from endless.faces.hermes.runtime import log, runtime
 from endless.core.store import Key, gateway_key, workspace_key
 from endless.core.memory import Memory
@@ -58,10 +55,7 @@ from endless.core.view import state_line
 from endless.llm.request import Request
 from endless.core.store import key_for_session
 
-SKIPPED_PLATFORMS = {"subagent", "cron", "kanban", "batch"}
-CLI_PLATFORMS = {"", "cli", "tui", "acp", "api"}
 REFUSED_PROMPT = "Reply with the single word: waiting."
-INTERRUPT_POLL = 0.1
 
 
 class Phase(enum.Enum):
@@ -100,26 +94,6 @@ class Phase(enum.Enum):
     FINISHED = "finished"
 
 
-@dataclass(frozen=True)
-class Chat:
-    """One Hermes chat as Endless tells chats apart: its session and, on the gateway, its conversation.
-
-    Slash commands are handed no session, so a command finds its chat in
-    Hermes's frames (:func:`find_chat`); a turn knows it from its hook's
-    arguments.  Both give the same memory key (:func:`key_of`).
-    """
-
-    session: str
-    platform: str = "cli"
-    conversation: str | None = None  # the gateway's session key: its chats' memory follows it
-    agent: Any = None
-
-    @property
-    def ident(self) -> str:
-        """What ``/endless off`` switches off: the gateway's conversation (it outlives /new), else the session."""
-        return self.conversation or self.session
-
-
 @dataclass
 class TurnState:
     session: str
@@ -128,6 +102,7 @@ class TurnState:
     memory: Memory | None = None
     title: str = ""
     phase: Phase = Phase.RUNNING
+    waited: Waited | None = None  # the turn's wait before its head (the turn protocol's, done at pre_llm_call)
     reason: str = ""  # BYPASSED: why it runs without Endless; FAILED, REFUSED_FAILED: what failed
     turn: Turn | None = None
     since: int | None = None  # the memory's turn count when the turn began (a copy logged after it is an import's)
@@ -139,7 +114,7 @@ class TurnState:
     folded: int = 0
     route: dict | None = None
     window: int | None = None
-    chat: Chat | None = None
+    chat: internals.Chat | None = None
 
 
 @dataclass
@@ -148,7 +123,7 @@ class Plugin:
 
     turns: dict[tuple[str, str], TurnState] = field(default_factory=dict)
     current: dict[str, TurnState] = field(default_factory=dict)  # session -> its latest turn
-    off_chats: set[str] = field(default_factory=set)  # Chat.ident of chats switched off with /endless off
+    off_chats: set[str] = field(default_factory=set)  # internals.Chat.ident of chats switched off with /endless off
     off_texts: dict[str, set[str]] = field(default_factory=dict)  # messages sent while off: never reconciled
     noted: set[tuple[str, str]] = field(default_factory=set)
     shown_notices: notices.Notices = field(default_factory=notices.Notices)
@@ -177,10 +152,10 @@ class Plugin:
 
     def pre_llm_call(self, session_id: str = "", turn_id: str = "", user_message: Any = "",
                      platform: str = "", conversation_history: list | None = None, **_: Any) -> None:
-        agent = find_agent()
+        agent = internals.find_agent()
         text = user_message if isinstance(user_message, str) else wire.content_text(user_message)
         state = TurnState(session_id, str(turn_id), text)
-        if _is_side_agent(agent, platform):
+        if internals.is_side_agent(agent, platform):
             # subagents, cron, review forks (which share the parent's session id): left alone, and
             # never taking the parent's place as the session's current turn
             state.phase, state.reason = Phase.BYPASSED, "side-agent"
@@ -196,9 +171,9 @@ class Plugin:
             self.turns[(session_id, state.turn_id)] = state
             self.current[session_id] = state
             self.last_session = session_id
-        state.chat = chat_of(agent, platform, session_id)
+        state.chat = internals.chat_of(agent, platform, session_id)
         try:
-            take_over_max_iterations(agent)
+            internals.take_over_max_iterations(agent, self.summary_request)
             reason = self._bypass_reason(agent, session_id, platform, state.chat)
             if reason:
                 state.phase, state.reason = Phase.BYPASSED, reason
@@ -213,7 +188,7 @@ class Plugin:
                 log(f"session {session_id}: the message {text!r} is Hermes's own interrupt text, not the "
                     "person's; answered without a model and not kept")
                 return None
-            state.window = _window(agent)
+            state.window = internals.window_of(agent)
             if state.window is not None and not runtime().settings.serves_window(state.window):
                 state.phase, state.reason = Phase.BYPASSED, "window"
                 self.note_once(session_id, "window", f"session {session_id}: a {state.window}-token window "
@@ -223,8 +198,8 @@ class Plugin:
             rt = runtime()
             state.memory = rt.memory(key_of(state.chat), state.window)
             self._notify(agent, rt, state.memory)
-            state.title = _title(agent, session_id)
-            state.route = _route(agent, rt)
+            state.title = internals.title_of(agent, session_id)
+            state.route = internals.route_of(agent, rt)
             if conversation_history:
                 found = rt.loop.call(reconcile.reconcile, state.memory, session_id, state.title,
                                      list(conversation_history), text, self.off_texts.get(session_id, ()))
@@ -244,8 +219,8 @@ class Plugin:
                 "with the system prompt and this message only")
         return None
 
-    def _bypass_reason(self, agent: Any, session: str, platform: str, chat: Chat) -> str:
-        if _is_side_agent(agent, platform):
+    def _bypass_reason(self, agent: Any, session: str, platform: str, chat: internals.Chat) -> str:
+        if internals.is_side_agent(agent, platform):
             return "side-agent"
         if chat.ident in self.off_chats:
             return "off"
@@ -254,7 +229,7 @@ class Plugin:
             self.note_once(session, "mode", f"session {session}: Hermes's {mode!r} requests are not "
                            "served by Endless; this chat runs without Endless (Hermes's own history)")
             return "mode"
-        if _moa_turn():
+        if internals.moa_turn():
             self.note_once(session, "moa", f"session {session}: mixture-of-agents sees the whole history "
                            "before Endless could replace it; this chat runs without Endless")
             return "moa"
@@ -269,16 +244,10 @@ class Plugin:
         rt = runtime()
         memory = state.memory
         assert memory is not None
-        future = rt.loop.submit(wait_for_room(memory, rt.settings.turn_wait_seconds))
-        while True:
-            try:
-                future.result(INTERRUPT_POLL)
-                return
-            except TimeoutError:
-                if _interrupted(agent):
-                    future.cancel()
-                    state.phase = Phase.INTERRUPTED_WAITING
-                    return
+        state.waited = rt.loop.run(wait_before_turn(memory, lambda: internals.interrupted(agent),
+                                                    rt.settings.turn_wait_seconds))
+        if state.waited.interrupted:
+            state.phase = Phase.INTERRUPTED_WAITING
 
     # -- the middleware ------------------------------------------------------------
 
@@ -328,7 +297,8 @@ class Plugin:
             tools = turn_tools(wire.neutral_tools(request, mode), rt.settings.recall_search)
             turn = Turn(state.memory, state.session, state.title, system_prompt(system), tools, since=state.since)
             head = rt.loop.run(turn.begin(state.user_message, per_turn_state(state), route=state.route,
-                                          timeout=0, reply_tokens=_reply_tokens(request)))
+                                          reply_tokens=_reply_tokens(request),
+                                          waited=state.waited or Waited(fits=False)))
             if head is None:  # no bounded head fits the window (the message is kept)
                 state.phase = Phase.REFUSED
                 return self._build(state, request, mode)
@@ -419,7 +389,7 @@ class Plugin:
         if state is None or state.phase in (Phase.BYPASSED, Phase.FINISHED):
             return None
         note = None
-        if interrupted and host_texts.is_host_text(reason := _interrupt_message() or ""):
+        if interrupted and host_texts.is_host_text(reason := internals.interrupt_message() or ""):
             note = host_texts.stopped_by_host(reason)
         if state.turn is not None:
             if interrupted:
@@ -476,15 +446,15 @@ class Plugin:
         state = self.current.get(session_id or "") or self.current.get(self.last_session or "")
         return None if state is None else state.memory
 
-    def command_chat(self) -> Chat | None:
+    def command_chat(self) -> internals.Chat | None:
         """The chat a slash command was typed in: found in Hermes's frames, else the latest turn's."""
-        found = find_chat()
+        found = internals.find_chat()
         if found is not None:
             return found
         state = self.current.get(self.last_session or "")
         return None if state is None else state.chat
 
-    def command_memory(self, chat: Chat) -> Memory:
+    def command_memory(self, chat: internals.Chat) -> Memory:
         """The memory a command acts on: its chat's open one, else the one its first turn would open.
 
         Raises :class:`endless.core.errors.NoMemory` when that memory does not
@@ -497,7 +467,7 @@ class Plugin:
             return opened[-1]
         return runtime().memory(key_of(chat), for_turn=False)
 
-    def switch(self, chat: Chat, on: bool) -> None:
+    def switch(self, chat: internals.Chat, on: bool) -> None:
         """``/endless on|off``: from the chat's next turn, with or without Endless (before its first one too)."""
         with self.lock:
             if on:
@@ -505,7 +475,7 @@ class Plugin:
             else:
                 self.off_chats.add(chat.ident)
 
-    def is_off(self, chat: Chat) -> bool:
+    def is_off(self, chat: internals.Chat) -> bool:
         return chat.ident in self.off_chats
 
     def tool(self, name: str):
@@ -563,232 +533,20 @@ def _rebuilt(now: Request | None, frozen: Request | None) -> bool:
     return now is not frozen
 
 
-# -- reading Hermes's agent ----------------------------------------------------------------
+def key_of(chat: internals.Chat) -> Key:
+    """DESIGN §2.1: CLI chats by profile and workspace; gateway chats by platform:conversation.
 
-
-def find_agent() -> Any:
-    """The ``AIAgent`` whose turn is running on this thread (hooks are not handed it).
-
-    Hermes calls every hook and middleware from inside the agent's own
-    functions, which hold it in a local named ``agent`` or ``self``.
+    A session a host bound keeps its binding.  Turns and commands both ask
+    here, so a command typed before the first message opens the memory that
+    message will go to.
     """
-    frame = inspect.currentframe()
-    try:
-        frame = frame.f_back if frame is not None else None
-        depth = 0
-        while frame is not None and depth < 40:
-            for name in ("agent", "self"):
-                value = frame.f_locals.get(name)
-                if value is not None and type(value).__name__ == "AIAgent":
-                    return value
-            frame = frame.f_back
-            depth += 1
-        return None
-    finally:
-        del frame
-
-
-def _interrupt_message() -> str | None:
-    """The text the ending turn was interrupted with: ``finalize_turn``'s ``result["interrupt_message"]``.
-
-    ``agent/turn_finalizer.py:566-567`` puts it there and clears the agent's
-    own copy (``:570``) before firing ``on_session_end`` (``:611``), so the
-    hook reads it from that frame.
-    """
-    frame = inspect.currentframe()
-    try:
-        frame = frame.f_back if frame is not None else None
-        depth = 0
-        while frame is not None and depth < 40:
-            if frame.f_code.co_name == "finalize_turn":
-                result = frame.f_locals.get("result")
-                value = result.get("interrupt_message") if isinstance(result, dict) else None
-                return value if isinstance(value, str) else None
-            frame = frame.f_back
-            depth += 1
-        return None
-    finally:
-        del frame
-
-
-def find_chat() -> Chat | None:
-    """The chat whose slash command is running on this thread, from the Hermes front end that dispatched it.
-
-    Plugin commands get only their arguments (SEAMS.md, seam 18), and may run
-    before the chat's first message, so there is no turn to ask.  Each front
-    end dispatches from a function holding what names the chat: the classic
-    CLI ``HermesCLI.process_command`` (``self.session_id``, the id its agent
-    gets), the gateway ``GatewayRunner._handle_message`` (``source``, whose
-    session key names the conversation), the TUI's ``command.dispatch`` and
-    ``slash.exec`` (``session``, a dict whose ``session_key`` is the agent's
-    session id).
-    """
-    frame = inspect.currentframe()
-    try:
-        frame = frame.f_back if frame is not None else None
-        depth = 0
-        while frame is not None and depth < 40:
-            found = _chat_in(frame.f_locals)
-            if found is not None:
-                return found
-            frame = frame.f_back
-            depth += 1
-        return None
-    finally:
-        del frame
-
-
-def _chat_in(names: dict) -> Chat | None:
-    owner = names.get("self")
-    kind = type(owner).__name__
-    if kind == "HermesCLI" and getattr(owner, "session_id", None):
-        return Chat(str(owner.session_id), "cli", None, getattr(owner, "agent", None))
-    if kind == "GatewayRunner" and names.get("source") is not None:
-        source = names["source"]
-        try:
-            conversation = owner._session_key_for_source(source)
-        except Exception:
-            return None
-        value = str(getattr(getattr(source, "platform", None), "value", "") or "").lower()
-        platform = "cli" if value in ("", "local") else value
-        return Chat(conversation, platform, None if platform in CLI_PLATFORMS else conversation)
-    session = names.get("session")
-    if isinstance(session, dict) and session.get("session_key") and "slash_worker" in session:
-        agent = session.get("agent")
-        return Chat(str(getattr(agent, "session_id", None) or session["session_key"]), "tui", None, agent)
-    return None
-
-
-def take_over_max_iterations(agent: Any) -> None:
-    """Route the agent's iteration-limit summary call through Endless (once per agent).
-
-    Hermes 0.19.0's ``AIAgent._handle_max_iterations`` (``run_agent.py:6316``,
-    called from ``agent/turn_finalizer.py:141``) sends the whole transcript
-    with the client itself (``agent/chat_completion_helpers.py:2086,2090``
-    and the retries ``:2116,2133``).  The agent's own attribute shadows the
-    method: while it runs, the two client calls it makes go through
-    :meth:`Plugin.summary_request`.
-    """
-    if agent is None or "_handle_max_iterations" in getattr(agent, "__dict__", {}):
-        return
-    method = getattr(type(agent), "_handle_max_iterations", None)
-    if method is None:  # another Hermes: nothing to take over
-        return
-
-    def handle_max_iterations(messages: list, api_call_count: int) -> str:
-        with _summary_through_endless(agent):
-            return method(agent, messages, api_call_count)
-    agent._handle_max_iterations = handle_max_iterations
-
-
-class _SummaryClient:
-    """The OpenAI client ``handle_max_iterations`` asks for, whose ``chat.completions.create`` goes through Endless."""
-
-    def __init__(self, agent: Any, client: Any) -> None:
-        self._agent, self._client = agent, client
-
-    @property
-    def chat(self) -> "_SummaryClient":
-        return self
-
-    @property
-    def completions(self) -> "_SummaryClient":
-        return self
-
-    def create(self, **kwargs: Any) -> Any:
-        return self._client.chat.completions.create(**PLUGIN.summary_request(self._agent, kwargs))
-
-
-class _summary_through_endless:
-    """While Hermes builds its summary request, its two ways to send it pass the request to Endless first."""
-
-    NAMES = ("_ensure_primary_openai_client", "_anthropic_messages_create")
-
-    def __init__(self, agent: Any) -> None:
-        self.agent = agent
-        self.before: dict[str, Any] = {}
-
-    def __enter__(self) -> None:
-        agent = self.agent
-        self.before = {name: agent.__dict__[name] for name in self.NAMES if name in agent.__dict__}
-        openai_client = agent._ensure_primary_openai_client
-        anthropic_create = agent._anthropic_messages_create
-        agent._ensure_primary_openai_client = lambda *a, **k: _SummaryClient(agent, openai_client(*a, **k))
-        agent._anthropic_messages_create = lambda kwargs, *a, **k: anthropic_create(
-            PLUGIN.summary_request(agent, kwargs), *a, **k)
-
-    def __exit__(self, *exc: Any) -> None:
-        for name in self.NAMES:
-            self.agent.__dict__.pop(name, None)
-        self.agent.__dict__.update(self.before)
-
-
-def _moa_turn() -> bool:
-    """A mixture-of-agents turn: Hermes's loop holds a ``moa_config`` (its reference models run before us)."""
-    frame = inspect.currentframe()
-    try:
-        while frame is not None:
-            if frame.f_locals.get("moa_config"):
-                return True
-            frame = frame.f_back
-        return False
-    finally:
-        del frame
-
-
-def _is_side_agent(agent: Any, platform: str) -> bool:
-    """Subagents, cron jobs, kanban workers and background review forks never enter the memory."""
-    if (platform or "") in SKIPPED_PLATFORMS:
-        return True
-    if agent is None:
-        return False
-    if getattr(agent, "_delegate_depth", 0):
-        return True
-    if getattr(agent, "_memory_write_origin", "") == "background_review":
-        return True
-    return bool(getattr(agent, "_persist_disabled", False))
-
-
-def _interrupted(agent: Any) -> bool:
-    if agent is not None and getattr(agent, "_interrupt_requested", False):
-        return True
-    try:
-        from tools.interrupt import is_interrupted
-        return bool(is_interrupted())
-    except Exception:
-        return False
-
-
-def _window(agent: Any) -> int | None:
-    engine = getattr(agent, "context_compressor", None) if agent is not None else None
-    value = getattr(engine, "context_length", 0) if engine is not None else 0
-    return int(value) if value else None
-
-
-def _title(agent: Any, session: str) -> str:
-    db = getattr(agent, "_session_db", None) if agent is not None else None
-    if db is None:
-        return ""
-    try:
-        return db.get_session_title(session) or ""
-    except Exception:
-        return ""
-
-
-def _route(agent: Any, rt) -> dict | None:
-    """The chat's own model as the writer route (the key stays in memory, never in the route)."""
-    if agent is None or not getattr(agent, "model", None):
-        return None
-    from endless.llm.routes import Route, RouteError
-
-    provider = "anthropic" if getattr(agent, "api_mode", "") == "anthropic_messages" else "openai"
-    base_url = getattr(agent, "base_url", None) or None
-    rt.remember_key(base_url, getattr(agent, "api_key", None))
-    try:
-        return Route(provider=provider, model=agent.model, base_url=base_url).to_json()
-    except RouteError as exc:
-        log(f"no writer route from Hermes's model ({exc}); lines are written offline")
-        return None
+    profile = internals.profile_name()
+    if chat.platform in internals.CLI_PLATFORMS:
+        fallback = workspace_key(profile, internals.workspace(chat.agent))
+    else:
+        fallback = gateway_key(profile, chat.platform, chat.conversation or chat.session)
+    key, _ = key_for_session(runtime().settings.memory_root(), chat.session, fallback)
+    return key
 
 
 def _route_style(route: dict | None) -> str:
@@ -800,48 +558,6 @@ def _route_style(route: dict | None) -> str:
         return Route.from_json(route).style or "none"
     except Exception:
         return "none"
-
-
-def profile_name() -> str:
-    try:
-        from hermes_cli.profiles import get_active_profile_name
-        name = get_active_profile_name()
-    except Exception:
-        name = "default"
-    return "default" if name in ("custom", "") else name
-
-
-def chat_of(agent: Any, platform: str, session: str) -> Chat:
-    """The chat of a turn, from its hook's arguments and its agent."""
-    platform = platform or (getattr(agent, "platform", "") if agent is not None else "") or "cli"
-    conversation = None
-    if platform not in CLI_PLATFORMS:
-        conversation = (getattr(agent, "_gateway_session_key", None) if agent is not None else None) or session
-    return Chat(session, platform, conversation, agent)
-
-
-def key_of(chat: Chat) -> Key:
-    """DESIGN §2.1: CLI chats by profile and workspace; gateway chats by platform:conversation.
-
-    A session a host bound keeps its binding.  Turns and commands both ask
-    here, so a command typed before the first message opens the memory that
-    message will go to.
-    """
-    profile = profile_name()
-    if chat.platform in CLI_PLATFORMS:
-        fallback = workspace_key(profile, workspace(chat.agent))
-    else:
-        fallback = gateway_key(profile, chat.platform, chat.conversation or chat.session)
-    key, _ = key_for_session(runtime().settings.memory_root(), chat.session, fallback)
-    return key
-
-
-def workspace(agent: Any) -> Path:
-    try:
-        from agent.runtime_cwd import resolve_agent_cwd
-        return Path(resolve_agent_cwd()).resolve()
-    except Exception:
-        return Path(os.getcwd()).resolve()
 
 
 def per_turn_state(state: TurnState) -> str:

@@ -53,6 +53,7 @@ import bisect
 import logging
 import os
 import secrets
+import sqlite3
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -62,10 +63,10 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 import orjson
 
 from endless import prompts
-from endless.core import durable, forget_copies as copies, index_upkeep, tiling
+from endless.core import durable, forget_copies as copies, index_upkeep, log, tiling
 from endless.core.errors import MemoryUseError
 from endless.core.messages import Stored
-from endless.core.search_index import line_key
+from endless.core.search_index import is_damage, line_key
 from endless.core.words import count
 
 if TYPE_CHECKING:
@@ -254,10 +255,11 @@ class _Plan:
     texts: dict[int, str] = field(default_factory=dict)  # in memory only: what the index rows hold
     line_texts: dict[tuple[int, int], str] = field(default_factory=dict)
     tree_end: int = 0
+    seals: list[tuple[int, str]] = field(default_factory=list)  # (offset, checksum) of each patched record
 
     def to_json(self) -> dict:
         return {"op": self.op, "at": self.at, "ids": self.ids, "log": self.log_patches,
-                "nodes": self.nodes, "tree_end": self.tree_end}
+                "nodes": self.nodes, "tree_end": self.tree_end, "seals": self.seals}
 
 
 def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
@@ -269,6 +271,7 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
             raise MemoryUseError(f"message {mid} cannot be read (a damaged line); run `endless doctor`")
         by_turn.setdefault(turn, []).append(mid)
     for turn, mids in sorted(by_turn.items()):
+        patches = len(plan.log_patches)
         for span in _message_spans(memory, turn):
             if span.ident not in mids:
                 continue
@@ -280,6 +283,7 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
                 token = orjson.dumps(m[key])
                 inner = span.encoded.find(b'"' + key.encode() + b'":' + token)
                 plan.log_patches.append((span.offset + inner + 4, len(token)))
+        _reseal(memory, turn, plan, plan.log_patches[patches:])
     seen: set[tuple[int, int]] = set()
     for mid in ids:
         for part in _written_from(memory, mid):
@@ -292,6 +296,24 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
             plan.nodes.append((part[0], part[1], offset, len(raw)))
             plan.line_texts[part] = record["text"]
     return plan
+
+
+def _reseal(memory: "Memory", turn: int, plan: _Plan, patches: list[tuple[int, int]]) -> None:
+    """The checksum the record carries once its texts are blanked, patched in with them (same length).
+
+    Computed now, from the whole record, so a replay after a crash writes
+    the same bytes whatever it finds; a record whose checksum already failed
+    keeps it (its damage stays visible, never sealed over).
+    """
+    base, length = memory.log.offsets[turn], memory.log.lengths[turn]
+    line = bytearray(os.pread(memory.log._reader(), length, base))
+    if not patches or log.sealed(bytes(line)) is not True:
+        return
+    for offset, n in patches:
+        line[offset - base:offset - base + n] = b'""' + b" " * (n - 2)
+    seal = log.reseal(bytes(line))
+    if seal is not None:
+        plan.seals.append((base + length - log.SEAL_FROM_END, seal.decode("ascii")))
 
 
 def _written_from(memory: "Memory", mid: int) -> list[tuple[int, int]]:
@@ -404,7 +426,9 @@ def _in_registry(memory: "Memory", op: str) -> bool:
 
 def _patch_files(memory: "Memory", plan: _Plan) -> int:
     written = 0
-    for path, patches in ((memory.log.path, [(o, n, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]),
+    blanked = [(o, n, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]
+    sealed = [(o, len(seal), seal.encode("ascii")) for o, seal in plan.seals]
+    for path, patches in ((memory.log.path, blanked + sealed),
                           (memory.tree.path, [(o, n, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
         if not patches:
             continue
@@ -421,10 +445,27 @@ def _patch_files(memory: "Memory", plan: _Plan) -> int:
 
 
 def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:
-    """Delete the index rows and patch the files in one index write transaction, then purge old pages."""
+    """Delete the index rows and patch the files in one index write transaction, then purge old pages.
+
+    A damaged index never stops a forget (it would stop every write after it,
+    each replaying this redo): it is removed, to be built again from the
+    patched log, and the files are patched all the same (patches are
+    idempotent, so patching again after a failed commit changes nothing).
+    """
     index = memory.search_index
     if not index.exists():
         return _patch_files(memory, plan)
+    try:
+        return _index_rows_and_patch(memory, plan)
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        index.discard(exc)
+        return _patch_files(memory, plan)
+
+
+def _index_rows_and_patch(memory: "Memory", plan: _Plan) -> int:
+    index = memory.search_index
     db = index.db()
     db.execute("CREATE TABLE IF NOT EXISTS forgot(id INTEGER PRIMARY KEY)")
     stale = False
@@ -490,7 +531,8 @@ def on_open(memory: "Memory") -> None:
             continue
         plan = _Plan(data["op"], float(data["at"]), [int(i) for i in data["ids"]],
                      [tuple(p) for p in data["log"]], [tuple(n) for n in data["nodes"]],
-                     tree_end=int(data.get("tree_end", 0)))
+                     tree_end=int(data.get("tree_end", 0)),
+                     seals=[(int(o), str(seal)) for o, seal in data.get("seals", [])])
         _recover_texts(memory, plan)
         _apply(memory, plan, replay=True)
         memory.report(f"finished forgetting {count(len(plan.ids), 'message')} that a crash had interrupted")

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import orjson
 
-from endless.core import durable
-from endless.core.search_index import IndexBusy, SearchIndex, Watermark
+from endless.core import durable, log
+from endless.core.search_index import IndexBusy, SearchIndex, Watermark, is_damage
 from endless.core.settings import INDEX_BATCH_MESSAGES, INDEX_PARSE_GROUP
 
 if TYPE_CHECKING:
@@ -33,9 +33,12 @@ if TYPE_CHECKING:
 def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[tuple[int, int, dict]]:
     """``(turn, byte end, record)`` of the log's lines in ``[start, stop)``; damaged lines are skipped.
 
-    A record is a JSON object with an integer ``id`` and a list ``m``; its
-    messages are checked as they are indexed.
+    A record is whole as the log reads it (:func:`endless.core.log.shape`: its
+    checksum, every field), and its ids come after the last one yielded (a
+    record moved or copied from elsewhere would give two messages one id).
     """
+    sealed, shape = log.sealed, log.shape
+    expected = 0
     try:
         fd = durable.open_fd(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -60,8 +63,9 @@ def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[t
                     records = list(map(_loaded, group))
                 for line, record in zip(group, records):
                     pos += len(line) + 1
-                    if (type(record) is dict and isinstance(record.get("id"), int)
-                            and type(record.get("m")) is list):
+                    seal = sealed(line)
+                    if seal is not False and not shape(record, seal, turn) and record["id"] >= expected:
+                        expected = record["id"] + len(record["m"])
                         yield turn, pos, record
                     turn += 1
     finally:
@@ -163,8 +167,20 @@ def catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
     """Index what the files hold beyond the watermark, a transaction a batch; False if time ran out.
 
     An index already caught up is seen from a read alone, so a search takes
-    no write lock unless there is something to index.
+    no write lock unless there is something to index.  A damaged index file
+    is removed and built again from the start (once: a file damaged again
+    at once says something else is wrong, and is raised).
     """
+    try:
+        return _catch_up(index, sources, deadline)
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        index.discard(exc)
+        return _catch_up(index, sources, deadline)
+
+
+def _catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
     while True:
         with index.lock:
             mark = index.watermark()
@@ -332,6 +348,9 @@ def after_commit(index: SearchIndex, before: tuple[int, int], infos: list["TurnI
             index.add_messages(turns, Watermark(mark.turns, mark.log_end, mark.messages, mark.tree_end, first_tid))
             index._set_mark(tree_end=mark.tree_end)
     except (IndexBusy, sqlite3.Error, OSError) as exc:
+        if is_damage(exc):
+            index.discard(exc)
+            return
         durable.log("search", f"the search index was not updated at this commit ({exc}); "
                               "the next search catches it up")
 
@@ -347,6 +366,9 @@ def after_store(index: SearchIndex, before_tree_end: int, lines: list[tuple[int,
                 return
             index.add_lines(lines, tree_end)
     except (IndexBusy, sqlite3.Error, OSError) as exc:
+        if is_damage(exc):
+            index.discard(exc)
+            return
         durable.log("search", f"the search index was not updated with new lines ({exc}); "
                               "the next search catches it up")
 

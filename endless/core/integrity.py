@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from endless.core import durable, tiling
-from endless.core.log import _parse_turn, tid_number
+from endless.core.log import examine, sealed, tid_number
 from endless.core.search_index import IndexBusy
 from endless.core.tree import _parse_node, is_erased_line
 
@@ -181,6 +181,8 @@ class Scan:
     bad_slots: list[tuple[int, int]] = field(default_factory=list)  # tree slots that do not match their line
     past_end: list[tuple[int, int]] = field(default_factory=list)  # tree lines for messages the log lacks
     past_end_parts: set = field(default_factory=set)
+    unchecked: list[int] = field(default_factory=list)  # turns written before records carried a checksum
+    reasons: dict[int, str] = field(default_factory=dict)  # why each damaged turn is damage, in words
 
 
 def scan(memory: "Memory") -> Scan:
@@ -189,20 +191,27 @@ def scan(memory: "Memory") -> Scan:
     log, tree = memory.log, memory.tree
     data, _ = durable.read_complete(log.path, 0)
     stored = _table(log.index_path)  # the index as stored, whatever this process rebuilt in memory
-    turn, at = 0, 0
+    turn, at, after_damage = 0, 0, False
     for offset, line in durable.iter_lines(data, 0):
         if offset >= log.end:
             break
-        record = _parse_turn(line, turn, None)
+        record, why = examine(line, turn)
+        if record is not None and (record["id"] < at or (record["id"] > at and not after_damage)):
+            why = f"its messages start at id {record['id']}, but the turns before it end at {at}"
+            record = None
         row = tuple(stored[turn * 5:turn * 5 + 5]) if turn * 5 + 5 <= len(stored) else None
+        after_damage = record is None
         if record is None:
             first = row[2] if row else at
             count = row[3] if row else 0
             ids = f"messages {first}..{first + count - 1}" if count else f"messages from {first}"
             found.damaged_turns.append((turn, offset, ids))
+            found.reasons[turn] = why
             if row is not None and row[:2] != (offset, len(line)):
                 found.bad_rows.append(turn)
         else:
+            if sealed(line) is None:
+                found.unchecked.append(turn)
             at = record["id"] + len(record["m"])
             if row is None or row != (offset, len(line), record["id"], len(record["m"]), tid_number(record["tid"])):
                 found.bad_rows.append(turn)

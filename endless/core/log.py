@@ -5,12 +5,21 @@ record carries its turn number and first message id, so a damaged line in the
 middle never shifts the ids after it.  A binary index (offset, length, first
 id, count, turn id per turn) makes opening and ``message(id)`` a seek; it is
 derived from the log and caught up from it whenever it lags.
+
+Every record ends with a checksum, ``,"c":"<crc32 of the bytes before it>"}``
+(issue #33 item 9): a same-length edit or a flipped bit inside a record is
+damage, reported, never served as another message.  Records written before
+checksums have none; they are still read (shape-checked only, no unknown
+field) and ``endless doctor`` counts them as unchecked.  A forget, which
+blanks texts in place, writes the record's new checksum in the same redo
+(:mod:`endless.core.forget`).
 """
 
 from __future__ import annotations
 
 import bisect
 import os
+import zlib
 from array import array
 from dataclasses import dataclass
 from itertools import accumulate
@@ -21,7 +30,7 @@ from typing import Callable
 import orjson
 
 from endless.core import durable
-from endless.core.messages import Message, Stored
+from endless.core.messages import KINDS, Message, Stored
 
 FORMAT = 1
 _FIELDS = 5  # offset, length, first id, count, turn id (as an integer)
@@ -66,8 +75,31 @@ def with_tid(tail: bytes, tid: str) -> bytes:
 
 
 def placed(turn: int, first: int, tail: bytes) -> bytes:
-    """The log line of a record whose tail is ``tail``: the same bytes as encoding the whole record."""
-    return b'{"turn":%d,"id":%d,' % (turn, first) + tail + b"\n"
+    """The log line of a record whose tail is ``tail``, sealed with its checksum (the one place lines are made:
+    live commits and imports both come here)."""
+    body = b'{"turn":%d,"id":%d,' % (turn, first) + tail[:-1]
+    return b'%s,"c":"%08x"}\n' % (body, zlib.crc32(body))
+
+
+_SEAL = b',"c":"'
+_SEALED = len(b',"c":"01234567"}')  # the checksum's bytes at a record's end
+
+
+def sealed(line: bytes) -> bool | None:
+    """True: the record's checksum holds; False: it has one and it fails; None: it has none (an older record)."""
+    if line[-_SEALED:-_SEALED + len(_SEAL)] != _SEAL or line[-2:] != b'"}':
+        return None
+    return b"%08x" % zlib.crc32(line[:-_SEALED]) == line[-10:-2]
+
+
+def reseal(line: bytes) -> bytes | None:
+    """The checksum a record line changed in place should carry now (None: it has none)."""
+    if line[-_SEALED:-_SEALED + len(_SEAL)] != _SEAL:
+        return None
+    return b"%08x" % zlib.crc32(line[:-_SEALED])
+
+
+SEAL_FROM_END = 10  # the checksum's eight digits start this many bytes before a record's end
 
 
 @dataclass(frozen=True)
@@ -164,22 +196,24 @@ class OrderLog:
         found: list[tuple[int, dict | None]] = []
         for offset, line in durable.iter_lines(data, self.end):
             turn = len(self.offsets)
-            record = _parse_turn(line, turn, self.total)
+            record, why = examine(line, turn)
+            after_damage = bool(self.counts) and self.tids[-1] == 0 and self.counts[-1] == 0
+            if record is not None and (record["id"] < self.total
+                                       or (record["id"] > self.total and not after_damage)):
+                # Ids run on from turn to turn; a record that says otherwise (an edited id, lines
+                # swapped) would show one message as another.  Only a damaged line explains a gap.
+                why = (f"its messages start at id {record['id']}, but the turns before it end at "
+                       f"{self.total}")
+                record = None
             if record is None:
-                self.damage.append(Damage(self.path.name, offset, len(line),
-                                          "not a readable turn record"))
+                self.damage.append(Damage(self.path.name, offset, len(line), f"not a readable turn record: {why}"))
                 durable.log("log", f"damaged line at byte {offset} of {self.path.name} "
-                                   f"(turn {turn}): kept in place and skipped")
+                                   f"(turn {turn}: {why}): kept in place and skipped; run `endless doctor`")
                 first, n, tid = self.total, 0, 0
             else:
                 first, n, tid = record["id"], len(record["m"]), tid_number(record["tid"])
-                if first > self.total:
-                    # A damaged line before this one held the missing ids.
-                    if self.counts and self.tids[-1] == 0 and self.counts[-1] == 0:
-                        self.counts[-1] = first - self.firsts[-1]
-                    else:
-                        self.damage.append(Damage(self.path.name, offset, 0,
-                                                  f"messages {self.total}..{first - 1} are missing"))
+                if first > self.total:  # a damaged line before this one held the missing ids
+                    self.counts[-1] = first - self.firsts[-1]
             self.offsets.append(offset)
             self.lengths.append(len(line))
             self.firsts.append(first)
@@ -221,7 +255,7 @@ class OrderLog:
     def repair_tail(self, quarantine: Path) -> str | None:
         """Under the lock: end the log with a newline, moving torn bytes aside; says what it did."""
         return durable.repair_tail(self.path, self.end, quarantine,
-                                   lambda raw: _parse_turn(raw, 0, None) is not None)
+                                   lambda raw: _parse_turn(raw, None, None) is not None)
 
     # -- writing -------------------------------------------------------------------
 
@@ -303,6 +337,8 @@ class OrderLog:
             record = _parse_turn(os.pread(self._reader(), length, offset), turn, None)
         if record is None:
             return "damaged", None  # a whole line, unreadable: damage in the log, not in its index
+        if self.tids[turn] == 0 and record["id"] != self.firsts[turn]:
+            return "damaged", None  # whole, but out of order (its ids are not the ones its place holds)
         if (self.tids[turn] == 0 or record["id"] != self.firsts[turn] or len(record["m"]) != self.counts[turn]
                 or tid_number(record["tid"]) != self.tids[turn]):
             return "mismatch", None
@@ -372,24 +408,65 @@ def stored_from(record: dict, k: int, turn: int) -> Stored:
                   turn, m.get("w"))
 
 
-def _parse_turn(line: bytes, turn: int, first: int | None) -> dict | None:
+_RECORD_KEYS = frozenset(("turn", "id", "tid", "s", "t", "st", "at", "m"))
+_MESSAGE_KEYS = frozenset(("k", "x", "at", "w"))
+_KIND_SET = frozenset(KINDS)
+_NUMBER = (int, float)
+
+
+def examine(line: bytes, turn: int | None = None) -> tuple[dict | None, str]:
+    """The record of a log line and ``""``, or None and why it is damage (in words).
+
+    Every field a reader uses is checked here, once, so no reader meets a
+    missing or ill-typed one (issue #33: ``KeyError: 'at'``, a number as a
+    text): a record is whole or it is damage.  ``turn``: the line's place, which
+    the record must name.
+    """
+    seal = sealed(line)
+    if seal is False:
+        return None, "its checksum does not match (its bytes changed after it was written)"
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return None
-    if not isinstance(record, dict):
-        return None
+        return None, "it is not readable JSON"
+    why = shape(record, seal, turn)
+    return (None, why) if why else (record, "")
+
+
+def shape(record: object, seal: bool | None, turn: int | None = None) -> str:
+    """Why a parsed record is not a whole turn record (``""``: it is); ``seal`` as :func:`sealed` said."""
+    if type(record) is not dict:
+        return "it is not a turn record"
+    if seal is None and not record.keys() <= _RECORD_KEYS:
+        return "it has a field no turn record has"
+    ident, tid, messages = record.get("id"), record.get("tid"), record.get("m")
+    if type(ident) is not int or ident < 0:
+        return "its first message id is missing or not a number"
+    named = record.get("turn")
+    if type(named) is not int:
+        return "its turn number is missing or not a number"
+    if turn is not None and named != turn:
+        return f"it says it is turn {named} (moved or copied from elsewhere in the log)"
+    if type(tid) is not str or type(messages) is not list:
+        return "its turn id or its messages are missing"
     try:
-        if not isinstance(record["id"], int) or record["id"] < 0:
-            return None
-        if first is not None and record["id"] < first:
-            return None
-        if not isinstance(record["m"], list) or not isinstance(record["tid"], str):
-            return None
-        int(record["tid"], 16)
-        for m in record["m"]:
-            if not isinstance(m.get("x"), str) or not isinstance(m.get("k"), str):
-                return None
-    except (KeyError, TypeError, ValueError, AttributeError):
+        int(tid, 16)
+    except ValueError:
+        return "its turn id is not a hexadecimal number"
+    if (type(record.get("s")) is not str or type(record.get("t")) is not str or type(record.get("st")) is not str
+            or type(record.get("at")) not in _NUMBER):
+        return "its chat, title, status or time is missing or ill-typed"
+    kinds, number = _KIND_SET, _NUMBER
+    for m in messages:
+        if (type(m) is not dict or type(m.get("x")) is not str or m.get("k") not in kinds
+                or type(m.get("at")) not in number or ("w" in m and type(m["w"]) is not str)
+                or (seal is None and not m.keys() <= _MESSAGE_KEYS)):
+            return "a message in it lacks its kind, text or time, or has one of the wrong type"
+    return ""
+
+
+def _parse_turn(line: bytes, turn: int | None, first: int | None) -> dict | None:
+    record, _ = examine(line, turn)
+    if record is None or (first is not None and record["id"] < first):
         return None
     return record

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the engine and the threads load when a scan runs, not with 
 
 from endless.core import durable, pattern_guard
 from endless.core import query as query_language
-from endless.core.log import OrderLog
+from endless.core.log import OrderLog, examine
 from endless.core.settings import LONG_NEEDLE_BYTES
 
 CHUNK = 4 << 20
@@ -340,11 +340,10 @@ def _collect(line: bytes, match: Callable[[str], int], found: list[Hit],
     ``match.span`` when the caller has one, for a pattern).
     """
     line = line.rstrip()
-    try:
-        record = orjson.loads(line)
-        first, messages = record["id"], record["m"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return
+    record, _ = examine(line)
+    if record is None:
+        return  # damage: the log's reader reports it, a search never shows it
+    first, messages = record["id"], record["m"]
     for k in range(len(messages) - 1, -1, -1):
         message = messages[k]
         text = message.get("x", "")

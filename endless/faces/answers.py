@@ -31,7 +31,7 @@ from endless.core import search as search_mod
 from endless.core import sessions
 from endless.core import tiling
 from endless.core.keys import Key, InvalidKey, memory_id as key_memory_id
-from endless.core.log import stored_from
+from endless.core.log import examine, stored_from
 from endless.core.memory import Memory, MemoryUseError, NoMemory, memories_dir
 from endless.core.settings import Settings
 
@@ -428,8 +428,11 @@ def _turn_value(fd: int | None, turn: int, offset: int, length: int, log: Any = 
     record = None
     if fd is not None:
         try:
-            record = orjson.loads(os.pread(fd, length, offset))
-            messages = [stored_from(record, k, turn) for k in range(len(record["m"]))]
+            record, _ = examine(os.pread(fd, length, offset), turn)  # None: damage, shown as damaged
+            if record is not None and log is not None and turn < len(log.firsts) and (
+                    log.tids[turn] == 0 or log.firsts[turn] != record["id"]):
+                record = None  # out of order: the log's reader counts it as damage
+            messages = [] if record is None else [stored_from(record, k, turn) for k in range(len(record["m"]))]
             messages = [log.shown(m) for m in messages] if log is not None else messages
         except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
             record = None

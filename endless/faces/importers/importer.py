@@ -39,6 +39,7 @@ import orjson
 
 from endless.core import durable, moments, redact
 from endless.core.identity import Presence, identity_key, messages_identity
+from endless.faces.cli.oserrors import os_error_said
 from endless.faces.cli.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
@@ -769,7 +770,8 @@ def _import(args: argparse.Namespace) -> int:
         print(f"[endless.import] {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (MemoryUseError, OSError) as exc:
-        print(f"[endless.import] stopped: {exc}. The turns committed so far are kept; run the same import "
+        said = os_error_said(exc) if isinstance(exc, OSError) else str(exc)
+        print(f"[endless.import] stopped: {said}. The turns committed so far are kept; run the same import "
               "again to add the rest.", file=sys.stderr)
         return EXIT_FAILED
     except (KeyboardInterrupt, Terminated) as stop:

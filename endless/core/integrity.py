@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from endless.core import durable, tiling
+from endless.core import durable, index_upkeep, tiling
+from endless.core.index_upkeep import read_turns
+from endless.core.messages import KINDS
+from endless.core.words import count
 from endless.core.log import examine, sealed, tid_number
 from endless.core.search_index import IndexBusy
 from endless.core.tree import _parse_node, is_erased_line
@@ -242,6 +245,66 @@ def scan(memory: "Memory") -> Scan:
     return found
 
 
+def index_problem(memory: "Memory") -> str | None:
+    """What is wrong with the search index file (None: nothing found, or no index yet), read-only.
+
+    SQLite's own check of every page, then each message row (id, time,
+    kind) against the log's record: the rows searches filter on, so a row
+    someone changed would let ``--kind`` or ``--before`` through a message
+    they exclude (search checks each hit too, and rebuilds).  A row the
+    index has not reached yet is not a problem: the next search adds it.
+    """
+    path = memory.search_index.path
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error as exc:
+        return f"it cannot be opened ({exc})"
+    try:
+        verdict = db.execute("PRAGMA quick_check").fetchone()
+        if verdict is None or verdict[0] != "ok":
+            return f"SQLite finds it damaged ({verdict[0] if verdict else 'no answer'})"
+        wrong, first_wrong = _rows_against_log(memory, db.execute("SELECT id, at, kind FROM msg ORDER BY id"))
+    except sqlite3.Error as exc:
+        return f"SQLite cannot read it ({exc})"
+    finally:
+        db.close()
+    if wrong:
+        return (f"{count(wrong, 'message row')} disagree with the order log (a kind or time changed, or an id "
+                f"the log lacks; the first at message {first_wrong})")
+    return None
+
+
+def _rows_against_log(memory: "Memory", rows) -> tuple[int, int | None]:
+    """How many index rows (in id order) the log's messages contradict, and the first one's id."""
+    codes = {kind: code for code, kind in enumerate(KINDS)}
+    wrong, first_wrong = 0, None
+    row = next(rows, None)
+    for _, _, record in read_turns(memory.log.path, 0, memory.log.end, 0):
+        for k, m in enumerate(record["m"]):
+            mid = record["id"] + k
+            while row is not None and row[0] < mid:  # a row for an id the log does not hold
+                wrong, first_wrong = wrong + 1, row[0] if first_wrong is None else first_wrong
+                row = next(rows, None)
+            if row is not None and row[0] == mid:
+                if row[2] != codes[m["k"]] or row[1] != m["at"]:
+                    wrong, first_wrong = wrong + 1, mid if first_wrong is None else first_wrong
+                row = next(rows, None)
+    while row is not None:
+        wrong, first_wrong = wrong + 1, row[0] if first_wrong is None else first_wrong
+        row = next(rows, None)
+    return wrong, first_wrong
+
+
+def rebuild_index(memory: "Memory") -> None:
+    """Remove the search index and build it again from the log and the tree, now (``doctor --repair``)."""
+    with memory.search_index.lock:
+        memory.search_index.close()
+        memory.search_index._set_aside()
+    index_upkeep.catch_up(memory.search_index, memory.index_sources(), float("inf"))
+
+
 def _table(path) -> array:
     table = array("Q")
     try:
@@ -279,4 +342,8 @@ def repair(memory: "Memory") -> list[str]:
             memory.tree.forget(damaged_slots)
             done.append(f"{len(damaged_slots)} damaged summary lines count as unwritten and are written again")
         memory.tree.write_index(force=True)
+        problem = index_problem(memory)
+        if problem is not None:
+            rebuild_index(memory)
+            done.append(f"rebuilt the search index from the order log ({problem})")
     return done

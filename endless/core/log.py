@@ -231,7 +231,22 @@ class OrderLog:
                 for t in range(len(self.offsets))]
 
     def write_index(self) -> None:
-        """Persist index entries not yet on disk (derived data: no fsync needed)."""
+        """Persist index entries not yet on disk (derived data: no fsync needed).
+
+        One that cannot be written (a full disk) is said and written at the
+        next chance: the records are in the log already, so the commit stands
+        (issue #33: no derived index blocks a write); a reader rebuilds rows
+        the file lacks from the log.
+        """
+        try:
+            self._write_index()
+        except durable.LinkRefused:
+            raise
+        except OSError as exc:
+            durable.log("log", f"the turn index {self.index_path} was not saved ({exc.strerror or exc}); it is "
+                               "caught up from the log at the next write; `endless doctor` checks it")
+
+    def _write_index(self) -> None:
         start = self._index_written
         if start == 0 and self.index_path.exists():  # rebuilt: no row of the old index may stay behind
             os.truncate(self.index_path, 0)

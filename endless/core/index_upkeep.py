@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import zlib
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[t
     checksum, every field), and its ids come after the last one yielded (a
     record moved or copied from elsewhere would give two messages one id).
     """
-    sealed, shape = log.sealed, log.shape
+    shape, crc32 = log.shape, zlib.crc32
     expected = 0
     try:
         fd = durable.open_fd(path, os.O_RDONLY)
@@ -63,8 +64,14 @@ def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[t
                     records = list(map(_loaded, group))
                 for line, record in zip(group, records):
                     pos += len(line) + 1
-                    seal = sealed(line)
-                    if seal is not False and not shape(record, seal, turn) and record["id"] >= expected:
+                    if line[-16:-10] == b',"c":"' and line[-2:] == b'"}':  # log.sealed, inline (a million lines)
+                        # As Endless wrote it if its checksum holds: only its place is checked (moved, copied).
+                        whole = (b"%08x" % crc32(line[:-16]) == line[-10:-2] and type(record) is dict
+                                 and record.get("turn") == turn and type(record.get("id")) is int
+                                 and type(record.get("m")) is list)
+                    else:
+                        whole = not shape(record, None, turn)
+                    if whole and record["id"] >= expected:
                         expected = record["id"] + len(record["m"])
                         yield turn, pos, record
                     turn += 1

@@ -47,12 +47,20 @@ def imported(tmp_path: Path) -> tuple[dict, Path, Path]:
     return env, workspace, folder
 
 
-def _damage_index(path: Path) -> None:
-    """200 bytes overwritten at the start of every page after the first (the header stays readable)."""
+def _damage_index(path: Path, table: str | None = None) -> None:
+    """200 bytes overwritten at the start of ``table``'s first page (its schema still opens: only the words
+    table fails, ``vtable constructor failed: words``), or of every page after the first."""
+    db = sqlite3.connect(path)
+    size = db.execute("PRAGMA page_size").fetchone()[0]
+    pages = [root for name, root in db.execute("SELECT name, rootpage FROM sqlite_master") if name == table]
+    db.close()
     data = bytearray(path.read_bytes())
-    for page in range(4096, len(data), 4096):
-        data[page:page + 200] = b"\xaa" * 200
+    for start in ([(page - 1) * size for page in pages] if table else range(size, len(data), size)):
+        data[start:start + 200] = b"\xaa" * 200
     path.write_bytes(bytes(data))
+
+
+DAMAGE = pytest.mark.parametrize("table", ["words_config", None], ids=["words-table", "every-page"])
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -62,10 +70,11 @@ def _leftovers(folder: Path) -> list[str]:
 # -- item 8: a damaged search index -------------------------------------------------------------
 
 
-def test_a_damaged_search_index_never_blocks_forget_or_a_later_write(imported, tmp_path):
+@DAMAGE
+def test_a_damaged_search_index_never_blocks_forget_or_a_later_write(imported, tmp_path, table):
     env, workspace, folder = imported
     index = folder / "index" / "search.v1.sqlite"
-    _damage_index(index)
+    _damage_index(index, table)
     found = run(env, None, "doctor", check=1)
     assert re.search(r"ERROR .*the search index .*search\.v1\.sqlite is damaged", found.stdout), found.stdout
     assert "`endless doctor --repair` builds it again" in found.stdout
@@ -85,9 +94,10 @@ def test_a_damaged_search_index_never_blocks_forget_or_a_later_write(imported, t
     assert run(env, None, "doctor").returncode == 0
 
 
-def test_doctor_repair_rebuilds_a_damaged_search_index(imported):
+@DAMAGE
+def test_doctor_repair_rebuilds_a_damaged_search_index(imported, table):
     env, workspace, folder = imported
-    _damage_index(folder / "index" / "search.v1.sqlite")
+    _damage_index(folder / "index" / "search.v1.sqlite", table)
     repaired = run(env, None, "doctor", "--repair")
     assert "rebuilt the search index from the order log" in repaired.stderr, repaired.stderr
     assert "ERROR" not in repaired.stdout, repaired.stdout
@@ -112,7 +122,7 @@ def test_a_forget_replayed_over_a_damaged_index_finishes(imported):
     proc = subprocess.run([_python(), "-c", child], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 9, proc.stderr
     assert list(folder.glob("forget.*.redo"))
-    _damage_index(folder / "index" / "search.v1.sqlite")
+    _damage_index(folder / "index" / "search.v1.sqlite", "words_config")
     replayed = run(env, workspace, "forget", "11")  # opens the memory: replays the redo first
     assert "finished forgetting 1 message that a crash had interrupted" in replayed.stderr, replayed.stderr
     assert not list(folder.glob("forget.*.redo"))

@@ -65,7 +65,10 @@ def open_read(path: Path | str) -> BinaryIO:
 def read_all(path: Path | str) -> bytes:
     """The whole of ``path``, never through a link."""
     with open_read(path) as handle:
-        return handle.read()
+        try:
+            return handle.read()
+        except OSError as exc:  # (a read names the descriptor, "3 is a folder…")
+            raise named(exc, path) from None
 
 
 def refuse_link(path: Path | str) -> None:
@@ -146,7 +149,7 @@ def write_all(fd: int, data: bytes, sync: bool = True) -> None:
 def named(exc: OSError, path: Path | str) -> OSError:
     """The error with the path it happened to (``os.write`` and ``fsync`` name none: "[Errno 28]" alone
     tells a person nothing of which disk is full)."""
-    if exc.filename is not None:
+    if isinstance(exc.filename, str):
         return exc
     return OSError(exc.errno, exc.strerror or str(exc), str(path))
 

@@ -151,6 +151,12 @@ class OrderLog:
             raw = durable.read_all(self.index_path)
         except FileNotFoundError:
             raw = b""
+        except durable.LinkRefused:
+            raise
+        except OSError as exc:  # derived data: one that cannot be read is built again from the log
+            durable.log("log", f"the turn index {self.index_path} cannot be read ({exc.strerror or exc}); "
+                               "indexing the log again; `endless doctor` says what is wrong with the file")
+            raw = b""
         usable = len(raw) - len(raw) % (_FIELDS * _ITEM)
         table = array("Q")
         table.frombytes(raw[:usable])

@@ -71,13 +71,26 @@ class TreeStore:
             self.free_upto = int(pos[2]) if len(pos) > 2 else 0
         except (FileNotFoundError, IndexError):
             self.end, self.count, self.free_upto = 0, 0, 0
+        except durable.LinkRefused:
+            raise
+        except OSError as exc:  # derived data: read again from the tree file
+            durable.log("tree", f"the tree index {self._pos_path()} cannot be read ({exc.strerror or exc}); "
+                                "rebuilding it")
+            self.end, self.count, self.free_upto = 0, 0, 0
         self.slots = []
         level = 0
         while True:
             path = self._slot_path(level)
             if not path.exists():
                 break
-            raw = durable.read_all(path)
+            try:
+                raw = durable.read_all(path)
+            except durable.LinkRefused:
+                raise
+            except OSError as exc:  # derived data: read again from the tree file
+                durable.log("tree", f"the tree index {path} cannot be read ({exc.strerror or exc}); rebuilding it")
+                self.reset()
+                return
             slots = array("Q")
             slots.frombytes(raw[:len(raw) - len(raw) % 8])
             self.slots.append(slots)

@@ -281,3 +281,22 @@ def test_a_full_disk_leaves_no_temporary_file_and_names_the_path(small_disk, tmp
     run(env, workspace, "forget", "3")
     assert "gamma3" not in run(env, workspace, "history").stdout
     assert _leftovers(folder) == []
+
+
+@pytest.mark.parametrize("name", ["turns.v1.bin", "tree-pos.v1.bin", "tree-L00.v1.bin"])
+def test_a_derived_index_that_cannot_be_read_or_written_never_blocks_a_write(imported, tmp_path, name):
+    """A folder where an index file belongs: the import goes on (the index is rebuilt from the log as it is
+    needed), its turns are read and found, and doctor names the file."""
+    env, workspace, folder = imported
+    path = folder / "index" / name
+    path.unlink()
+    path.mkdir()
+    more = tmp_path / "more.jsonl"
+    more.write_text(orjson.dumps({"role": "user", "content": "a later message about delta", "at": 1_800_000_000}
+                                 ).decode() + "\n")
+    added = run(env, workspace, "import", str(more), "--no-progress")
+    assert added.stdout.startswith("imported 1 turn (1 message)"), added.stdout
+    assert "a later message about delta" in run(env, workspace, "history").stdout
+    assert [h["id"] for h in orjson.loads(run(env, workspace, "search", "delta", "--json").stdout)["hits"]] \
+        == [MESSAGES]
+    assert name in run(env, None, "doctor", check=1).stdout

@@ -249,7 +249,7 @@ def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
     page = int_arg("page", args.get("page", 1) if args.get("page") is not None else 1, 1)
     part = tiling.parse_name(ident, n, memory.total)
     if part is None:
-        raise AnswerError(NO_LINE, why_no_line(ident, n, memory.total, memory.memory_id))
+        raise AnswerError(NO_LINE, why_no_line(ident, n, memory.total, memory.memory_id, bool(memory.log.damage)))
     if n == 1:
         return {"message": _message_value(memory, ident, page)}
     if not memory.is_built(*part):
@@ -257,7 +257,7 @@ def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
     return {"lines": [line_value(memory, half, times) for half in tiling.children(part)]}
 
 
-def why_no_line(ident: int, n: int, total: int, memory_id: str) -> str:
+def why_no_line(ident: int, n: int, total: int, memory_id: str, damaged: bool = False) -> str:
     """What is wrong with the name ``ident+n``, and only that: its size, its start, or its place."""
     name = f"{ident}+{n}"
     if n & (n - 1):
@@ -267,9 +267,12 @@ def why_no_line(ident: int, n: int, total: int, memory_id: str) -> str:
         return (f"no line {name}: a line of {n} messages starts at a multiple of {n}, "
                 f"such as {below}+{n} or {below + n}+{n}")
     what = f"message {ident}" if n == 1 else f"line {name}"
+    # Damaged records' messages cannot be counted: say so, rather than a count that looks whole.
+    note = ("; its order log has damaged records, whose messages cannot be read (`endless doctor` names them)"
+            if damaged else "")
     if total == 0:
-        return f"no {what}: memory {memory_id} holds no messages yet"
-    return f"no {what}: memory {memory_id} holds messages 0 to {total - 1}"
+        return f"no {what}: memory {memory_id} holds no {'readable ' if damaged else ''}messages yet{note}"
+    return f"no {what}: memory {memory_id} holds messages 0 to {total - 1}{note}"
 
 
 def _message_value(memory: Memory, ident: int, page: int) -> dict:

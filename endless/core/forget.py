@@ -425,23 +425,47 @@ def _in_registry(memory: "Memory", op: str) -> bool:
 
 
 def _patch_files(memory: "Memory", plan: _Plan) -> int:
-    written = 0
-    blanked = [(o, n, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]
-    sealed = [(o, len(seal), seal.encode("ascii")) for o, seal in plan.seals]
-    for path, patches in ((memory.log.path, blanked + sealed),
-                          (memory.tree.path, [(o, n, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
-        if not patches:
+    """Blank the texts and erase the lines; returns the bytes erased (each write is a step a crash may cut)."""
+    written = sum(n for _, n in plan.log_patches)
+    for path, writes in ((memory.log.path, _log_writes(memory, plan)),
+                         (memory.tree.path, [(o, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
+        if not writes:
             continue
-        fd = os.open(path, os.O_WRONLY)
+        fd = os.open(path, os.O_RDWR)
         try:
-            for offset, length, data in patches:
+            for offset, data in writes:
+                if isinstance(data, list):  # a record's texts and its checksum: the span read, patched, written
+                    span = bytearray(os.pread(fd, data[-1][0] + len(data[-1][1]) - offset, offset))
+                    for at, piece in data:
+                        span[at - offset:at - offset + len(piece)] = piece
+                    data = bytes(span)
                 os.pwrite(fd, data, offset)
-                written += length
                 step("patch")
             os.fsync(fd)
         finally:
             os.close(fd)
+    written += sum(n for _, _, _, n in plan.nodes)
     return written
+
+
+def _log_writes(memory: "Memory", plan: _Plan) -> list[tuple[int, bytes | list[tuple[int, bytes]]]]:
+    """The log's patches, one write per record that carries a checksum: its blanked texts and its new
+    checksum land together, so a reader never meets the texts blanked and the checksum not yet (damage)."""
+    blanked = [(o, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]
+    seals = {o: seal.encode("ascii") for o, seal in plan.seals}
+    if not seals:
+        return blanked
+    by_turn: dict[int, list[tuple[int, bytes]]] = {}
+    for offset, data in blanked + list(seals.items()):
+        by_turn.setdefault(bisect.bisect_right(memory.log.offsets, offset) - 1, []).append((offset, data))
+    writes: list[tuple[int, bytes | list[tuple[int, bytes]]]] = []
+    for _, patches in sorted(by_turn.items()):
+        patches.sort()
+        if patches[-1][0] in seals:
+            writes.append((patches[0][0], patches))
+        else:
+            writes.extend(patches)
+    return writes
 
 
 def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:

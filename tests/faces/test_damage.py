@@ -300,3 +300,20 @@ def test_a_derived_index_that_cannot_be_read_or_written_never_blocks_a_write(imp
     assert [h["id"] for h in orjson.loads(run(env, workspace, "search", "delta", "--json").stdout)["hits"]] \
         == [MESSAGES]
     assert name in run(env, None, "doctor", check=1).stdout
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["checksummed", "older-records"])
+def test_a_forget_keeps_its_records_whole(imported, sealed):
+    """A forget blanks texts in place: the record's checksum is written anew with them (one write), so the
+    forgotten turn reads as forgotten, not as damage, and doctor stays quiet."""
+    env, workspace, folder = imported
+    if not sealed:
+        _unsealed(folder)
+    run(env, workspace, "forget", "--turn", "4")
+    run(env, workspace, "forget", "17")
+    entries = {e["id"]: e for t in orjson.loads(run(env, workspace, "history", "--json").stdout)["turns"]
+               for e in t["entries"]}
+    assert all("forgottenAt" in entries[i] for i in (8, 9, 17)) and "forgottenAt" not in entries[16]
+    assert entries[16]["text"] == "message 16 about topic alpha16"
+    assert run(env, None, "doctor").returncode == 0
+    assert b"alpha17" not in _log(folder).read_bytes() and b"alpha8" not in _log(folder).read_bytes()

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 import orjson
 
 from endless import prompts
-from endless.core import durable, forget_copies as copies, index_upkeep, log, tiling
+from endless.core import durable, forget_copies as copies, index_upkeep, tiling
 from endless.core.errors import MemoryUseError
 from endless.core.messages import Stored
 from endless.core.search_index import is_damage, line_key
@@ -283,7 +283,9 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
                 token = orjson.dumps(m[key])
                 inner = span.encoded.find(b'"' + key.encode() + b'":' + token)
                 plan.log_patches.append((span.offset + inner + 4, len(token)))
-        _reseal(memory, turn, plan, plan.log_patches[patches:])
+        seal = memory.log.seal_after(turn, plan.log_patches[patches:])
+        if seal is not None:
+            plan.seals.append(seal)
     seen: set[tuple[int, int]] = set()
     for mid in ids:
         for part in _written_from(memory, mid):
@@ -296,24 +298,6 @@ def _plan(memory: "Memory", ids: list[int], at: float) -> _Plan:
             plan.nodes.append((part[0], part[1], offset, len(raw)))
             plan.line_texts[part] = record["text"]
     return plan
-
-
-def _reseal(memory: "Memory", turn: int, plan: _Plan, patches: list[tuple[int, int]]) -> None:
-    """The checksum the record carries once its texts are blanked, patched in with them (same length).
-
-    Computed now, from the whole record, so a replay after a crash writes
-    the same bytes whatever it finds; a record whose checksum already failed
-    keeps it (its damage stays visible, never sealed over).
-    """
-    base, length = memory.log.offsets[turn], memory.log.lengths[turn]
-    line = bytearray(os.pread(memory.log._reader(), length, base))
-    if not patches or log.sealed(bytes(line)) is not True:
-        return
-    for offset, n in patches:
-        line[offset - base:offset - base + n] = b'""' + b" " * (n - 2)
-    seal = log.reseal(bytes(line))
-    if seal is not None:
-        plan.seals.append((base + length - log.SEAL_FROM_END, seal.decode("ascii")))
 
 
 def _written_from(memory: "Memory", mid: int) -> list[tuple[int, int]]:
@@ -427,7 +411,7 @@ def _in_registry(memory: "Memory", op: str) -> bool:
 def _patch_files(memory: "Memory", plan: _Plan) -> int:
     """Blank the texts and erase the lines; returns the bytes erased (each write is a step a crash may cut)."""
     written = sum(n for _, n in plan.log_patches)
-    for path, writes in ((memory.log.path, _log_writes(memory, plan)),
+    for path, writes in ((memory.log.path, memory.log.patch_writes(plan.log_patches, plan.seals)),
                          (memory.tree.path, [(o, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
         if not writes:
             continue
@@ -446,26 +430,6 @@ def _patch_files(memory: "Memory", plan: _Plan) -> int:
             os.close(fd)
     written += sum(n for _, _, _, n in plan.nodes)
     return written
-
-
-def _log_writes(memory: "Memory", plan: _Plan) -> list[tuple[int, bytes | list[tuple[int, bytes]]]]:
-    """The log's patches, one write per record that carries a checksum: its blanked texts and its new
-    checksum land together, so a reader never meets the texts blanked and the checksum not yet (damage)."""
-    blanked = [(o, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]
-    seals = {o: seal.encode("ascii") for o, seal in plan.seals}
-    if not seals:
-        return blanked
-    by_turn: dict[int, list[tuple[int, bytes]]] = {}
-    for offset, data in blanked + list(seals.items()):
-        by_turn.setdefault(bisect.bisect_right(memory.log.offsets, offset) - 1, []).append((offset, data))
-    writes: list[tuple[int, bytes | list[tuple[int, bytes]]]] = []
-    for _, patches in sorted(by_turn.items()):
-        patches.sort()
-        if patches[-1][0] in seals:
-            writes.append((patches[0][0], patches))
-        else:
-            writes.extend(patches)
-    return writes
 
 
 def _index_and_patch(memory: "Memory", plan: _Plan, replay: bool) -> int:

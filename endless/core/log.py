@@ -422,6 +422,46 @@ class OrderLog:
     def has_tid(self, tid: str) -> bool:
         return tid_number(tid) in self.tids
 
+    # -- a forget's patches (endless.core.forget) --------------------------------------------------
+
+    def seal_after(self, turn: int, patches: list[tuple[int, int]]) -> tuple[int, str] | None:
+        """Where the record's checksum lies and what it will be once ``patches`` (JSON strings at
+        ``(offset, length)``) are blanked; None if it has none, or one that fails already.
+
+        Computed before anything changes, from the whole record, so a replay
+        after a crash writes the same bytes whatever it finds; a record whose
+        checksum already fails keeps it (its damage stays visible, never sealed over).
+        """
+        base, length = self.offsets[turn], self.lengths[turn]
+        line = bytearray(os.pread(self._reader(), length, base))
+        if not patches or sealed(bytes(line)) is not True:
+            return None
+        for offset, n in patches:
+            line[offset - base:offset - base + n] = b'""' + b" " * (n - 2)
+        seal = reseal(bytes(line))
+        return None if seal is None else (base + length - SEAL_FROM_END, seal.decode("ascii"))
+
+    def patch_writes(self, patches: list[tuple[int, int]], seals: list[tuple[int, str]]
+                     ) -> list[tuple[int, bytes | list[tuple[int, bytes]]]]:
+        """The writes of a forget's patches: one per record that carries a checksum (its blanked texts
+        and its new checksum together: a reader never meets the texts blanked and the checksum not yet,
+        which is damage), as ``(start, [(offset, bytes), ...])``; the rest ``(offset, bytes)``."""
+        blanked = [(o, b'""' + b" " * (n - 2)) for o, n in patches]
+        sums = {o: seal.encode("ascii") for o, seal in seals}
+        if not sums:
+            return list(blanked)
+        by_turn: dict[int, list[tuple[int, bytes]]] = {}
+        for offset, data in blanked + list(sums.items()):
+            by_turn.setdefault(bisect.bisect_right(self.offsets, offset) - 1, []).append((offset, data))
+        writes: list[tuple[int, bytes | list[tuple[int, bytes]]]] = []
+        for _, group in sorted(by_turn.items()):
+            group.sort()
+            if group[-1][0] in sums:
+                writes.append((group[0][0], group))
+            else:
+                writes.extend(group)
+        return writes
+
 
 def stored_from(record: dict, k: int, turn: int) -> Stored:
     m = record["m"][k]

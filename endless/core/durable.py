@@ -187,6 +187,8 @@ def replace_file(path: Path, data: bytes, sync: bool = True) -> None:
             os.unlink(tmp)  # never left behind (a full disk left empty ones: issue #33 item 14)
         except OSError:
             pass
+        if exc.filename == str(tmp) and exc.filename2 is not None:
+            exc = OSError(exc.errno, exc.strerror, str(path))  # the rename: the file it replaces is the one to name
         raise named(exc, path) from None
     if sync:
         fsync_dir(path.parent)

@@ -30,8 +30,12 @@ from typing import TYPE_CHECKING, Protocol
 import orjson
 
 from endless.core.store import durable
+from endless.core.search import upkeep as index_upkeep
 from endless.core.view import tiling
-from endless.core.store import parse_turn, tid_number
+from endless.core.search import read_turns
+from endless.core.store import KINDS
+from endless.core.words import count
+from endless.core.store import examine, sealed, tid_number
 from endless.core.search import IndexBusy
 from endless.core.store import parse_node, is_erased_line
 
@@ -197,6 +201,8 @@ class Scan:
     bad_slots: list[tuple[int, int]] = field(default_factory=list)  # tree slots that do not match their line
     past_end: list[tuple[int, int]] = field(default_factory=list)  # tree lines for messages the log lacks
     past_end_parts: set = field(default_factory=set)
+    unchecked: list[int] = field(default_factory=list)  # turns written before records carried a checksum
+    reasons: dict[int, str] = field(default_factory=dict)  # why each damaged turn is damage, in words
 
 
 def scan(memory: Memory) -> Scan:
@@ -205,20 +211,27 @@ def scan(memory: Memory) -> Scan:
     log, tree = memory.log, memory.tree
     data, _ = durable.read_complete(log.path, 0)
     stored = _table(log.index_path)  # the index as stored, whatever this process rebuilt in memory
-    turn, at = 0, 0
+    turn, at, after_damage = 0, 0, False
     for offset, line in durable.iter_lines(data, 0):
         if offset >= log.end:
             break
-        record = parse_turn(line, turn, None)
+        record, why = examine(line, turn)
+        if record is not None and (record["id"] < at or (record["id"] > at and not after_damage)):
+            why = f"its messages start at id {record['id']}, but the turns before it end at {at}"
+            record = None
         row = tuple(stored[turn * 5:turn * 5 + 5]) if turn * 5 + 5 <= len(stored) else None
+        after_damage = record is None
         if record is None:
             first = row[2] if row else at
             count = row[3] if row else 0
             ids = f"messages {first}..{first + count - 1}" if count else f"messages from {first}"
             found.damaged_turns.append((turn, offset, ids))
+            found.reasons[turn] = why
             if row is not None and row[:2] != (offset, len(line)):
                 found.bad_rows.append(turn)
         else:
+            if sealed(line) is None:
+                found.unchecked.append(turn)
             at = record["id"] + len(record["m"])
             if row is None or row != (offset, len(line), record["id"], len(record["m"]), tid_number(record["tid"])):
                 found.bad_rows.append(turn)
@@ -247,6 +260,66 @@ def scan(memory: Memory) -> Scan:
                 if not any(offset == slot - 1 for offset, _ in found.damaged_lines):
                     found.bad_slots.append((level - 1, index))
     return found
+
+
+def index_problem(memory: "Memory") -> str | None:
+    """What is wrong with the search index file (None: nothing found, or no index yet), read-only.
+
+    SQLite's own check of every page, then each message row (id, time,
+    kind) against the log's record: the rows searches filter on, so a row
+    someone changed would let ``--kind`` or ``--before`` through a message
+    they exclude (search checks each hit too, and rebuilds).  A row the
+    index has not reached yet is not a problem: the next search adds it.
+    """
+    path = memory.search_index.path
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error as exc:
+        return f"it cannot be opened ({exc})"
+    try:
+        verdict = db.execute("PRAGMA quick_check").fetchone()
+        if verdict is None or verdict[0] != "ok":
+            return f"SQLite finds it damaged ({verdict[0] if verdict else 'no answer'})"
+        wrong, first_wrong = _rows_against_log(memory, db.execute("SELECT id, at, kind FROM msg ORDER BY id"))
+    except sqlite3.Error as exc:
+        return f"SQLite cannot read it ({exc})"
+    finally:
+        db.close()
+    if wrong:
+        return (f"{count(wrong, 'message row')} disagree with the order log (a kind or time changed, or an id "
+                f"the log lacks; the first at message {first_wrong})")
+    return None
+
+
+def _rows_against_log(memory: "Memory", rows) -> tuple[int, int | None]:
+    """How many index rows (in id order) the log's messages contradict, and the first one's id."""
+    codes = {kind: code for code, kind in enumerate(KINDS)}
+    wrong, first_wrong = 0, None
+    row = next(rows, None)
+    for _, _, record in read_turns(memory.log.path, 0, memory.log.end, 0):
+        for k, m in enumerate(record["m"]):
+            mid = record["id"] + k
+            while row is not None and row[0] < mid:  # a row for an id the log does not hold
+                wrong, first_wrong = wrong + 1, row[0] if first_wrong is None else first_wrong
+                row = next(rows, None)
+            if row is not None and row[0] == mid:
+                if row[2] != codes[m["k"]] or row[1] != m["at"]:
+                    wrong, first_wrong = wrong + 1, mid if first_wrong is None else first_wrong
+                row = next(rows, None)
+    while row is not None:
+        wrong, first_wrong = wrong + 1, row[0] if first_wrong is None else first_wrong
+        row = next(rows, None)
+    return wrong, first_wrong
+
+
+def rebuild_index(memory: "Memory") -> None:
+    """Remove the search index and build it again from the log and the tree, now (``doctor --repair``)."""
+    with memory.search_index.lock:
+        memory.search_index.close()
+        memory.search_index.set_aside()
+    index_upkeep.catch_up(memory.search_index, memory.index_sources(), float("inf"))
 
 
 def _table(path) -> array:
@@ -286,4 +359,8 @@ def repair(memory: Memory) -> list[str]:
             memory.tree.forget(damaged_slots)
             done.append(f"{len(damaged_slots)} damaged summary lines count as unwritten and are written again")
         memory.tree.write_index(force=True)
+        problem = index_problem(memory)
+        if problem is not None:
+            rebuild_index(memory)
+            done.append(f"rebuilt the search index from the order log ({problem})")
     return done

@@ -448,6 +448,7 @@ def test_only_a_stretch_named_free_is_stepped_over_unread(tmp_path, named):
 
 
 _LOG_LINES = st.one_of(
+    st.builds(lambda i, n: ("whole", i, n), st.integers(0, 3), st.integers(0, 3)),  # a record of its place
     st.builds(lambda i, n: orjson.dumps({"id": i, "tid": "t", "m": [{"k": "user", "x": f"m{j}"} for j in range(n)]}),
               st.integers(0, 10**6), st.integers(0, 3)),
     st.sampled_from([b'{"id": 1, "m": [', b"not json", b"[1, 2]", b'{"id": "7", "m": []}', b'{"id": 3}',
@@ -455,25 +456,43 @@ _LOG_LINES = st.one_of(
 )
 
 
+def _placed_lines(kinds: list) -> list[bytes]:
+    """Each ``("whole", skip, n)`` as the log writes a record at its place (ids running on, ``skip`` ids
+    past the last one), the rest as given."""
+    from endless.core.store.log import placed, record_tail
+
+    out, next_id = [], 0
+    for turn, kind in enumerate(kinds):
+        if isinstance(kind, bytes):
+            out.append(kind)
+            continue
+        _, skip, n = kind
+        messages = [{"k": "user", "x": f"m{j}", "at": 1.0} for j in range(n)]
+        out.append(placed(turn, next_id + skip, record_tail("%016x" % (turn + 1), "s", "t", "completed", 1.0,
+                                                            messages))[:-1])
+        next_id += skip + n
+    return out
+
+
 @hsettings(max_examples=60, deadline=None)
 @given(lines=st.lists(_LOG_LINES, max_size=40), repeat=st.integers(1, 40), start_line=st.integers(0, 5))
-@example(lines=[orjson.dumps({"id": 0, "m": []}), b"not json"], repeat=INDEX_PARSE_GROUP, start_line=0)
+@example(lines=[("whole", 0, 1), b"not json"], repeat=INDEX_PARSE_GROUP, start_line=0)
 def test_turns_read_a_group_at_a_time_are_the_lines_read_alone(tmp_path_factory, lines, repeat, start_line):
     """Records are parsed a group of lines at a time; a damaged line in a group is skipped alone, every
-    other line of the group is read, and each record keeps its turn number and the byte where it ends."""
+    other line of the group is read, and each record keeps its turn number and the byte where it ends.
+    A record is whole as the log itself reads it (``examine``), and its ids come after the last one read."""
     from endless.core.search.upkeep import read_turns
+    from endless.core.store.log import examine
 
-    every = (lines * repeat)[:3 * INDEX_PARSE_GROUP]
+    every = _placed_lines((lines * repeat)[:3 * INDEX_PARSE_GROUP])
     path = tmp_path_factory.mktemp("log") / "turns.jsonl"
     path.write_bytes(b"".join(line + b"\n" for line in every))
     start = sum(len(line) + 1 for line in every[:start_line])
-    expected, pos = [], start
+    expected, pos, next_id = [], start, 0
     for turn, line in enumerate(every[start_line:], start=start_line):
         pos += len(line) + 1
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("id"), int) and isinstance(record.get("m"), list):
+        record, _ = examine(line, turn)
+        if record is not None and record["id"] >= next_id:
             expected.append((turn, pos, record))
+            next_id = record["id"] + len(record["m"])
     assert list(read_turns(path, start, path.stat().st_size, start_line)) == expected

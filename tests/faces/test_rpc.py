@@ -660,9 +660,10 @@ def test_reads_while_a_writer_process_commits_turns(tmp_path):
         child.close()
 
 
-def test_an_internal_failure_never_leaks_a_stack_trace(tmp_path, capfd):
-    """A log record the reader cannot turn into a message (no time) makes zoom fail inside: the caller
-    gets endless/internal and a plain sentence; the trace goes to the server's stderr."""
+def test_a_record_without_a_time_is_damage_in_words_never_a_stack_trace(tmp_path, capfd):
+    """A log record the reader cannot turn into a message (no time) once made zoom fail inside
+    (endless/internal); every field is now checked where the log is read (issue #33), so the caller
+    gets the damage in a plain sentence, and nothing fails inside."""
     memory = Memory.open(workspace_key(None, tmp_path / "ws"), root=tmp_path, settings=F.small_settings())
     mid = memory.memory_id
     path = memory.log.path
@@ -673,6 +674,7 @@ def test_an_internal_failure_never_leaks_a_stack_trace(tmp_path, capfd):
         handle.write(orjson.dumps(record) + b"\n")
     with client(tmp_path, F.small_settings()) as c:
         status, code, message = error_of(c, "zoom", memoryId=mid, id=0, n=1)
-    assert (status, code) == (200, "endless/internal")
+    assert (status, code) == (200, "endless/no-line")
+    assert "damaged" in message, message
     assert "KeyError" not in message and "File " not in message and str(tmp_path) not in message
-    assert "Traceback" in capfd.readouterr().err
+    assert "Traceback" not in capfd.readouterr().err

@@ -18,7 +18,7 @@ from typing import Callable
 import orjson
 
 from endless.core.store import durable
-from endless.core.search import ZEROED, IndexBusy, SearchIndex
+from endless.core.search import ZEROED, IndexBusy, SearchIndex, is_damage
 from endless.core.settings import FORGET_CHECKPOINT_TRIES
 
 
@@ -39,29 +39,44 @@ def purge_pending(folder: Path, pattern: str, step: Callable[[str], None], wait:
         return True
     index = SearchIndex(folder)
     try:
-        if index.exists():
-            try:
-                with index.write(wait=wait):
-                    db = index.db()
-                    for table in ("words", "line_words"):
-                        db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-                        step("optimized")
-            except IndexBusy:
-                return False
-            if not db.execute("SELECT 1 FROM state WHERE name = ?", (ZEROED,)).fetchone():
-                # Pages freed before secure_delete was on may still hold words: rewrite the file once.
-                db.execute("VACUUM")
-                db.execute("INSERT OR IGNORE INTO state(name, value) VALUES (?, 1)", (ZEROED,))
-                step("vacuumed")
-            if not _checkpoint(db, step):
-                durable.log("forget", "the search index's old pages stay in its write-ahead file until its "
-                                      "next checkpoint (another process was reading it)")
+        try:
+            done = _merge(index, step, wait)
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            index.discard(exc)  # removed: nothing of the forgotten words is left in it to merge away
+            done = True
+        if not done:
+            return False
     finally:
         index.close()
     for marker in markers:
         marker.unlink(missing_ok=True)
     durable.fsync_dir(folder)
     step("done")
+    return True
+
+
+def _merge(index: SearchIndex, step: Callable[[str], None], wait: bool) -> bool:
+    """The merge itself; False if the index was busy."""
+    if not index.exists():
+        return True
+    try:
+        with index.write(wait=wait):
+            db = index.db()
+            for table in ("words", "line_words"):
+                db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+                step("optimized")
+    except IndexBusy:
+        return False
+    if not db.execute("SELECT 1 FROM state WHERE name = ?", (ZEROED,)).fetchone():
+        # Pages freed before secure_delete was on may still hold words: rewrite the file once.
+        db.execute("VACUUM")
+        db.execute("INSERT OR IGNORE INTO state(name, value) VALUES (?, 1)", (ZEROED,))
+        step("vacuumed")
+    if not _checkpoint(db, step):
+        durable.log("forget", "the search index's old pages stay in its write-ahead file until its "
+                              "next checkpoint (another process was reading it)")
     return True
 
 

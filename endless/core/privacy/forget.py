@@ -49,10 +49,10 @@ the text.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import secrets
+import sqlite3
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -68,7 +68,8 @@ from endless.core.search import upkeep as index_upkeep
 from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
 from endless.core.store import Stored
-from endless.core.search import line_key
+from endless.core.search import is_damage, line_key
+from endless.core.privacy import spans
 from endless.core.privacy.host import Forgettable
 from endless.core.words import count
 
@@ -246,10 +247,11 @@ class _Plan:
     tree_end: int = 0
     titled: list[int] = field(default_factory=list)  # turns whose recorded title is erased
     titles: list[str] = field(default_factory=list)  # in memory only: those titles, for the index's rows
+    seals: list[tuple[int, str]] = field(default_factory=list)  # (offset, checksum) of each patched record
 
     def to_json(self) -> dict:
         return {"op": self.op, "at": self.at, "ids": self.ids, "log": self.log_patches,
-                "nodes": self.nodes, "tree_end": self.tree_end, "titled": self.titled}
+                "nodes": self.nodes, "tree_end": self.tree_end, "titled": self.titled, "seals": self.seals}
 
 
 def _plan(memory: Forgettable, ids: list[int], at: float, matched: derived.Matched = derived.Matched()) -> _Plan:
@@ -260,8 +262,9 @@ def _plan(memory: Forgettable, ids: list[int], at: float, matched: derived.Match
         if turn is None:
             raise MemoryUseError(f"message {mid} cannot be read (a damaged line); run `endless doctor`")
         by_turn.setdefault(turn, []).append(mid)
+    patches: dict[int, list[tuple[int, int]]] = {}  # each record's JSON strings to blank
     for turn, mids in sorted(by_turn.items()):
-        for span in _message_spans(memory, turn):
+        for span in spans.message_spans(memory, turn):
             if span.ident not in mids:
                 continue
             m = span.message
@@ -271,10 +274,15 @@ def _plan(memory: Forgettable, ids: list[int], at: float, matched: derived.Match
                     continue
                 token = orjson.dumps(m[key])
                 inner = span.encoded.find(b'"' + key.encode() + b'":' + token)
-                plan.log_patches.append((span.offset + inner + 4, len(token)))
+                patches.setdefault(turn, []).append((span.offset + inner + 4, len(token)))
     for turn, offset, length in derived.title_spans(memory, set(matched.titles)):
-        plan.log_patches.append((offset, length))
+        patches.setdefault(turn, []).append((offset, length))
         plan.titled.append(turn)
+    for turn in sorted(patches):  # a record's checksum is worked out once, over all its blanked strings
+        plan.log_patches.extend(patches[turn])
+        seal = memory.log.seal_after(turn, patches[turn])
+        if seal is not None:
+            plan.seals.append(seal)
     seen: set[tuple[int, int]] = set()
     for start in [(0, mid) for mid in ids] + list(matched.lines):
         for part in _written_from(memory, start):
@@ -409,28 +417,51 @@ def _in_registry(memory: Forgettable, op: str) -> bool:
 
 
 def _patch_files(memory: Forgettable, plan: _Plan) -> int:
-    written = 0
-    for path, patches in ((memory.log.path, [(o, n, b'""' + b" " * (n - 2)) for o, n in plan.log_patches]),
-                          (memory.tree.path, [(o, n, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
-        if not patches:
+    """Blank the texts and erase the lines; returns the bytes erased (each write is a step a crash may cut)."""
+    written = sum(n for _, n in plan.log_patches)
+    for path, writes in ((memory.log.path, memory.log.patch_writes(plan.log_patches, plan.seals)),
+                         (memory.tree.path, [(o, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
+        if not writes:
             continue
-        fd = durable.open_fd(path, os.O_WRONLY)
+        fd = durable.open_fd(path, os.O_RDWR)
         try:
-            for offset, length, data in patches:
+            for offset, data in writes:
+                if isinstance(data, list):  # a record's texts and its checksum: the span read, patched, written
+                    span = bytearray(os.pread(fd, data[-1][0] + len(data[-1][1]) - offset, offset))
+                    for at, piece in data:
+                        span[at - offset:at - offset + len(piece)] = piece
+                    data = bytes(span)
                 os.pwrite(fd, data, offset)
-                written += length
                 step("patch")
             os.fsync(fd)
         finally:
             os.close(fd)
+    written += sum(n for _, _, _, n in plan.nodes)
     return written
 
 
 def _index_and_patch(memory: Forgettable, plan: _Plan, replay: bool) -> int:
-    """Delete the index rows and patch the files in one index write transaction, then purge old pages."""
+    """Delete the index rows and patch the files in one index write transaction, then purge old pages.
+
+    A damaged index never stops a forget (it would stop every write after it,
+    each replaying this redo): it is removed, to be built again from the
+    patched log, and the files are patched all the same (patches are
+    idempotent, so patching again after a failed commit changes nothing).
+    """
     index = memory.search_index
     if not index.exists():
         return _patch_files(memory, plan)
+    try:
+        return _index_rows_and_patch(memory, plan)
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        index.discard(exc)
+        return _patch_files(memory, plan)
+
+
+def _index_rows_and_patch(memory: "Memory", plan: _Plan) -> int:
+    index = memory.search_index
     db = index.db()
     db.execute("CREATE TABLE IF NOT EXISTS forgot(id INTEGER PRIMARY KEY)")
     stale = False
@@ -500,7 +531,8 @@ def on_open(memory: Forgettable) -> None:
             continue
         plan = _Plan(data["op"], float(data["at"]), [int(i) for i in data["ids"]],
                      [tuple(p) for p in data["log"]], [tuple(n) for n in data["nodes"]],
-                     tree_end=int(data.get("tree_end", 0)), titled=[int(t) for t in data.get("titled", ())])
+                     tree_end=int(data.get("tree_end", 0)), titled=[int(t) for t in data.get("titled", ())],
+                     seals=[(int(o), str(seal)) for o, seal in data.get("seals", [])])
         _recover_texts(memory, plan)
         _apply(memory, plan, replay=True)
         memory.report(f"finished forgetting {count(len(plan.ids), 'message')} that a crash had interrupted")
@@ -523,7 +555,7 @@ def _recover_texts(memory: Forgettable, plan: _Plan) -> None:
                 continue
             if key != b'"x":':
                 continue  # a writer text (the index holds the text only)
-            mid = _id_at(memory, offset)
+            mid = spans.id_at(memory, offset)
             if mid is not None and mid not in plan.texts:
                 plan.texts[mid] = orjson.loads(token)
     for level, index, offset, length in plan.nodes:
@@ -534,38 +566,3 @@ def _recover_texts(memory: Forgettable, plan: _Plan) -> None:
             continue
         if isinstance(record, dict) and isinstance(record.get("text"), str):
             plan.line_texts[(level, index)] = record["text"]
-
-
-def _id_at(memory: Forgettable, offset: int) -> int | None:
-    """The message whose text's JSON string starts at byte ``offset`` of the log."""
-    turn = bisect.bisect_right(memory.log.offsets, offset) - 1
-    if turn < 0:
-        return None
-    for span in _message_spans(memory, turn):
-        if span.offset <= offset < span.offset + len(span.encoded):
-            return span.ident
-    return None
-
-
-@dataclass(frozen=True)
-class _Span:
-    ident: int  # the message's id
-    message: dict  # its stored form
-    encoded: bytes  # that form as the log holds it
-    offset: int  # where it starts in the log
-
-
-def _message_spans(memory: Forgettable, turn: int) -> Iterator[_Span]:
-    """Each message of the turn's record with its bytes and place in the log (one already forgotten,
-    its text now spaces, no longer matches its re-encoding and is skipped)."""
-    base = memory.log.offsets[turn]
-    line = os.pread(memory.log.reader(), memory.log.lengths[turn], base)
-    record = orjson.loads(line)
-    pos = line.find(b',"m":[')
-    for k, m in enumerate(record["m"]):
-        enc = orjson.dumps(m)
-        found = line.find(enc, pos)
-        if found < 0:
-            continue
-        pos = found + len(enc)
-        yield _Span(record["id"] + k, m, enc, base + found)

@@ -21,9 +21,11 @@ _WHERE = {
     "SearchIndex": "index",
     "ZEROED": "index",
     "index": "index",
+    "is_damage": "index",
     "line_key": "index",
     "query": "query",
     "scan": "scan",
+    "read_turns": "upkeep",
     "upkeep": "upkeep",
 }
 __all__ = sorted(_WHERE)
@@ -45,7 +47,8 @@ if TYPE_CHECKING:
     from endless.core.search.finder import Searchable
     from endless.core.search import follow
     from endless.core.search import index
-    from endless.core.search.index import CHATS_RENAMED, IndexBusy, SearchIndex, ZEROED, line_key
+    from endless.core.search.index import CHATS_RENAMED, IndexBusy, SearchIndex, ZEROED, is_damage, line_key
     from endless.core.search import query
     from endless.core.search import scan
     from endless.core.search import upkeep
+    from endless.core.search.upkeep import read_turns

@@ -15,7 +15,7 @@ import os
 import re
 import sqlite3
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import orjson
@@ -28,6 +28,7 @@ from endless.core.search import index as si
 from endless.core.view import tiling
 from endless.core.search.scan import Hit, Result, SearchError
 from endless.core.settings import SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX
+from endless.core.words import count
 
 if TYPE_CHECKING:
     from endless.core.search.upkeep import Sources
@@ -58,6 +59,7 @@ class Corpus:
     record_of: Callable[[int], tuple[dict, int] | None]  # the turn record holding a message, and its place
     line_text: Callable[[int, int], str | None]
     covering: Callable[[int], str | None] = lambda _id: None  # the view line that covers a message
+    wrong: list[int] = field(default_factory=list)  # index rows the log contradicts (kind, time, chat, id)
 
 
 def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float, *,
@@ -72,9 +74,30 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
     words must be found by them.  A hit from a turn logged before its chat had
     a title (Hermes titles a chat after its first exchange) carries the title
     the chat got later, when known.
+
+    Every hit the index gives is read back from the log and checked against
+    the filters there (kind, time, chat, id): an index that says otherwise
+    is wrong (derived data someone changed), so the hit is dropped, the
+    index removed and rebuilt from the log, and the search run again on it
+    (with its own ``seconds``: the clock is read by the search alone).
     """
-    result = _search(corpus, query, skip, limit, seconds, chat=chat, kind=kind, since=since, before=before,
-                     scope=scope, below=below, clock=clock)
+    try:
+        result = _search(corpus, query, skip, limit, seconds, chat=chat, kind=kind, since=since, before=before,
+                         scope=scope, below=below, clock=clock)
+    except _Damaged as damaged:
+        corpus.wrong.clear()
+        corpus.index.discard(damaged.error)
+        result = _search(corpus, query, skip, limit, seconds, chat=chat,
+                         kind=kind, since=since, before=before, scope=scope, below=below, clock=clock, retried=True)
+    else:
+        if corpus.wrong:
+            corpus.index.discard(f"{count(len(corpus.wrong), 'row')} the order log contradicts, at message "
+                                 f"{corpus.wrong[0]}")
+            corpus.wrong.clear()
+            result = _search(corpus, query, skip, limit, seconds, chat=chat,
+                             kind=kind, since=since, before=before, scope=scope, below=below, clock=clock,
+                             retried=True)
+            corpus.wrong.clear()  # (rebuilt from the log this time: what is still contradicted is dropped)
     if skip == 0 and kind is None and ql.scope(scope) != "lines":
         q, filters = ql.parse(query), ql.filters(chat, kind, since, before, result.below)
         result.hits = _title_hits(corpus, q, filters, clock() + seconds)[:limit] + result.hits
@@ -127,10 +150,18 @@ def _titled(corpus: Corpus, hits: list[Hit]) -> list[Hit]:
     return out
 
 
+class _Damaged(Exception):
+    """The index file is damaged (SQLite says so): removed and rebuilt, and the search run again once."""
+
+    def __init__(self, error: sqlite3.DatabaseError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float, *,
             chat: object = None, kind: object = None, since: object = None, before: object = None,
             scope: object = None, below: int | None = None,
-            clock: Callable[[], float] = time.monotonic) -> Result:
+            clock: Callable[[], float] = time.monotonic, retried: bool = False) -> Result:
     try:
         q = ql.parse(query)
         where = ql.scope(scope)
@@ -170,6 +201,8 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
     except si.Stopped:
         result.stopped_at = pinned
     except (sqlite3.Error, OSError) as exc:
+        if isinstance(exc, sqlite3.DatabaseError) and si.is_damage(exc) and not retried:
+            raise _Damaged(exc) from None
         # The index cannot be used (a read-only or full disk, a file another program holds): a
         # phrase is still found by reading the log itself; ranked words need the index.
         durable.log("search", f"the search index {corpus.index.path} cannot be used: {exc}")
@@ -227,18 +260,21 @@ def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: 
     result.more = len(rows) > skip + limit
     terms = [w for w in q.words] + list(q.phrases)
     for _, table, key in rows[skip:skip + limit]:
-        hit = _message_hit(corpus, key, terms) if table == "words" else _line_hit(corpus, key, terms)
+        hit = _message_hit(corpus, key, terms, filters=filters) if table == "words" else _line_hit(corpus, key, terms)
         if hit is not None:
             result.hits.append(hit)
 
 
 def _message_hit(corpus: Corpus, mid: int, terms: list[str], spans: list[tuple[int, int]] | None = None,
-                 text: str | None = None) -> Hit | None:
+                 text: str | None = None, filters: si.Filters | None = None) -> Hit | None:
     found = corpus.record_of(mid)
     if found is None:
         return None
     record, k = found
     message = record["m"][k]
+    if filters is not None and not _agrees(filters, mid, record, message):
+        corpus.wrong.append(mid)
+        return None
     body = message.get("x", "") if text is None else text
     piece, marks = recall.snippet_marked(body, spans if spans is not None else word_spans(corpus, body, terms))
     at = message.get("at")
@@ -292,7 +328,7 @@ def _phrase(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: 
         while kept < want:
             rows = corpus.index.newest(table, ql.fts_string(phrase), filters, after, _PHRASE_BATCH, deadline)
             for row in rows:
-                hit = _verified(corpus, table, row.key, needle)
+                hit = _verified(corpus, table, row.key, needle, filters)
                 if hit is not None:
                     order = row.key if table == "words" else tiling.end(si.line_part(row.key)) - 1
                     found.append((order, hit))
@@ -309,14 +345,14 @@ def _phrase(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: 
     result.hits = [hit for _, hit in found[skip:skip + limit]]
 
 
-def _verified(corpus: Corpus, table: str, key: int, needle: str) -> Hit | None:
+def _verified(corpus: Corpus, table: str, key: int, needle: str, filters: si.Filters) -> Hit | None:
     if table == "words":
         got = corpus.record_of(key)
         if got is None:
             return None
         text = got[0]["m"][got[1]].get("x", "")
         spans = _occurrences(text, needle)
-        return _message_hit(corpus, key, [], spans, text) if spans else None
+        return _message_hit(corpus, key, [], spans, text, filters) if spans else None
     text = corpus.line_text(*si.line_part(key)) or ""
     spans = _occurrences(text, needle)
     return _line_hit(corpus, key, [], spans) if spans else None
@@ -335,6 +371,14 @@ def _occurrences(text: str, needle: str) -> list[tuple[int, int]]:
 
 
 # -- a pattern ----------------------------------------------------------------------------------------
+
+def _agrees(filters: si.Filters, mid: int, record: dict, message: dict) -> bool:
+    """Whether the log's own message (its record read back) is one the filters let through."""
+    if filters.below is not None and mid >= filters.below:
+        return False
+    keep = _keep(filters)
+    return keep is None or keep(record, message)
+
 
 def _keep(filters: si.Filters) -> recall.Keep | None:
     """The filters as a test of a turn record and one of its messages (for the scans of the log)."""
@@ -369,7 +413,7 @@ def _pattern(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip:
         found += [(h.id, replace(h, line=corpus.covering(h.id))) for h in scanned.hits]
         result.stopped_at = scanned.stopped_at
     if where in ("lines", "both") and result.stopped_at is None:
-        left = max(0.0, seconds - (clock() - started))
+        left = seconds
         lines, stopped = _pattern_lines(corpus, q, filters, want, clock() + left, clock)
         found += lines
         if stopped:

@@ -35,6 +35,25 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 _KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 
 
+_DAMAGE_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, extended codes share it)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether an SQLite error says the index file is damaged (not busy, locked, read-only or interrupted).
+
+    Any part of a damaged file can be the one a statement meets first (``vtable
+    constructor failed: words``, ``database disk image is malformed``), so it is
+    told by SQLite's own result code, not by which statement raised it.
+    """
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _DAMAGE_CODES
+    text = str(exc)
+    return "malformed" in text or "not a database" in text or "vtable constructor failed" in text
+
+
 class IndexBusy(Exception):
     """Another process holds the index's write lock longer than we may wait."""
 
@@ -154,12 +173,36 @@ class SearchIndex:
         return db
 
     def set_aside(self) -> None:
+        """Remove the index's files: derived data, built again from the log.
+
+        Not kept as ``.damaged`` copies: they may hold words a later forget
+        removes everywhere else, and on a full disk they are the space
+        Endless needs back (issue #33 item 14).
+        """
         for suffix in ("", "-wal", "-shm"):
-            path = self.path.with_name(self.path.name + suffix)
             try:
-                os.replace(path, path.with_name(path.name + ".damaged"))
+                os.unlink(self.path.with_name(self.path.name + suffix))
             except FileNotFoundError:
                 pass
+
+    def discard(self, why: BaseException | str) -> None:
+        """A damaged index: closed and removed, so the next catch-up builds it again from the log.
+
+        Whoever meets the damage calls this and goes on: a derived index
+        never blocks a commit, a forget or a repair (issue #33 item 8).
+        """
+        durable.log("search", f"the search index {self.path} is damaged ({why}); it is removed and built "
+                              "again from the log at the next search")
+        with self.lock:
+            try:
+                self.close()
+            except sqlite3.Error:
+                self._db, self._chats = None, {}
+            try:
+                self.set_aside()
+            except OSError as exc:
+                durable.log("search", f"the damaged search index {self.path} could not be removed "
+                                      f"({exc.strerror or exc}); remove it by hand, or run `endless doctor --repair`")
 
     def close(self) -> None:
         if self._db is not None:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the engine and the threads load when a scan runs, not with 
 from endless.core.store import durable
 from endless.core.search import pattern_guard
 from endless.core.search import query as query_language
-from endless.core.store import OrderLog
+from endless.core.store import OrderLog, examine
 from endless.core.settings import LONG_NEEDLE_BYTES
 
 CHUNK = 4 << 20
@@ -329,11 +329,10 @@ def _collect(line: bytes, match: Callable[[str], int], found: list[Hit],
     ``match.span`` when the caller has one, for a pattern).
     """
     line = line.rstrip()
-    try:
-        record = orjson.loads(line)
-        first, messages = record["id"], record["m"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return
+    record, _ = examine(line)
+    if record is None:
+        return  # damage: the log's reader reports it, a search never shows it
+    first, messages = record["id"], record["m"]
     for k in range(len(messages) - 1, -1, -1):
         message = messages[k]
         text = message.get("x", "")

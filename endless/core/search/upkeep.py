@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import zlib
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import orjson
 
-from endless.core.store import durable
-from endless.core.search.index import IndexBusy, SearchIndex, Watermark
+from endless.core.store import durable, log
+from endless.core.search.index import IndexBusy, SearchIndex, Watermark, is_damage
 from endless.core.settings import INDEX_BATCH_MESSAGES, INDEX_PARSE_GROUP
 
 if TYPE_CHECKING:
@@ -33,9 +34,12 @@ if TYPE_CHECKING:
 def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[tuple[int, int, dict]]:
     """``(turn, byte end, record)`` of the log's lines in ``[start, stop)``; damaged lines are skipped.
 
-    A record is a JSON object with an integer ``id`` and a list ``m``; its
-    messages are checked as they are indexed.
+    A record is whole as the log reads it (:func:`endless.core.store.log.shape`: its
+    checksum, every field), and its ids come after the last one yielded (a
+    record moved or copied from elsewhere would give two messages one id).
     """
+    shape, crc32 = log.shape, zlib.crc32
+    expected = 0
     try:
         fd = durable.open_fd(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -60,8 +64,15 @@ def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[t
                     records = list(map(_loaded, group))
                 for line, record in zip(group, records):
                     pos += len(line) + 1
-                    if (type(record) is dict and isinstance(record.get("id"), int)
-                            and type(record.get("m")) is list):
+                    if line[-16:-10] == b',"c":"' and line[-2:] == b'"}':  # log.sealed, inline (a million lines)
+                        # As Endless wrote it if its checksum holds: only its place is checked (moved, copied).
+                        whole = (b"%08x" % crc32(line[:-16]) == line[-10:-2] and type(record) is dict
+                                 and record.get("turn") == turn and type(record.get("id")) is int
+                                 and type(record.get("m")) is list)
+                    else:
+                        whole = not shape(record, None, turn)
+                    if whole and record["id"] >= expected:
+                        expected = record["id"] + len(record["m"])
                         yield turn, pos, record
                     turn += 1
     finally:
@@ -163,8 +174,20 @@ def catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
     """Index what the files hold beyond the watermark, a transaction a batch; False if time ran out.
 
     An index already caught up is seen from a read alone, so a search takes
-    no write lock unless there is something to index.
+    no write lock unless there is something to index.  A damaged index file
+    is removed and built again from the start (once: a file damaged again
+    at once says something else is wrong, and is raised).
     """
+    try:
+        return _catch_up(index, sources, deadline)
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        index.discard(exc)
+        return _catch_up(index, sources, deadline)
+
+
+def _catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
     while True:
         with index.lock:
             mark = index.watermark()
@@ -332,6 +355,9 @@ def after_commit(index: SearchIndex, before: tuple[int, int], infos: list["TurnI
             index.add_messages(turns, Watermark(mark.turns, mark.log_end, mark.messages, mark.tree_end, first_tid))
             index.set_mark(tree_end=mark.tree_end)
     except (IndexBusy, sqlite3.Error, OSError) as exc:
+        if is_damage(exc):
+            index.discard(exc)
+            return
         durable.log("search", f"the search index was not updated at this commit ({exc}); "
                               "the next search catches it up")
 
@@ -347,6 +373,9 @@ def after_store(index: SearchIndex, before_tree_end: int, lines: list[tuple[int,
                 return
             index.add_lines(lines, tree_end)
     except (IndexBusy, sqlite3.Error, OSError) as exc:
+        if is_damage(exc):
+            index.discard(exc)
+            return
         durable.log("search", f"the search index was not updated with new lines ({exc}); "
                               "the next search catches it up")
 

@@ -48,8 +48,11 @@ _WHERE = {
     "Damage": "log",
     "OrderLog": "log",
     "TurnInfo": "log",
+    "examine": "log",
+    "log": "log",
     "parse_turn": "log",
     "record_tail": "log",
+    "sealed": "log",
     "shown": "log",
     "stored_from": "log",
     "tid_number": "log",
@@ -107,7 +110,8 @@ if TYPE_CHECKING:
     from endless.core.store.keyfile import FORMAT
     from endless.core.store.keys import InvalidKey, Key, MEMORY_ID, check_memory_id, gateway_key, memory_id, workspace_key
     from endless.core.store.locks import ChangeLock, Lease, holder_pid, is_held
-    from endless.core.store.log import Damage, OrderLog, TurnInfo, parse_turn, record_tail, shown, stored_from, tid_number, tombstone, with_tid
+    from endless.core.store import log
+    from endless.core.store.log import Damage, OrderLog, TurnInfo, examine, parse_turn, record_tail, sealed, shown, stored_from, tid_number, tombstone, with_tid
     from endless.core.store.messages import KINDS, Message, Stored, TraceBuilder, check_kind, prepare, tag, utf8_size
     from endless.core.store import sessions
     from endless.core.store.sessions import key_for_session

@@ -164,7 +164,10 @@ def open_read(path: Path | str) -> BinaryIO:
 def read_all(path: Path | str) -> bytes:
     """The whole of ``path``, never through a link."""
     with open_read(path) as handle:
-        return handle.read()
+        try:
+            return handle.read()
+        except OSError as exc:  # (a read names the descriptor, "3 is a folder…")
+            raise named(exc, path) from None
 
 
 def refuse_link(path: Path | str) -> None:
@@ -250,15 +253,26 @@ def write_all(fd: int, data: bytes, sync: bool = True) -> None:
         os.fsync(fd)
 
 
+def named(exc: OSError, path: Path | str) -> OSError:
+    """The error with the path it happened to (``os.write`` and ``fsync`` name none: "[Errno 28]" alone
+    tells a person nothing of which disk is full)."""
+    if isinstance(exc.filename, str):
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
+
+
 def append_lines(path: Path, records: list[bytes], sync: bool = True) -> int:
     """Append already-encoded lines in one write; returns the offset of the first."""
-    fd = open_append(path)
     try:
-        offset = os.lseek(fd, 0, os.SEEK_END)
-        write_all(fd, b"".join(records), sync)
-        return offset
-    finally:
-        os.close(fd)
+        fd = open_append(path)
+        try:
+            offset = os.lseek(fd, 0, os.SEEK_END)
+            write_all(fd, b"".join(records), sync)
+            return offset
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise named(exc, path) from None
 
 
 def dumps_line(record: object) -> bytes:
@@ -268,12 +282,21 @@ def dumps_line(record: object) -> bytes:
 def replace_file(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to a sibling, fsync it, rename it over ``path``, fsync the folder."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
-        write_all(fd, data, sync)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            write_all(fd, data, sync)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)  # never left behind (a full disk left empty ones: issue #33 item 14)
+        except OSError:
+            pass
+        if exc.filename == str(tmp) and exc.filename2 is not None:
+            exc = OSError(exc.errno, exc.strerror, str(path))  # the rename: the file it replaces is the one to name
+        raise named(exc, path) from None
     if sync:
         fsync_dir(path.parent)
 

@@ -5,6 +5,14 @@ record carries its turn number and first message id, so a damaged line in the
 middle never shifts the ids after it.  A binary index (offset, length, first
 id, count, turn id per turn) makes opening and ``message(id)`` a seek; it is
 derived from the log and caught up from it whenever it lags.
+
+Every record ends with a checksum, ``,"c":"<crc32 of the bytes before it>"}``
+(issue #33 item 9): a same-length edit or a flipped bit inside a record is
+damage, reported, never served as another message.  Records written before
+checksums have none; they are still read (shape-checked only, no unknown
+field) and ``endless doctor`` counts them as unchecked.  A forget, which
+blanks texts in place, writes the record's new checksum in the same redo
+(:mod:`endless.core.privacy.forget`).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import bisect
 import os
 import time
+import zlib
 from array import array
 from dataclasses import dataclass
 from itertools import accumulate
@@ -23,7 +32,7 @@ import orjson
 
 from endless import prompts
 from endless.core.store import durable
-from endless.core.store.messages import Message, Stored
+from endless.core.store.messages import KINDS, Message, Stored
 
 FORMAT = 1
 _FIELDS = 5  # offset, length, first id, count, turn id (as an integer)
@@ -68,8 +77,31 @@ def with_tid(tail: bytes, tid: str) -> bytes:
 
 
 def placed(turn: int, first: int, tail: bytes) -> bytes:
-    """The log line of a record whose tail is ``tail``: the same bytes as encoding the whole record."""
-    return b'{"turn":%d,"id":%d,' % (turn, first) + tail + b"\n"
+    """The log line of a record whose tail is ``tail``, sealed with its checksum (the one place lines are made:
+    live commits and imports both come here)."""
+    body = b'{"turn":%d,"id":%d,' % (turn, first) + tail[:-1]
+    return b'%s,"c":"%08x"}\n' % (body, zlib.crc32(body))
+
+
+_SEAL = b',"c":"'
+_SEALED = len(b',"c":"01234567"}')  # the checksum's bytes at a record's end
+
+
+def sealed(line: bytes) -> bool | None:
+    """True: the record's checksum holds; False: it has one and it fails; None: it has none (an older record)."""
+    if line[-_SEALED:-_SEALED + len(_SEAL)] != _SEAL or line[-2:] != b'"}':
+        return None
+    return b"%08x" % zlib.crc32(line[:-_SEALED]) == line[-10:-2]
+
+
+def reseal(line: bytes) -> bytes | None:
+    """The checksum a record line changed in place should carry now (None: it has none)."""
+    if line[-_SEALED:-_SEALED + len(_SEAL)] != _SEAL:
+        return None
+    return b"%08x" % zlib.crc32(line[:-_SEALED])
+
+
+SEAL_FROM_END = 10  # the checksum's eight digits start this many bytes before a record's end
 
 
 @dataclass(frozen=True)
@@ -122,6 +154,12 @@ class OrderLog:
             raw = durable.read_all(self.index_path)
         except FileNotFoundError:
             raw = b""
+        except durable.LinkRefused:
+            raise
+        except OSError as exc:  # derived data: one that cannot be read is built again from the log
+            durable.log("log", f"the turn index {self.index_path} cannot be read ({exc.strerror or exc}); "
+                               "indexing the log again; `endless doctor` says what is wrong with the file")
+            raw = b""
         usable = len(raw) - len(raw) % (_FIELDS * _ITEM)
         table = array("Q")
         table.frombytes(raw[:usable])
@@ -167,22 +205,24 @@ class OrderLog:
         found: list[tuple[int, dict | None]] = []
         for offset, line in durable.iter_lines(data, self.end):
             turn = len(self.offsets)
-            record = parse_turn(line, turn, self.total)
+            record, why = examine(line, turn)
+            after_damage = bool(self.counts) and self.tids[-1] == 0 and self.counts[-1] == 0
+            if record is not None and (record["id"] < self.total
+                                       or (record["id"] > self.total and not after_damage)):
+                # Ids run on from turn to turn; a record that says otherwise (an edited id, lines
+                # swapped) would show one message as another.  Only a damaged line explains a gap.
+                why = (f"its messages start at id {record['id']}, but the turns before it end at "
+                       f"{self.total}")
+                record = None
             if record is None:
-                self.damage.append(Damage(self.path.name, offset, len(line),
-                                          "not a readable turn record"))
+                self.damage.append(Damage(self.path.name, offset, len(line), f"not a readable turn record: {why}"))
                 durable.log("log", f"damaged line at byte {offset} of {self.path.name} "
-                                   f"(turn {turn}): kept in place and skipped")
+                                   f"(turn {turn}: {why}): kept in place and skipped; run `endless doctor`")
                 first, n, tid = self.total, 0, 0
             else:
                 first, n, tid = record["id"], len(record["m"]), tid_number(record["tid"])
-                if first > self.total:
-                    # A damaged line before this one held the missing ids.
-                    if self.counts and self.tids[-1] == 0 and self.counts[-1] == 0:
-                        self.counts[-1] = first - self.firsts[-1]
-                    else:
-                        self.damage.append(Damage(self.path.name, offset, 0,
-                                                  f"messages {self.total}..{first - 1} are missing"))
+                if first > self.total:  # a damaged line before this one held the missing ids
+                    self.counts[-1] = first - self.firsts[-1]
             self.offsets.append(offset)
             self.lengths.append(len(line))
             self.firsts.append(first)
@@ -200,7 +240,22 @@ class OrderLog:
                 for t in range(len(self.offsets))]
 
     def write_index(self) -> None:
-        """Persist index entries not yet on disk (derived data: no fsync needed)."""
+        """Persist index entries not yet on disk (derived data: no fsync needed).
+
+        One that cannot be written (a full disk) is said and written at the
+        next chance: the records are in the log already, so the commit stands
+        (issue #33: no derived index blocks a write); a reader rebuilds rows
+        the file lacks from the log.
+        """
+        try:
+            self._write_index()
+        except durable.LinkRefused:
+            raise
+        except OSError as exc:
+            durable.log("log", f"the turn index {self.index_path} was not saved ({exc.strerror or exc}); it is "
+                               "caught up from the log at the next write; `endless doctor` checks it")
+
+    def _write_index(self) -> None:
         start = self._index_written
         if start == 0 and self.index_path.exists():  # rebuilt: no row of the old index may stay behind
             os.truncate(self.index_path, 0)
@@ -224,7 +279,7 @@ class OrderLog:
     def repair_tail(self, quarantine: Path) -> str | None:
         """Under the lock: end the log with a newline, moving torn bytes aside; says what it did."""
         return durable.repair_tail(self.path, self.end, quarantine,
-                                   lambda raw: parse_turn(raw, 0, None) is not None)
+                                   lambda raw: parse_turn(raw, None, None) is not None)
 
     # -- writing -------------------------------------------------------------------
 
@@ -306,6 +361,8 @@ class OrderLog:
             record = parse_turn(os.pread(self.reader(), length, offset), turn, None)
         if record is None:
             return "damaged", None  # a whole line, unreadable: damage in the log, not in its index
+        if self.tids[turn] == 0 and record["id"] != self.firsts[turn]:
+            return "damaged", None  # whole, but out of order (its ids are not the ones its place holds)
         if (self.tids[turn] == 0 or record["id"] != self.firsts[turn] or len(record["m"]) != self.counts[turn]
                 or tid_number(record["tid"]) != self.tids[turn]):
             return "mismatch", None
@@ -371,6 +428,46 @@ class OrderLog:
     def has_tid(self, tid: str) -> bool:
         return tid_number(tid) in self.tids
 
+    # -- a forget's patches (endless.core.privacy.forget) --------------------------------------------------
+
+    def seal_after(self, turn: int, patches: list[tuple[int, int]]) -> tuple[int, str] | None:
+        """Where the record's checksum lies and what it will be once ``patches`` (JSON strings at
+        ``(offset, length)``) are blanked; None if it has none, or one that fails already.
+
+        Computed before anything changes, from the whole record, so a replay
+        after a crash writes the same bytes whatever it finds; a record whose
+        checksum already fails keeps it (its damage stays visible, never sealed over).
+        """
+        base, length = self.offsets[turn], self.lengths[turn]
+        line = bytearray(os.pread(self.reader(), length, base))
+        if not patches or sealed(bytes(line)) is not True:
+            return None
+        for offset, n in patches:
+            line[offset - base:offset - base + n] = b'""' + b" " * (n - 2)
+        seal = reseal(bytes(line))
+        return None if seal is None else (base + length - SEAL_FROM_END, seal.decode("ascii"))
+
+    def patch_writes(self, patches: list[tuple[int, int]], seals: list[tuple[int, str]]
+                     ) -> list[tuple[int, bytes | list[tuple[int, bytes]]]]:
+        """The writes of a forget's patches: one per record that carries a checksum (its blanked texts
+        and its new checksum together: a reader never meets the texts blanked and the checksum not yet,
+        which is damage), as ``(start, [(offset, bytes), ...])``; the rest ``(offset, bytes)``."""
+        blanked = [(o, b'""' + b" " * (n - 2)) for o, n in patches]
+        sums = {o: seal.encode("ascii") for o, seal in seals}
+        if not sums:
+            return list(blanked)
+        by_turn: dict[int, list[tuple[int, bytes]]] = {}
+        for offset, data in blanked + list(sums.items()):
+            by_turn.setdefault(bisect.bisect_right(self.offsets, offset) - 1, []).append((offset, data))
+        writes: list[tuple[int, bytes | list[tuple[int, bytes]]]] = []
+        for _, group in sorted(by_turn.items()):
+            group.sort()
+            if group[-1][0] in sums:
+                writes.append((group[0][0], group))
+            else:
+                writes.extend(group)
+        return writes
+
 
 def stored_from(record: dict, k: int, turn: int) -> Stored:
     m = record["m"][k]
@@ -378,25 +475,66 @@ def stored_from(record: dict, k: int, turn: int) -> Stored:
                   turn, m.get("w"))
 
 
-def parse_turn(line: bytes, turn: int, first: int | None) -> dict | None:
+_RECORD_KEYS = frozenset(("turn", "id", "tid", "s", "t", "st", "at", "m"))
+_MESSAGE_KEYS = frozenset(("k", "x", "at", "w"))
+_KIND_SET = frozenset(KINDS)
+_NUMBER = (int, float)
+
+
+def examine(line: bytes, turn: int | None = None) -> tuple[dict | None, str]:
+    """The record of a log line and ``""``, or None and why it is damage (in words).
+
+    Every field a reader uses is checked here, once, so no reader meets a
+    missing or ill-typed one (issue #33: ``KeyError: 'at'``, a number as a
+    text): a record is whole or it is damage.  ``turn``: the line's place, which
+    the record must name.
+    """
+    seal = sealed(line)
+    if seal is False:
+        return None, "its checksum does not match (its bytes changed after it was written)"
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return None
-    if not isinstance(record, dict):
-        return None
+        return None, "it is not readable JSON"
+    why = shape(record, seal, turn)
+    return (None, why) if why else (record, "")
+
+
+def shape(record: object, seal: bool | None, turn: int | None = None) -> str:
+    """Why a parsed record is not a whole turn record (``""``: it is); ``seal`` as :func:`sealed` said."""
+    if type(record) is not dict:
+        return "it is not a turn record"
+    if seal is None and not record.keys() <= _RECORD_KEYS:
+        return "it has a field no turn record has"
+    ident, tid, messages = record.get("id"), record.get("tid"), record.get("m")
+    if type(ident) is not int or ident < 0:
+        return "its first message id is missing or not a number"
+    named = record.get("turn")
+    if type(named) is not int:
+        return "its turn number is missing or not a number"
+    if turn is not None and named != turn:
+        return f"it says it is turn {named} (moved or copied from elsewhere in the log)"
+    if type(tid) is not str or type(messages) is not list:
+        return "its turn id or its messages are missing"
     try:
-        if not isinstance(record["id"], int) or record["id"] < 0:
-            return None
-        if first is not None and record["id"] < first:
-            return None
-        if not isinstance(record["m"], list) or not isinstance(record["tid"], str):
-            return None
-        int(record["tid"], 16)
-        for m in record["m"]:
-            if not isinstance(m.get("x"), str) or not isinstance(m.get("k"), str):
-                return None
-    except (KeyError, TypeError, ValueError, AttributeError):
+        int(tid, 16)
+    except ValueError:
+        return "its turn id is not a hexadecimal number"
+    if (type(record.get("s")) is not str or type(record.get("t")) is not str or type(record.get("st")) is not str
+            or type(record.get("at")) not in _NUMBER):
+        return "its chat, title, status or time is missing or ill-typed"
+    kinds, number = _KIND_SET, _NUMBER
+    for m in messages:
+        if (type(m) is not dict or type(m.get("x")) is not str or m.get("k") not in kinds
+                or type(m.get("at")) not in number or ("w" in m and type(m["w"]) is not str)
+                or (seal is None and not m.keys() <= _MESSAGE_KEYS)):
+            return "a message in it lacks its kind, text or time, or has one of the wrong type"
+    return ""
+
+
+def parse_turn(line: bytes, turn: int | None, first: int | None) -> dict | None:
+    record, _ = examine(line, turn)
+    if record is None or (first is not None and record["id"] < first):
         return None
     return record
 

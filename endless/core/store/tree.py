@@ -64,11 +64,18 @@ class TreeStore:
         # The position first: a writer updates it after the slot files, so every line
         # before it is in the slots read next (later ones are read again by catch_up).
         try:
+            raw = durable.read_all(self._pos_path())[:24]
             pos = array("Q")
-            pos.frombytes(durable.read_all(self._pos_path())[:24])
+            pos.frombytes(raw[:len(raw) - len(raw) % 8])  # a cut file is read as far as it goes
             self.end, self.count = int(pos[0]), int(pos[1])
             self.free_upto = int(pos[2]) if len(pos) > 2 else 0
         except (FileNotFoundError, IndexError):
+            self.end, self.count, self.free_upto = 0, 0, 0
+        except durable.LinkRefused:
+            raise
+        except OSError as exc:  # derived data: read again from the tree file
+            durable.log("tree", f"the tree index {self._pos_path()} cannot be read ({exc.strerror or exc}); "
+                                "rebuilding it")
             self.end, self.count, self.free_upto = 0, 0, 0
         self.slots = []
         level = 0
@@ -76,7 +83,14 @@ class TreeStore:
             path = self.slot_path(level)
             if not path.exists():
                 break
-            raw = durable.read_all(path)
+            try:
+                raw = durable.read_all(path)
+            except durable.LinkRefused:
+                raise
+            except OSError as exc:  # derived data: read again from the tree file
+                durable.log("tree", f"the tree index {path} cannot be read ({exc.strerror or exc}); rebuilding it")
+                self.reset()
+                return
             slots = array("Q")
             slots.frombytes(raw[:len(raw) - len(raw) % 8])
             self.slots.append(slots)
@@ -178,8 +192,21 @@ class TreeStore:
         return found
 
     def write_index(self, force: bool = False) -> None:
+        """Persist the slots (derived data): one that cannot be written is said and left for the next
+        write, never the failure of the line that was stored (issue #33: no derived index blocks a write)."""
         if not self._dirty and not force and not self._rewrite:
             return
+        try:
+            self._write_index()
+        except durable.LinkRefused:
+            raise
+        except OSError as exc:
+            self._rewrite = True  # some slot files may be half written: all of them whole next time
+            durable.log("tree", f"the tree index in {self.index_dir} was not saved ({exc.strerror or exc}"
+                                f"{'' if exc.filename is None else ': ' + str(exc.filename)}); it is rebuilt from "
+                                "the tree file as needed; `endless doctor` checks it")
+
+    def _write_index(self) -> None:
         durable.make_dir(self.index_dir)
         if self._rewrite:  # after a rebuild: every slot file whole, none left from the old index
             for level, slots in enumerate(self.slots):

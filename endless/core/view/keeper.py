@@ -280,10 +280,19 @@ class ViewKeeper:
             return _Read(tiling.refold(total, self.lines, self.chat_saw.floor))
 
     def save(self, sync: bool = True) -> None:
+        """Store both views (derived from the log and the tree): one that cannot be stored is said and
+        stored at the next change, never the failure of the turn just committed (issue #33)."""
         chat_path, writer_path = self._paths()
         ceiling = {"ceiling": self.chat_saw.ceiling, "floor": self.chat_saw.floor}
-        durable.write_json(chat_path, {"format": FORMAT, **self.chat.to_json(), **ceiling}, sync)
-        durable.write_json(writer_path, {"format": FORMAT, **self.wview.to_json()}, sync)
+        try:
+            durable.write_json(chat_path, {"format": FORMAT, **self.chat.to_json(), **ceiling}, sync)
+            durable.write_json(writer_path, {"format": FORMAT, **self.wview.to_json()}, sync)
+        except durable.LinkRefused:
+            raise
+        except OSError as exc:
+            durable.log("memory", f"the view could not be stored ({exc.strerror or exc}: {exc.filename}); "
+                                  "it is stored at the next change, or recomputed from the log when the memory "
+                                  "is next opened; `endless doctor` says what is wrong with the file")
         self.stamp = self._file_stamp()
 
     # -- changes -------------------------------------------------------------------

@@ -229,11 +229,18 @@ def _integrity_findings(report: Report, memory: Memory) -> None:
                    f"run Endless as the memory's owner, or give it back: chmod -R u+rwX {memory.folder}", mid)
         return
     if found.damaged_turns:
-        which = "; ".join(f"turn {turn} ({ids}) at byte {offset}" for turn, offset, ids in found.damaged_turns)
+        which = "; ".join(f"turn {turn} ({ids}) at byte {offset}"
+                          + (f": {found.reasons[turn]}" if turn in found.reasons else "")
+                          for turn, offset, ids in found.damaged_turns)
         report.add("memory.damage", "error",
                    f"memory {mid}: {count(len(found.damaged_turns), 'damaged turn record')} in the order log "
                    f"{memory.log.path.name}: {which}; they are kept in place and read as damaged",
                    "restore the order log from a backup to recover those messages; every other turn is intact", mid)
+    if found.unchecked:
+        report.add("memory.checksums", "ok",
+                   f"memory {mid}: {count(len(found.unchecked), 'turn record')} written before records carried "
+                   "a checksum: their fields are checked, an edit that keeps them well-formed cannot be seen "
+                   "in them", memory=mid)
     if found.damaged_lines:
         which = "; ".join(f"{what} at byte {offset}" for offset, what in found.damaged_lines)
         report.add("memory.damage", "warning",
@@ -419,8 +426,17 @@ def _search_index_finding(report: Report, memory: Memory) -> None:
 
     from endless.core.search import upkeep as index_upkeep
 
+    from endless.core import integrity
+
     index = memory.search_index
     if not index.exists():
+        return
+    problem = integrity.index_problem(memory)
+    if problem is not None:
+        report.add("memory.index", "error", f"memory {memory.memory_id}: the search index {index.path} is "
+                                            f"damaged: {problem}",
+                   "`endless doctor --repair` builds it again from the order log now (derived data: nothing is "
+                   "lost); until then each search that meets it rebuilds it", memory.memory_id)
         return
     try:
         with index.lock:

@@ -41,6 +41,7 @@ from endless.core.store import durable
 from endless.core import moments
 from endless.core.privacy import redact
 from endless.core.store import Presence, identity_key, messages_identity
+from endless.faces.kit.oserrors import os_error_said
 from endless.faces.kit.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
                             key_of)
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
@@ -775,7 +776,8 @@ def _import(args: argparse.Namespace) -> int:
         print(f"[endless.import] {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (MemoryUseError, OSError) as exc:
-        print(f"[endless.import] stopped: {one_line(exc)}. The turns committed so far are kept; run the same import "
+        said = os_error_said(exc) if isinstance(exc, OSError) else str(exc)
+        print(f"[endless.import] stopped: {one_line(said)}. The turns committed so far are kept; run the same import "
               "again to add the rest.", file=sys.stderr)
         return EXIT_FAILED
     except (KeyboardInterrupt, Terminated) as stop:

@@ -33,7 +33,7 @@ from endless.core.search import finder as search_mod
 from endless.core.store import sessions
 from endless.core.view import tiling
 from endless.core.store import Key, InvalidKey, memory_id as key_memory_id
-from endless.core.store import stored_from
+from endless.core.store import examine, stored_from
 from endless.core.memory import Memory, MemoryUseError, NoMemory, memories_dir
 from endless.core.settings import Settings
 
@@ -253,7 +253,7 @@ def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
     page = int_arg("page", args.get("page", 1) if args.get("page") is not None else 1, 1)
     part = tiling.parse_name(ident, n, memory.total)
     if part is None:
-        raise AnswerError(NO_LINE, why_no_line(ident, n, memory.total, memory.memory_id))
+        raise AnswerError(NO_LINE, why_no_line(ident, n, memory.total, memory.memory_id, bool(memory.log.damage)))
     if n == 1:
         return {"message": _message_value(memory, ident, page)}
     if not memory.is_built(*part):
@@ -261,7 +261,7 @@ def zoom(memory: Memory, args: dict, times: TimeCache | None = None) -> dict:
     return {"lines": [line_value(memory, half, times) for half in tiling.children(part)]}
 
 
-def why_no_line(ident: int, n: int, total: int, memory_id: str) -> str:
+def why_no_line(ident: int, n: int, total: int, memory_id: str, damaged: bool = False) -> str:
     """What is wrong with the name ``ident+n``, and only that: its size, its start, or its place."""
     name = f"{ident}+{n}"
     if n & (n - 1):
@@ -271,9 +271,12 @@ def why_no_line(ident: int, n: int, total: int, memory_id: str) -> str:
         return (f"no line {name}: a line of {n} messages starts at a multiple of {n}, "
                 f"such as {below}+{n} or {below + n}+{n}")
     what = f"message {ident}" if n == 1 else f"line {name}"
+    # Damaged records' messages cannot be counted: say so, rather than a count that looks whole.
+    note = ("; its order log has damaged records, whose messages cannot be read (`endless doctor` names them)"
+            if damaged else "")
     if total == 0:
-        return f"no {what}: memory {memory_id} holds no messages yet"
-    return f"no {what}: memory {memory_id} holds messages 0 to {total - 1}"
+        return f"no {what}: memory {memory_id} holds no {'readable ' if damaged else ''}messages yet{note}"
+    return f"no {what}: memory {memory_id} holds messages 0 to {total - 1}{note}"
 
 
 def _message_value(memory: Memory, ident: int, page: int) -> dict:
@@ -432,8 +435,11 @@ def _turn_value(fd: int | None, turn: int, offset: int, length: int, log: Any = 
     record = None
     if fd is not None:
         try:
-            record = orjson.loads(os.pread(fd, length, offset))
-            messages = [stored_from(record, k, turn) for k in range(len(record["m"]))]
+            record, _ = examine(os.pread(fd, length, offset), turn)  # None: damage, shown as damaged
+            if record is not None and log is not None and turn < len(log.firsts) and (
+                    log.tids[turn] == 0 or log.firsts[turn] != record["id"]):
+                record = None  # out of order: the log's reader counts it as damage
+            messages = [] if record is None else [stored_from(record, k, turn) for k in range(len(record["m"]))]
             messages = [log.shown(m) for m in messages] if log is not None else messages
         except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
             record = None

@@ -212,6 +212,7 @@ def parse_request(body: Any, store: ResponseStore | None = None) -> tuple[SimReq
             text = "".join(_part_text(part, f"{where}.summary")[0] for part in summary) \
                 if isinstance(summary, list) else ""
             segments.append(Segment(header("reasoning") + (text or "[reasoning]") + "\n"))
+            open_assistant = False  # a call after it opens its own assistant message
         elif kind == "item_reference":
             raise WireError(400, f"Unsupported input item at {where}: 'item_reference' (send the item "
                                  f"itself, or use previous_response_id)", param=where)

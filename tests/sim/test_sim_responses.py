@@ -187,6 +187,40 @@ def test_cache_accounting_matches_chat_completions(cache):
     assert chat_sim.records[1]["prompt"] == responses_sim.records[1]["prompt"]
 
 
+def test_a_codex_shaped_request_is_answered_and_only_function_tools_are_offered():
+    """What Codex CLI 0.169.1 sends: developer messages, no instructions, reasoning items, other tool types."""
+    sim, responder = sim_with("openai-auto")
+    tools = [*TOOLS, {"type": "namespace", "name": "multi_agent_v1", "tools": []}, {"type": "web_search"},
+             {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark",
+                                                                 "definition": "start: /.+/"}}]
+    items = [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be a coder."}]},
+             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
+             {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Thinking."}],
+              "encrypted_content": "gAAAA"},
+             {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "zoom", "arguments": '{"id": 1}'},
+             {"type": "function_call_output", "call_id": "call_a",
+              "output": [{"type": "input_text", "text": "1: first line"}]},
+             {"type": "custom_tool_call", "call_id": "call_b", "name": "apply_patch", "input": "*** Begin Patch"},
+             {"type": "custom_tool_call_output", "call_id": "call_b", "output": "Done!"},
+             {"type": "message", "role": "user", "content": "TOOL again"}]
+    client = openai_client(sim, sync=True, max_retries=0)
+    events = list(client.responses.create(model="gpt-sim", input=items, tools=tools, stream=True, store=False,
+                                          include=["reasoning.encrypted_content"], tool_choice="auto",
+                                          parallel_tool_calls=True, prompt_cache_key="thread-1",
+                                          reasoning={"summary": "auto"}))
+    assert events[-1].type == "response.completed"
+    seen = responder.seen[0]
+    assert seen.tools == TOOLS  # offered: function tools only
+    assert [m.role for m in seen.messages] == ["system", "user", "assistant", "tool", "assistant", "tool", "user"]
+    assert seen.messages[2].tool_calls == [ToolCall("call_a", "zoom", '{"id": 1}')]
+    assert seen.messages[3].text == "1: first line" and seen.messages[5].tool_call_id == "call_b"
+    prompt = sim.records[0]["prompt"]
+    for text in ("web_search", "apply_patch", "Thinking.", "*** Begin Patch", "Done!"):
+        assert text in prompt  # rendered, so counted as input tokens
+    with pytest.raises(openai.BadRequestError):  # store=False: nothing to continue from
+        client.responses.create(model="gpt-sim", input="more", previous_response_id=events[-1].response.id)
+
+
 def test_bad_requests_are_clear_400s_and_change_nothing():
     sim, responder = sim_with()
 

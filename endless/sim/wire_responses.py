@@ -90,6 +90,15 @@ def _output_text(output: Any, where: str) -> str:
                     param=where)
 
 
+def _call_id(item: dict, kind: str, where: str) -> str:
+    """The ``call_id`` that pairs a call with its output (a local shell call may carry only its ``id``)."""
+    call_id = item.get("call_id") or (item.get("id") if kind.startswith("local_shell") else None)
+    if not isinstance(call_id, str) or not call_id:
+        raise WireError(400, f"Missing required parameter: '{where}.call_id'.", param=f"{where}.call_id",
+                        code="missing_required_parameter")
+    return call_id
+
+
 def _chat_tool(tool: dict) -> dict:
     """A Responses function tool in its chat-completions form (the same prompt text on both wires)."""
     if tool.get("type") != "function" or "function" in tool:
@@ -184,7 +193,7 @@ def parse_request(body: Any, store: ResponseStore | None = None) -> tuple[SimReq
             chat.append(ChatMessage("system" if role == "developer" else role, "".join(t for t, _ in parts)))
             open_assistant = role == "assistant"
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
-            call_id = str(item.get("call_id") or item.get("id") or "")
+            call_id = _call_id(item, kind, where)
             if kind == "local_shell_call":
                 name, arguments = "local_shell", canonical_json(item.get("action") or {})
             else:
@@ -202,9 +211,9 @@ def parse_request(body: Any, store: ResponseStore | None = None) -> tuple[SimReq
                 chat.append(ChatMessage("assistant", "", [call]))
             open_assistant = True
         elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
-            call_id = str(item.get("call_id") or item.get("id") or "")
+            call_id = _call_id(item, kind, where)
             text = _output_text(item.get("output"), f"{where}.output")
-            segments.append(Segment(header("tool", call_id or None) + text + "\n"))
+            segments.append(Segment(header("tool", call_id) + text + "\n"))
             chat.append(ChatMessage("tool", text, tool_call_id=call_id))
             open_assistant = False
         elif kind == "reasoning":

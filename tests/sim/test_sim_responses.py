@@ -231,6 +231,8 @@ def test_bad_requests_are_clear_400s_and_change_nothing():
                        {"input": [{"type": "item_reference", "id": "msg_1"}]},
                        {"input": [{"type": "computer_call", "id": "x"}]},
                        {"input": [{"role": "robot", "content": "hi"}]},
+                       {"input": [{"role": "user", "content": "hi"},
+                                  {"type": "function_call_output", "output": "orphan"}]},
                        {"input": 7}):
             with pytest.raises(openai.BadRequestError) as caught:
                 await client.responses.create(model="gpt-sim", **kwargs)
@@ -246,8 +248,9 @@ def test_bad_requests_are_clear_400s_and_change_nothing():
     assert "item_reference" in errors[1].message
     assert "computer_call" in errors[2].message and errors[2].body["param"] == "input[0]"
     assert "robot" in errors[3].message
-    assert "input" in errors[4].message
-    assert stored_not_id_named(errors[5])
+    assert errors[4].body["param"] == "input[1].call_id"
+    assert "input" in errors[5].message
+    assert stored_not_id_named(errors[6])
     assert len(responder.seen) == 1 and len(sim.records) == 1  # only the good request reached the model
 
 

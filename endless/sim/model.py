@@ -1,6 +1,6 @@
 """The simulator's own vocabulary: a request as the cache sees it, a scripted reply, cache usage.
 
-Wire formats (OpenAI chat completions, Anthropic messages) are parsed into a
+Wire formats (OpenAI chat completions and responses, Anthropic messages) are parsed into a
 :class:`SimRequest`; a scripted model answers it with a :class:`SimReply`; a
 cache model turns the request's tokens into a :class:`CacheUsage`; the wire
 layer renders the reply and the usage back in the provider's format.
@@ -46,7 +46,7 @@ class ChatMessage:
 
 @dataclass
 class SimRequest:
-    api: str  # "openai" or "anthropic"
+    api: str  # "openai" (chat completions), "responses" (OpenAI responses) or "anthropic"
     model: str
     segments: list[Segment]
     messages: list[ChatMessage]

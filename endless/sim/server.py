@@ -1,7 +1,7 @@
 """The simulator over loopback HTTP, for Hermes and other harnesses: ``endless sim serve``.
 
 A Starlette app hands every request to :meth:`Simulator.handle` (which knows
-``/v1/chat/completions``, ``/v1/messages``, ``/v1/models`` and the same
+``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``, ``/v1/models`` and the same
 without ``/v1``); uvicorn serves it on 127.0.0.1 in real time.  A client that
 hangs up ends its request, so a stalled reply does not linger.
 

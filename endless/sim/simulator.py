@@ -1,7 +1,7 @@
 """The provider simulator: HTTP-shaped requests in, provider-shaped answers out, on asyncio time.
 
 One :class:`Simulator` serves OpenAI chat completions (``/v1/chat/completions``),
-Anthropic messages (``/v1/messages``, ``/v1/messages/count_tokens``) and the
+OpenAI responses (``/v1/responses``, ``/v1/responses/input_tokens``), Anthropic messages (``/v1/messages``, ``/v1/messages/count_tokens``) and the
 model list (``/v1/models``, ``/v1/models/{id}``), each also without ``/v1``.
 It is transport-agnostic: :mod:`endless.sim.transport` hands it the SDK
 clients' requests in-process, :mod:`endless.sim.server` serves it over
@@ -40,7 +40,7 @@ from typing import Any, AsyncIterator, Mapping
 
 import orjson
 
-from . import wire_anthropic, wire_openai
+from . import wire_anthropic, wire_openai, wire_responses
 from .model import CacheModel, CacheUsage, Responder, SimReply, SimRequest
 from .wire import WireError, dumps, loads
 
@@ -163,6 +163,7 @@ class Simulator:
         self.records: list[dict] = []
         self._seq = itertools.count(1)
         self._log_lock = threading.Lock()
+        self.responses = wire_responses.ResponseStore()  # for previous_response_id
 
     # -- time ------------------------------------------------------------------------
 
@@ -269,6 +270,10 @@ class Simulator:
                 return await self._generate("openai", headers, body)
             if method == "POST" and route_path == "/messages":
                 return await self._generate("anthropic", headers, body)
+            if method == "POST" and route_path == "/responses":
+                return await self._generate("responses", headers, body)
+            if method == "POST" and route_path == "/responses/input_tokens":
+                return self._count_response_tokens(body)
             if method == "POST" and route_path == "/messages/count_tokens":
                 return self._count_tokens(body)
             api = "anthropic" if anthropic_client else api
@@ -310,6 +315,13 @@ class Simulator:
         request = wire_anthropic.parse_request(self._body(body), count_only=True)
         return self._json({"input_tokens": len(self._encode(request).tokens)})
 
+    def _count_response_tokens(self, body: Any) -> SimResponse:
+        body = self._body(body)
+        if isinstance(body, dict) and "model" not in body:
+            body = {**body, "model": "sim"}  # the count endpoint does not require a model
+        request, _ = wire_responses.parse_request(body, self.responses)
+        return self._json({"object": "response.input_tokens", "input_tokens": len(self._encode(request).tokens)})
+
     @staticmethod
     def _body(body: Any) -> Any:
         if isinstance(body, (bytes, bytearray, str)):
@@ -317,15 +329,20 @@ class Simulator:
         return body
 
     async def _generate(self, api: str, headers: dict[str, str], body: Any) -> SimResponse:
-        wire = wire_anthropic if api == "anthropic" else wire_openai
-        request = wire.parse_request(self._body(body))
+        items: list[dict] = []
+        if api == "responses":
+            request, items = wire_responses.parse_request(self._body(body), self.responses)
+        else:
+            wire = wire_anthropic if api == "anthropic" else wire_openai
+            request = wire.parse_request(self._body(body))
         found = self.route_for(request.model)
         if found is None:
             raise WireError(404, f"The model '{request.model}' does not exist or you do not have access "
                                  f"to it.", code="model_not_found")
         route_name, route = found
         seq = next(self._seq)
-        response_id = f"msg_sim{seq:08d}" if api == "anthropic" else f"chatcmpl-sim{seq:08d}"
+        response_id = {"anthropic": f"msg_sim{seq:08d}", "responses": f"resp_sim{seq:08d}"}.get(
+            api, f"chatcmpl-sim{seq:08d}")
         prompt = self._encode(request)
         length = len(prompt.tokens)
         sent_at = self.now()
@@ -344,7 +361,8 @@ class Simulator:
             record.update(status=400, usage=None, first_byte=0.0, latency=0.0, stall=False,
                           error=message, id=response_id)
             self._record(record)
-            raise WireError(400, message, code="context_length_exceeded", param="messages")
+            raise WireError(400, message, code="context_length_exceeded",
+                            param="input" if api == "responses" else "messages")
 
         reply = route.responder.reply(request, sent_at)
         failed = reply.stall or reply.status != 200
@@ -375,16 +393,27 @@ class Simulator:
                                request_id=response_id if api == "anthropic" else None)
 
         ids = {"request-id": response_id} if api == "anthropic" else {"x-request-id": response_id}
+        if api == "responses" and request.raw.get("store", True) is not False:
+            self.responses.put(response_id, wire_responses.stored_items(
+                items, wire_responses.output_items(reply, response_id)))
         if not request.stream:
             await _sleep(duration)
-            if api == "anthropic":
+            if api == "responses":
+                payload = wire_responses.response_json(
+                    request, wire_responses.output_items(reply, response_id),
+                    wire_responses.usage_json(usage, output), response_id=response_id,
+                    created=int(self.wall()))
+            elif api == "anthropic":
                 payload = wire_anthropic.message_json(request, reply, usage, output, response_id=response_id)
             else:
                 payload = wire_openai.completion_json(request, reply, usage, output, response_id=response_id,
                                                       created=int(self.wall()), flavour=route.flavour)
             return self._json(payload, extra=ids)
 
-        if api == "anthropic":
+        if api == "responses":
+            events = wire_responses.stream_events(request, reply, usage, output, response_id=response_id,
+                                                  created=int(self.wall()), piece_chars=self.piece_chars)
+        elif api == "anthropic":
             events = wire_anthropic.stream_events(request, reply, usage, output, response_id=response_id,
                                                   piece_chars=self.piece_chars)
         else:

@@ -4,8 +4,11 @@ Hermes lives in its own venv (it is not a dependency of this project); the
 test finds its interpreter through ``ENDLESS_HERMES_PYTHON`` (default
 ``.venv-hermes/bin/python`` in the repository) and is skipped when it is missing.
 
-For each wire mode Hermes speaks to a custom endpoint (``chat_completions``
-and ``anthropic_messages``, both streamed as Hermes always does) the test
+For each wire mode Hermes speaks to a custom endpoint (``chat_completions``,
+``anthropic_messages`` and ``codex_responses``, the Responses API, which a
+plain ``provider: custom`` never uses for a non-OpenAI URL, so that mode is a
+named ``custom_providers`` entry with ``api_mode``; all streamed as Hermes
+always does) the test
 starts ``endless sim serve`` on a free loopback port, runs one headless
 Hermes turn (``hermes chat -Q -t todo -q ...``, isolated ``HERMES_HOME`` and
 ``HOME``) whose prompt carries ``[[tools:1]]``: the scripted agent calls
@@ -85,6 +88,7 @@ MODES = {
     # mode: (cache model of the server, config of the custom provider (base URL from the port))
     "chat_completions": ("deepseek", "http://127.0.0.1:{port}/v1", "sim-model", "openai"),
     "anthropic_messages": ("anthropic", "http://127.0.0.1:{port}", "claude-sim", "anthropic"),
+    "codex_responses": ("openai-auto", "http://127.0.0.1:{port}/v1", "sim-model", "responses"),
 }
 
 
@@ -107,6 +111,10 @@ def test_hermes_turn_with_a_tool_call_against_the_simulator(mode: str, tmp_path:
     }
     if mode == "anthropic_messages":
         config["model"]["api_mode"] = "anthropic_messages"
+    if mode == "codex_responses":  # Hermes honours this api_mode only on a named custom provider
+        config["model"] = {"provider": "simresp", "default": model, "context_length": 131072}
+        config["custom_providers"] = [{"name": "simresp", "base_url": base_url.format(port=port),
+                                       "api_key": "sk-sim-test", "api_mode": mode, "model": model}]
     # JSON is YAML: no need for a YAML writer here.
     (hermes_home / "config.yaml").write_text(json.dumps(config, indent=2))
 
@@ -158,5 +166,5 @@ def test_hermes_turn_with_a_tool_call_against_the_simulator(mode: str, tmp_path:
     assert turn[1]["reply"]["tool_calls"] == [] and turn[1]["reply"]["text_chars"] == len(final), turn[1]
     assert "[[tools:1]]" in turn[0]["prompt"] and '"summary"' in turn[1]["prompt"], turn
     assert turn[1]["tokens"] > turn[0]["tokens"]
-    if cache == "deepseek":
+    if cache in ("deepseek", "openai-auto"):
         assert turn[1]["usage"]["read"] > 0, turn[1]  # the second step reuses the first one's prefix

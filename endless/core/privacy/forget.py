@@ -460,7 +460,7 @@ def _index_and_patch(memory: Forgettable, plan: _Plan, replay: bool) -> int:
         return _patch_files(memory, plan)
 
 
-def _index_rows_and_patch(memory: "Memory", plan: _Plan) -> int:
+def _index_rows_and_patch(memory: Forgettable, plan: _Plan) -> int:
     index = memory.search_index
     db = index.db()
     db.execute("CREATE TABLE IF NOT EXISTS forgot(id INTEGER PRIMARY KEY)")

@@ -16,6 +16,7 @@ from typing import Any
 from endless import prompts
 from endless.core.privacy import forget, derived as forget_derived
 from endless.core import moments
+from endless.core.store import tombstone
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.memory import Memory
 from endless.core.settings import Settings

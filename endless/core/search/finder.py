@@ -27,7 +27,8 @@ from endless.core.search import scan as recall
 from endless.core.search import index as si
 from endless.core.view import tiling
 from endless.core.search.scan import Hit, Result, SearchError
-from endless.core.settings import SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX
+from endless.core.settings import (SEARCH_POSTINGS_MAX, SEARCH_SUBSETS_FROM, SEARCH_SUBSETS_MAX,
+                                   SEARCH_TERMS_MAX)
 
 if TYPE_CHECKING:
     from endless.core.search.upkeep import Sources
@@ -185,17 +186,30 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
 
 # -- ranked words --------------------------------------------------------------------------------
 
-def match_expression(index: si.SearchIndex, q: ql.Query) -> str | None:
-    """The FTS5 expression for ranked words: the rarest words OR'ed, each phrase required.
+def match_expressions(index: si.SearchIndex, q: ql.Query) -> list[list[str]]:
+    """The FTS5 expressions of a ranked query by tier, best tier first (a tier's hits merge by score).
 
-    Ranking costs a look at every row that holds a word, so the words are
-    taken rarest first while the rows they are in stay under
-    ``SEARCH_POSTINGS_MAX`` (the rarest is always kept): the words dropped
-    are the commonest, which BM25 weighs least (about log(N / rows)).  A word
-    found nowhere is dropped too.  Below that many rows nothing is dropped.
+    Every word the memory holds takes part: the first tier requires them
+    all (an AND lets FTS5 skip through the common words' rows instead of
+    scoring each one, so it stays fast at any size); then, for a few words,
+    each tier of all but one of them; last, the words OR'ed.  Only that last
+    tier looks at every row holding a word, so it takes the rarest words
+    while those rows stay under ``SEARCH_POSTINGS_MAX``: a cap on work, which
+    reaches only the messages that lack some word.  A word found nowhere
+    matches nothing and is left out.  Each phrase is required in every tier.
     """
     docs = index.term_docs(list(q.words)) if q.words else {}
     present = sorted((w for w in q.words if docs.get(w, 0) > 0), key=lambda w: docs[w])
+    phrases = " AND ".join(ql.fts_string(p) for p in q.phrases)
+
+    def required(words: list[str]) -> str:
+        return " AND ".join(([f"({phrases})"] if phrases else []) + [ql.fts_string(w) for w in words])
+
+    if not present:
+        return [[phrases]] if phrases else []
+    tiers = [[required(present)]] if len(present) > 1 or phrases else []
+    if SEARCH_SUBSETS_FROM <= len(present) <= SEARCH_SUBSETS_MAX:
+        tiers.append([required(present[:k] + present[k + 1:]) for k in range(len(present))])
     kept: list[str] = []
     rows = 0
     for word in present[:SEARCH_TERMS_MAX]:
@@ -204,29 +218,42 @@ def match_expression(index: si.SearchIndex, q: ql.Query) -> str | None:
         kept.append(word)
         rows += docs[word]
     words = " OR ".join(ql.fts_string(w) for w in kept)
-    phrases = " AND ".join(ql.fts_string(p) for p in q.phrases)
-    if phrases and words:
-        return f"({phrases}) AND ({words} OR {' OR '.join(ql.fts_string(p) for p in q.phrases)})"
-    return phrases or words or None
+    if phrases:
+        tiers.append([f"({phrases}) AND ({words} OR {' OR '.join(ql.fts_string(p) for p in q.phrases)})"])
+    else:
+        tiers.append([words])
+    return tiers
 
 
 def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: int, limit: int,
             deadline: float, result: Result) -> None:
-    expression = match_expression(corpus.index, q)
-    if expression is None:
+    tiers = match_expressions(corpus.index, q)
+    if not tiers:
         return
     want = skip + limit + 1
-    rows: list[tuple[float, str, int]] = []
-    if where in ("messages", "both"):
-        rows += [(r.score, "words", r.key) for r in
-                 corpus.index.ranked("words", expression, filters, 0, want, deadline)]
-    if where in ("lines", "both") and filters.kinds is None and filters.chat is None:
-        rows += [(r.score, "line_words", r.key) for r in
-                 corpus.index.ranked("line_words", expression, filters, 0, want, deadline)]
-    rows.sort(key=lambda row: (row[0], -row[2]))
+    tables = [t for t, s in (("words", "messages"), ("line_words", "lines")) if where in (s, "both")]
+    if "line_words" in tables and (filters.kinds is not None or filters.chat is not None):
+        tables.remove("line_words")
+    rows: list[tuple[int, float, str, int]] = []
+    for table in tables:
+        seen: set[int] = set()
+        for tier, expressions in enumerate(tiers):
+            if len(seen) >= want:
+                break
+            # (a tier's rows may repeat an earlier tier's: asked for that many more, the repeats dropped;
+            # within a tier, the best score of a row any of its expressions found)
+            found: dict[int, float] = {}
+            for expression in expressions:
+                for r in corpus.index.ranked(table, expression, filters, 0, want + len(seen), deadline):
+                    if r.key not in seen:
+                        found[r.key] = min(r.score, found.get(r.key, r.score))
+            best = sorted(found.items(), key=lambda item: (item[1], -item[0]))[:want - len(seen)]
+            seen.update(key for key, _ in best)
+            rows += [(tier, score, table, key) for key, score in best]
+    rows.sort(key=lambda row: (row[0], row[1], -row[3]))
     result.more = len(rows) > skip + limit
     terms = [w for w in q.words] + list(q.phrases)
-    for _, table, key in rows[skip:skip + limit]:
+    for _, _, table, key in rows[skip:skip + limit]:
         hit = _message_hit(corpus, key, terms) if table == "words" else _line_hit(corpus, key, terms)
         if hit is not None:
             result.hits.append(hit)

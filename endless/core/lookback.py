@@ -127,6 +127,12 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
     seconds = memory.settings.regex_seconds
     pin = (memory.memory_id, query, tuple(sorted((k, str(v)) for k, v in filters.items())))
     below = _PINS.get(pin) if p > 1 else None
+    if filters.get("below") is not None:  # going on from a search its time limit cut: below that message
+        asked = _int_arg(filters["below"])
+        if asked is None or asked < 0:
+            return Refusal(f"below must be a message id (a whole number from 0), not {filters['below']!r}.")
+        below = asked if below is None else min(below, asked)
+    filters = {k: v for k, v in filters.items() if k != "below"}
     try:
         result = search.search(search.corpus_of(memory), query, (p - 1) * per_page, per_page, seconds,
                                clock=clock, below=below, **filters)
@@ -136,7 +142,7 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
         _PINS[pin] = result.below
         while len(_PINS) > _PINS_KEPT:
             _PINS.pop(next(iter(_PINS)))
-    lines = _search_notes(result, memory.total, seconds)
+    lines = _search_notes(result, memory.total, seconds, query)
     order = "best first" if result.mode == "words" else "newest first"
     if not result.hits:
         lines.append(f"No hits for {query} on page {p}." if p > 1 else f"No hits for {query}.")
@@ -158,7 +164,7 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
     return "\n".join(lines)
 
 
-FILTERS = ("chat", "kind", "since", "before", "scope")
+FILTERS = ("chat", "kind", "since", "before", "scope", "below")
 # The messages a search's first page saw, by (memory, query, filters): its later pages search the
 # same ones, so turns arriving between two pages neither repeat a hit nor push one past a page.
 _PINS: dict[tuple, int] = {}
@@ -178,7 +184,7 @@ def bold(snippet: str, marks: tuple[tuple[int, int], ...]) -> str:
     return "".join(out)
 
 
-def _search_notes(result: recall.Result, total: int, seconds: float) -> list[str]:
+def _search_notes(result: recall.Result, total: int, seconds: float, query: str = "") -> list[str]:
     lines = []
     if result.indexed is not None:
         lines.append(f"The search index is still being built: it covers messages 0 to {result.indexed - 1} "
@@ -188,13 +194,15 @@ def _search_notes(result: recall.Result, total: int, seconds: float) -> list[str
             lines.append(f"The search stopped after {seconds:g} s before ranking every match. "
                          "Search for fewer or rarer words.")
         else:
-            searched = (f"it searched messages {result.stopped_at} to {total - 1}, newest "
-                        f"first, not the older ones" if result.stopped_at < total
-                        else "before it had searched a single message")
-            advice = ("Narrow the pattern or search for plain words." if result.pattern
-                      else "Search for fewer or shorter words.")
-            lines.append(f"The {'pattern ' if result.pattern else ''}search stopped after {seconds:g} s, "
-                         f"{searched}. {advice}")
+            end = result.below if result.below is not None else total
+            start = result.go_on()
+            searched = (f"it searched messages {start} to {end - 1}, newest first, not 0 to {start - 1}"
+                        if start is not None and start < end else "before it had searched a single message")
+            go_on = f"below={start}" if start else "the same arguments"
+            lines.append(f"PARTIAL ANSWER: the {'pattern ' if result.pattern else ''}search stopped at its "
+                         f"{seconds:g} s time limit, {searched}; the hits below are only from those. "
+                         f"To search the rest, call recall_search again with query {query!r} and {go_on}"
+                         f"{' (or narrow the pattern)' if result.pattern else ''}.")
     return lines
 
 

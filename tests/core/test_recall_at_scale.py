@@ -11,6 +11,7 @@ when read (the tool), so the partial case is the same on any machine.
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 from pathlib import Path
 
@@ -99,3 +100,87 @@ def test_the_tool_ranks_every_word_and_a_missing_one_next(scaled, tmp_path):
         assert all(all(w in line for w in ("database", "billing", "export")) for line in shown), text
     finally:
         memory.close()
+
+
+# -- a pattern search: complete, or saying what it covered -------------------------------------------
+
+PELICANS = (12, 250, 489)
+
+
+def _pelican_memory(home: Path, workspace: Path) -> Memory:
+    """500 messages, one a turn; the pattern /PELICAN-[0-9]+/ matches three of them."""
+    memory = Memory.open(workspace_key(None, workspace), settings=Settings(home=str(home)))
+    _fill(memory, [f"note {k} about the harbour" + (f" PELICAN-{k}" if k in PELICANS else "")
+                   for k in range(500)])
+    return memory
+
+
+class _Ticks:
+    """A clock that moves only when read: a search's time limit falls after so many reads, on any machine."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_the_tool_says_what_a_cut_pattern_search_covered_and_goes_on(tmp_path):
+    """Cut by its time limit, the tool's answer names the messages it searched and the below that goes on;
+    following it, call after call, finds every match once and covers every message once."""
+    home, workspace, _ = fresh_home(tmp_path)
+    memory = _pelican_memory(home, workspace)
+    try:
+        seconds = memory.settings.regex_seconds
+        found: list[int] = []
+        covered: list[tuple[int, int]] = []
+        below = None
+        for _ in range(100):
+            args = {} if below is None else {"below": below}
+            text = lookback.recall_search(memory, "/PELICAN-[0-9]+/", clock=_Ticks(seconds / 150), **args)
+            found += [int(line.split("+", 1)[0]) for line in text.splitlines() if "PELICAN" in line
+                      and line[:1].isdigit()]
+            cut = re.search(r"searched messages (\d+) to (\d+).*?below=(\d+)", text)
+            if cut is None:
+                assert "PARTIAL" not in text, text
+                covered.append((0, below if below is not None else 500))
+                break
+            assert text.startswith("PARTIAL ANSWER"), text
+            start, end, go_on = map(int, cut.groups())
+            assert go_on == start and end == (499 if below is None else below - 1), text
+            covered.append((start, end + 1))
+            below = go_on
+        assert len(covered) > 2, covered  # the limit did cut it, more than once
+        assert sorted(found) == list(PELICANS), (found, covered)
+        assert [c[1] for c in covered[1:]] == [c[0] for c in covered[:-1]], covered  # no gap, no overlap
+    finally:
+        memory.close()
+
+
+def test_the_cli_exits_3_and_says_partial_on_stdout(tmp_path):
+    """`endless search '/PELICAN-[0-9]+/'` cut by its limit: exit 3, a [partial] line on stdout, --json's
+    range and goOn; with --below it searches only older messages, and complete it exits 0."""
+    home, workspace, env = fresh_home(tmp_path)
+    _pelican_memory(home, workspace).close()
+    base = [*endless_command(), "search", "--workspace", str(workspace)]
+    tiny = {**env, "ENDLESS_REGEX_SECONDS": "0.000000001"}
+    done = subprocess.run([*base, "/PELICAN-[0-9]+/"], capture_output=True, text=True, env=tiny, timeout=120)
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("[partial]") and "--below 500" in last, done.stdout
+    assert "Traceback" not in done.stderr
+    done = subprocess.run([*base, "--json", "/PELICAN-[0-9]+/"], capture_output=True, env=tiny, timeout=120)
+    assert done.returncode == 3, done.stderr
+    value = orjson.loads(done.stdout)
+    assert value["partial"] is True and value["goOn"] == {"below": 500}, value
+    assert value["searched"] == {"from": 500, "to": 500}, value  # it searched no message, and says so
+    # complete: exit 0, no [partial]; with --below, only the older matches
+    done = subprocess.run([*base, "--json", "/PELICAN-[0-9]+/"], capture_output=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    value = orjson.loads(done.stdout)
+    assert "partial" not in value and sorted(h["id"] for h in value["hits"]) == list(PELICANS), value
+    done = subprocess.run([*base, "--below", "250", "/PELICAN-[0-9]+/"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [line.split("+")[0] for line in done.stdout.splitlines()] == ["12"], done.stdout

@@ -151,7 +151,8 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
         # Chinese, Japanese, Thai…: no spaces between words, so the index holds whole runs of
         # text as one word; such a query is looked for as written, in the log itself.
         text = q.phrases[0] if q.mode == ql.PHRASE else " ".join(q.text.replace('"', " ").split())
-        result = recall.scan_literal(corpus.log, text, skip, limit, seconds, clock, _keep(filters))  # type: ignore[arg-type]
+        result = recall.scan_literal(corpus.log, text, skip, limit, seconds, clock, _keep(filters),  # type: ignore[arg-type]
+                                     below=pinned)
         result.below = pinned
         result.hits = [replace(h, line=corpus.covering(h.id)) for h in result.hits]
         return result
@@ -176,7 +177,7 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
         durable.log("search", f"the search index {corpus.index.path} cannot be used: {exc}")
         if q.mode == ql.PHRASE and where == "messages":
             scanned = recall.scan_literal(corpus.log, q.phrases[0], skip, limit,  # type: ignore[arg-type]
-                                          max(0.0, deadline - clock()), clock, _keep(filters))
+                                          max(0.0, deadline - clock()), clock, _keep(filters), below=pinned)
             scanned.below = pinned
             return scanned
         raise SearchError(f"the search index {corpus.index.path} cannot be used ({exc}); "
@@ -307,7 +308,7 @@ def _phrase(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: 
         if where == "lines":
             raise SearchError(f"{phrase!r} holds no word; search messages for it")
         scanned = recall.scan_literal(corpus.log, phrase, skip, limit, max(0.0, deadline - corpus.index.clock()),  # type: ignore[arg-type]
-                                      corpus.index.clock, _keep(filters))
+                                      corpus.index.clock, _keep(filters), filters.below)
         result.hits, result.more, result.stopped_at = scanned.hits, scanned.more, scanned.stopped_at
         return
     needle = phrase.lower()
@@ -392,15 +393,16 @@ def _pattern(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip:
     result = Result(pattern=True, mode=ql.PATTERN, below=pinned)
     found: list[tuple[int, Hit]] = []
     if where in ("messages", "both"):
-        scanned = recall.scan_pattern(corpus.log, q.text, 0, want, seconds, clock, _keep(filters))  # type: ignore[arg-type]
+        scanned = recall.scan_pattern(corpus.log, q.text, 0, want, seconds, clock, _keep(filters),  # type: ignore[arg-type]
+                                      below=pinned)
         found += [(h.id, replace(h, line=corpus.covering(h.id))) for h in scanned.hits]
         result.stopped_at = scanned.stopped_at
     if where in ("lines", "both") and result.stopped_at is None:
         left = max(0.0, seconds - (clock() - started))
         lines, stopped = _pattern_lines(corpus, q, filters, want, clock() + left, clock)
         found += lines
-        if stopped:
-            result.stopped_at = corpus.log.total  # type: ignore[attr-defined]
+        if stopped:  # (every message searched, not every line: nothing below to go on with)
+            result.stopped_at = pinned
     found.sort(key=lambda item: -item[0])
     result.more = len(found) > skip + limit
     result.hits = [hit for _, hit in found[skip:skip + limit]]

@@ -68,6 +68,16 @@ class Result:
     indexed: int | None = None  # messages the index covered, when it could not catch up in time
     below: int | None = None  # the message count the search was pinned to (pass back for the next page)
 
+    def go_on(self) -> int | None:
+        """The ``below`` that searches what a search cut by its time limit had not reached (None: it
+        was complete).  It searched messages ``go_on()`` to ``below - 1``; a ranked search that stopped
+        ranked none, so its ``go_on()`` is ``below`` itself: the same search again."""
+        if self.stopped_at is None:
+            return None
+        if self.below is None:
+            return self.stopped_at
+        return min(self.stopped_at, self.below)
+
 
 def compile_pattern(body: str) -> "regex.Pattern[str]":
     import regex
@@ -83,25 +93,33 @@ def compile_pattern(body: str) -> "regex.Pattern[str]":
 
 
 def scan_literal(log: OrderLog, text: str, skip: int, limit: int, seconds: float,
-                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None) -> Result:
-    """Messages holding ``text`` as written (any case), newest first, by scanning the log itself."""
+                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None,
+                 below: int | None = None) -> Result:
+    """Messages holding ``text`` as written (any case), newest first, by scanning the log itself
+    (below message ``below`` only, if given, as :func:`scan_pattern`)."""
     want = skip + limit + 1
     found: list[Hit] = []
     result = Result(mode=query_language.PHRASE)
-    result.stopped_at = _scan_literal(log, text, want, found, _Deadline(clock() + seconds, clock), keep)
+    result.stopped_at = _scan_literal(log, text, want, found, _Deadline(clock() + seconds, clock), keep, below)
     result.more = len(found) > skip + limit
     result.hits = found[skip:skip + limit]
     return result
 
 
 def scan_pattern(log: OrderLog, body: str, skip: int, limit: int, seconds: float,
-                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None) -> Result:
-    """Messages a regular expression matches, newest first, with a deadline inside every match."""
+                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None,
+                 below: int | None = None) -> Result:
+    """Messages a regular expression matches, newest first, with a deadline inside every match.
+
+    ``below``: only messages with a smaller id, the scan starting at the turn
+    that holds the newest of them (a stopped search goes on from where it
+    stopped without reading the newer part again).
+    """
     pattern = compile_pattern(body)
     want = skip + limit + 1
     found: list[Hit] = []
     result = Result(pattern=True, mode=query_language.PATTERN)
-    result.stopped_at = _scan_pattern(log, pattern, want, found, clock() + seconds, clock, keep)
+    result.stopped_at = _scan_pattern(log, pattern, want, found, clock() + seconds, clock, keep, below)
     result.more = len(found) > skip + limit
     result.hits = found[skip:skip + limit]
     return result
@@ -158,26 +176,34 @@ def _open(log: OrderLog) -> int | None:
 
 
 def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadline: _Deadline,
-                  keep: Keep | None = None) -> int | None:
+                  keep: Keep | None = None, below: int | None = None) -> int | None:
     """Collect hits of ``text``; returns the oldest message searched if the deadline cut it short."""
     needle_text = text.lower()
+    pinned = log.total if below is None else min(below, log.total)
+    if pinned <= 0:
+        return None
     fd = _open(log)
     if fd is None:
         return None
+    end = _end_below(log, pinned)
+    if pinned < log.total:
+        inner = keep
+        keep = lambda record, message: (_message_id(record, message) < pinned  # noqa: E731
+                                        and (inner is None or inner(record, message)))
 
     def match(message: str) -> int:
         return message.lower().find(needle_text)
 
     try:
         if text.isascii():
-            done = _scan_ascii(fd, log.end, text, match, want, found, deadline, keep)
+            done = _scan_ascii(fd, end, text, match, want, found, deadline, keep)
         else:
-            done = _scan_unicode(fd, log.end, needle_text, match, want, found, deadline, keep)
+            done = _scan_unicode(fd, end, needle_text, match, want, found, deadline, keep)
     finally:
         os.close(fd)
     if done:
         return None
-    return deadline.oldest if deadline.oldest is not None else log.total
+    return deadline.oldest if deadline.oldest is not None and deadline.oldest < pinned else pinned
 
 
 def _scan_unicode(fd: int, end: int, needle_text: str, match: Callable[[str], int], want: int,
@@ -408,12 +434,42 @@ def _join(out: str, piece: str) -> str:
     return out + (" " if lead else "") + folded + (" " if trail and folded else "")
 
 
+def _end_below(log: OrderLog, below: int) -> int:
+    """The byte end of the turn holding message ``below - 1`` (the log's end if it cannot be told)."""
+    turn_of = getattr(log, "turn_of", None)
+    offsets, lengths = getattr(log, "offsets", None), getattr(log, "lengths", None)
+    if below >= log.total or turn_of is None or offsets is None or lengths is None:
+        return log.end
+    turn = turn_of(below - 1)
+    if turn is None or turn >= len(offsets):
+        return log.end
+    return min(log.end, offsets[turn] + lengths[turn] + 1)
+
+
+def _message_id(record: dict, message: dict) -> int:
+    """The id of ``message`` inside its turn ``record`` (found by identity: a turn holds few)."""
+    for k, other in enumerate(record["m"]):
+        if other is message:
+            return record["id"] + k
+    return record["id"]
+
+
 def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found: list[Hit],
-                  deadline: float, clock: Callable[[], float], keep: Keep | None = None) -> int | None:
-    """Scan every line with the pattern; returns the oldest message reached if time ran out."""
+                  deadline: float, clock: Callable[[], float], keep: Keep | None = None,
+                  below: int | None = None) -> int | None:
+    """Scan every line (below message ``below``) with the pattern; returns the oldest message searched
+    if time ran out (``below``, or the log's total, when it ran out before the first)."""
+    pinned = log.total if below is None else min(below, log.total)
+    if pinned <= 0:
+        return None
     fd = _open(log)
     if fd is None:
         return None
+    end = _end_below(log, pinned)
+    if pinned < log.total:
+        inner = keep
+        keep = lambda record, message: (_message_id(record, message) < pinned  # noqa: E731
+                                        and (inner is None or inner(record, message)))
     oldest: int | None = None
 
     def searched(message_id: int) -> None:
@@ -436,17 +492,17 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
 
     match = Match()
     try:
-        for _, data in chunks_backward(fd, log.end):
+        for _, data in chunks_backward(fd, end):
             lines = data.split(b"\n")
             for k in range(len(lines) - 1, -1, -1):
                 if not lines[k]:
                     continue
                 if deadline - clock() <= 0:
-                    return oldest if oldest is not None else log.total
+                    return oldest if oldest is not None and oldest < pinned else pinned
                 try:
                     _collect(lines[k], match, found, searched, keep)
                 except TimeoutError:
-                    return oldest if oldest is not None else log.total
+                    return oldest if oldest is not None and oldest < pinned else pinned
                 if len(found) >= want:
                     return None
     finally:

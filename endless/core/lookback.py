@@ -142,7 +142,7 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
         _PINS[pin] = result.below
         while len(_PINS) > _PINS_KEPT:
             _PINS.pop(next(iter(_PINS)))
-    lines = _search_notes(result, memory.total, seconds, query)
+    lines = _search_notes(result, memory.total, seconds)
     order = "best first" if result.mode == "words" else "newest first"
     if not result.hits:
         lines.append(f"No hits for {query} on page {p}." if p > 1 else f"No hits for {query}.")
@@ -184,7 +184,7 @@ def bold(snippet: str, marks: tuple[tuple[int, int], ...]) -> str:
     return "".join(out)
 
 
-def _search_notes(result: recall.Result, total: int, seconds: float, query: str = "") -> list[str]:
+def _search_notes(result: recall.Result, total: int, seconds: float) -> list[str]:
     lines = []
     if result.indexed is not None:
         lines.append(f"The search index is still being built: it covers messages 0 to {result.indexed - 1} "
@@ -196,13 +196,16 @@ def _search_notes(result: recall.Result, total: int, seconds: float, query: str 
         else:
             end = result.below if result.below is not None else total
             start = result.go_on()
-            searched = (f"it searched messages {start} to {end - 1}, newest first, not 0 to {start - 1}"
-                        if start is not None and start < end else "before it had searched a single message")
-            go_on = f"below={start}" if start else "the same arguments"
-            lines.append(f"PARTIAL ANSWER: the {'pattern ' if result.pattern else ''}search stopped at its "
-                         f"{seconds:g} s time limit, {searched}; the hits below are only from those. "
-                         f"To search the rest, call recall_search again with query {query!r} and {go_on}"
-                         f"{' (or narrow the pattern)' if result.pattern else ''}.")
+            some = start is not None and start < end
+            searched = (f"it searched messages {start} to {end - 1}, newest first, not 0 to {start - 1}; "
+                        "the hits here are only from those" if some
+                        else "before it had searched a single message")
+            go_on = (f"To search the rest, call recall_search again with the same query and below={start}."
+                     if some else "To try again, call recall_search again with the same arguments.")
+            advice = ("Narrow the pattern or search for plain words." if result.pattern
+                      else "Search for fewer or shorter words.")
+            lines.append(f"PARTIAL ANSWER: The {'pattern ' if result.pattern else ''}search stopped after "
+                         f"{seconds:g} s, {searched}. {go_on} {advice}")
     return lines
 
 

@@ -296,7 +296,7 @@ def scale_messages(size: int, seed: int = 32) -> tuple[list[tuple[str, str, floa
     cumulative = list(__import__("itertools").accumulate(weights))
     draw = lambda n: rng.choices(vocab, cum_weights=cumulative, k=n)  # noqa: E731
     out = [(("user", "reply")[k % 2], " ".join(draw(rng.randint(16, 22))), 1_700_000_000.0 + k * 30.0,
-            f"chat {k // 40}") for k in range(size)]
+            f"chat {k // 5000}") for k in range(size)]
     # mid-frequency words: ranks 60-200 of the vocabulary (each in ~0.5-1.5% of the messages)
     band = vocab[60:200]
     queries = []
@@ -342,7 +342,7 @@ for _ in range(3):
     started = time.perf_counter()
     result = search.search(corpus, job["pattern"], 0, 20, 2.0)
     runs.append((time.perf_counter() - started, [h.id for h in result.hits], result.stopped_at))
-print(json.dumps({"times": times, "first": ranks, "pattern": runs}))
+print(json.dumps({"times": times, "first": ranks, "pattern": runs, "code": search.__file__}))
 """
 
 
@@ -362,12 +362,15 @@ def scale(root: Path, sizes: list[int], compare: str | None) -> None:
         job.write_text(json.dumps({"queries": queries, "pattern": PATTERN}))
         pythons = [("this", sys.executable)] + ([("compare", compare)] if compare else [])
         for label, python in pythons:
+            # (run from the temporary folder: ``-c`` puts the working folder first on the path, and a
+            # checkout's own package there would shadow the installation asked for)
             done = subprocess.run([python, "-c", _SCALE_CHILD, str(root / f"x{size}"), key.memory_id, str(job)],
-                                  capture_output=True, text=True)
+                                  capture_output=True, text=True, cwd=root)
             if done.returncode != 0:
                 say(f"{label} ({python}) failed: {done.stderr[-800:]}")
                 continue
             got = json.loads(done.stdout.strip().splitlines()[-1])
+            say(f"{label}: {got['code']}")
             times = got["times"]
             found = [len(set(ids) & set(pattern_ids)) for _, ids, _ in got["pattern"]]
             said = [stopped is not None for _, _, stopped in got["pattern"]]

@@ -184,3 +184,25 @@ def test_the_cli_exits_3_and_says_partial_on_stdout(tmp_path):
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert [line.split("+")[0] for line in done.stdout.splitlines()] == ["12"], done.stdout
+
+
+@pytest.mark.parametrize("body", ["^end", "start$", "^only line$", "end\\s+start", "t$\\n^o", "\\bdel", "[^q]{3}ta$",
+                                  "(?<![a-z])delta", "\\Aonly", "^\\s*$", "é", "(?:mid){2}"])
+def test_a_pattern_finds_what_it_matches_message_by_message(tmp_path, body):
+    """The scan skips a stretch of the log when one search over its messages joined finds nothing: it
+    must find exactly the messages the pattern matches one by one (anchors at a message's ends, lines
+    inside one, lookbehinds that would see the neighbour)."""
+    import regex
+
+    home, workspace, _ = fresh_home(tmp_path)
+    texts = ["start of it", "it ends at the end", "only line", "two\nlines end", "delta", "x delta",
+             "midmid", "Résumé", "  ", "start\nonly line\nend", "beta", "theta"]
+    memory = Memory.open(workspace_key(None, workspace), settings=Settings(home=str(home)))
+    try:
+        _fill(memory, texts)
+        pattern = regex.compile(body, regex.IGNORECASE | regex.MULTILINE)
+        expected = sorted(k for k, text in enumerate(texts) if pattern.search(text))
+        result = lookback.search.search(lookback.search.corpus_of(memory), f"/{body}/", 0, 50, 10.0)
+        assert sorted(h.id for h in result.hits if h.kind != "title") == expected, body
+    finally:
+        memory.close()

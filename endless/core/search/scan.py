@@ -14,6 +14,7 @@ query runs past its time, and a stopped search says how far it got.
 from __future__ import annotations
 
 import mmap
+import re
 import os
 import time
 from dataclasses import dataclass, field
@@ -434,6 +435,32 @@ def _join(out: str, piece: str) -> str:
     return out + (" " if lead else "") + folded + (" " if trail and folded else "")
 
 
+# What may make a match depend on text outside it (lookarounds, inline flags, \\A \\Z \\G), or
+# run past a message's end and fail there (possessive repeats, fuzzy matching): a pattern with any
+# of these is tried message by message only.
+_CONTEXT = re.compile(r"\(\?(?!:)|\\[AZzG]|[*+?}]\+|\{[a-z]")
+
+
+def joinable(body: str) -> bool:
+    """Whether a match of ``body`` in one message is also a match where that message sits among
+    others joined by newlines (so a chunk with no match in the join has none in any message)."""
+    return _CONTEXT.search(body) is None
+
+
+def _chunk_misses(data: bytes, pattern: "regex.Pattern[str]", keep: Keep | None, seconds: float) -> int | None:
+    """The chunk's first message id if no message of it can match (one search over its texts joined
+    by newlines: ``^`` and ``$`` match at each message's ends, as alone); None to look one by one."""
+    try:
+        records = orjson.loads(b"[" + b",".join(line for line in data.split(b"\n") if line.strip()) + b"]")
+        texts = [m["x"] for r in records for m in r["m"] if keep is None or keep(r, m)]
+        first = int(records[0]["id"]) if records else None
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
+        return None  # a damaged line, a message without text: the careful way
+    if first is None or not all(type(t) is str for t in texts):
+        return None
+    return None if pattern.search("\n".join(texts), timeout=seconds) else first
+
+
 def _end_below(log: OrderLog, below: int) -> int:
     """The byte end of the turn holding message ``below - 1`` (the log's end if it cannot be told)."""
     turn_of = getattr(log, "turn_of", None)
@@ -491,8 +518,20 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
             return found_at.start()
 
     match = Match()
+    whole = joinable(pattern.pattern)
     try:
         for _, data in chunks_backward(fd, end):
+            if whole:
+                left = deadline - clock()
+                if left <= 0:
+                    return oldest if oldest is not None and oldest < pinned else pinned
+                try:  # (half the time left at most: a slow pattern then goes on message by message)
+                    first = _chunk_misses(data, pattern, keep, left / 2)
+                except TimeoutError:
+                    first = None
+                if first is not None:  # no message of the chunk can match: searched, all of it
+                    oldest = first if oldest is None else min(oldest, first)
+                    continue
             lines = data.split(b"\n")
             for k in range(len(lines) - 1, -1, -1):
                 if not lines[k]:

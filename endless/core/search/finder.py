@@ -102,7 +102,7 @@ def _title_hits(corpus: Corpus, q: ql.Query, filters: si.Filters, deadline: floa
     except (si.IndexBusy, si.Stopped, sqlite3.Error, OSError):
         pass
     try:
-        chats = corpus.index.chats(filters) if corpus.index.exists() else []
+        chats = corpus.index.chats(filters, lambda title: bool(find(title))) if corpus.index.exists() else []
     except (sqlite3.Error, OSError):
         return []
     hits = []

@@ -138,7 +138,7 @@ def test_the_tool_says_what_a_cut_pattern_search_covered_and_goes_on(tmp_path):
         below = None
         for _ in range(100):
             args = {} if below is None else {"below": below}
-            text = lookback.recall_search(memory, "/PELICAN-[0-9]+/", clock=_Ticks(seconds / 150), **args)
+            text = lookback.recall_search(memory, "/PELICAN-[0-9]+/", clock=_Ticks(seconds / 30), **args)
             found += [int(line.split("+", 1)[0]) for line in text.splitlines() if "PELICAN" in line
                       and line[:1].isdigit()]
             cut = re.search(r"searched messages (\d+) to (\d+).*?below=(\d+)", text)

@@ -447,18 +447,44 @@ def joinable(body: str) -> bool:
     return _CONTEXT.search(body) is None
 
 
-def _chunk_misses(data: bytes, pattern: "regex.Pattern[str]", keep: Keep | None, seconds: float) -> int | None:
-    """The chunk's first message id if no message of it can match (one search over its texts joined
-    by newlines: ``^`` and ``$`` match at each message's ends, as alone); None to look one by one."""
+def _chunk_lines(data: bytes, pattern: "regex.Pattern[str]", keep: Keep | None, seconds: float
+                 ) -> tuple[int, list[bytes]] | None:
+    """The chunk's first message id and the lines (turns) of it that may hold a match, oldest first;
+    None to look at every line, one message at a time (a damaged line, a message without text).
+
+    The messages' texts, joined by newlines (so ``^`` and ``$`` match at each message's ends, as
+    alone), are searched at once; a stretch with a match is halved until a few turns are left.
+    """
+    lines = [line for line in data.split(b"\n") if line.strip()]
     try:
-        records = orjson.loads(b"[" + b",".join(line for line in data.split(b"\n") if line.strip()) + b"]")
-        texts = [m["x"] for r in records for m in r["m"] if keep is None or keep(r, m)]
+        records = orjson.loads(b"[" + b",".join(lines) + b"]")
+        texts = [[m["x"] for m in r["m"] if keep is None or keep(r, m)] for r in records]
         first = int(records[0]["id"]) if records else None
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
-        return None  # a damaged line, a message without text: the careful way
-    if first is None or not all(type(t) is str for t in texts):
         return None
-    return None if pattern.search("\n".join(texts), timeout=seconds) else first
+    if first is None or len(records) != len(lines) or not all(type(t) is str for ts in texts for t in ts):
+        return None
+    deadline = time.monotonic() + seconds
+
+    def holds(lo: int, hi: int) -> bool:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return pattern.search("\n".join(t for ts in texts[lo:hi] for t in ts), timeout=left) is not None
+
+    kept: list[int] = []
+    stretches = [(0, len(records))] if holds(0, len(records)) else []
+    while stretches:
+        lo, hi = stretches.pop()
+        if hi - lo <= _FEW_TURNS:
+            kept.extend(range(lo, hi))
+            continue
+        mid = (lo + hi) // 2
+        stretches += [(a, b) for a, b in ((lo, mid), (mid, hi)) if holds(a, b)]
+    return first, [lines[k] for k in sorted(kept)]
+
+
+_FEW_TURNS = 8
 
 
 def _end_below(log: OrderLog, below: int) -> int:
@@ -526,10 +552,22 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
                 if left <= 0:
                     return oldest if oldest is not None and oldest < pinned else pinned
                 try:  # (half the time left at most: a slow pattern then goes on message by message)
-                    first = _chunk_misses(data, pattern, keep, left / 2)
+                    narrowed = _chunk_lines(data, pattern, keep, left / 2)
                 except TimeoutError:
-                    first = None
-                if first is not None:  # no message of the chunk can match: searched, all of it
+                    narrowed = None
+                if narrowed is not None:
+                    # only the turns that may match are read one message at a time; when they are
+                    # done, every message of the chunk was searched
+                    first, lines = narrowed
+                    for k in range(len(lines) - 1, -1, -1):
+                        if deadline - clock() <= 0:
+                            return oldest if oldest is not None and oldest < pinned else pinned
+                        try:
+                            _collect(lines[k], match, found, searched, keep)
+                        except TimeoutError:
+                            return oldest if oldest is not None and oldest < pinned else pinned
+                        if len(found) >= want:
+                            return None
                     oldest = first if oldest is None else min(oldest, first)
                     continue
             lines = data.split(b"\n")

@@ -187,16 +187,19 @@ def test_the_cli_exits_3_and_says_partial_on_stdout(tmp_path):
 
 
 @pytest.mark.parametrize("body", ["^end", "start$", "^only line$", "end\\s+start", "t$\\n^o", "\\bdel", "[^q]{3}ta$",
-                                  "(?<![a-z])delta", "\\Aonly", "^\\s*$", "é", "(?:mid){2}"])
+                                  "(?<![a-z])delta", "\\Aonly", "^\\s*$", "é", "(?:mid){2}", "PELICAN-[0-9]+",
+                                  "kelvin", "colou?r", "port \\d{4}", "start of", "a\"quote", "back\\\\slash"])
 def test_a_pattern_finds_what_it_matches_message_by_message(tmp_path, body):
-    """The scan skips a stretch of the log when one search over its messages joined finds nothing: it
-    must find exactly the messages the pattern matches one by one (anchors at a message's ends, lines
-    inside one, lookbehinds that would see the neighbour)."""
+    """The scan skips a stretch of the log whose bytes lack the pattern's plain start, or when one search
+    over its messages joined finds nothing: it must find exactly the messages the pattern matches one by
+    one (anchors at a message's ends, lines inside one, lookbehinds that would see the neighbour, the
+    Kelvin sign and the long s that match k and s in any case, characters JSON escapes)."""
     import regex
 
     home, workspace, _ = fresh_home(tmp_path)
     texts = ["start of it", "it ends at the end", "only line", "two\nlines end", "delta", "x delta",
-             "midmid", "Résumé", "  ", "start\nonly line\nend", "beta", "theta"]
+             "midmid", "Résumé", "  ", "start\nonly line\nend", "beta", "theta", "pelican-12", "PELİCAN-3",
+             "\u212aelvin", "color", "port 8080", "ſtart of it", 'a"quote', "back\\slash"]
     memory = Memory.open(workspace_key(None, workspace), settings=Settings(home=str(home)))
     try:
         _fill(memory, texts)

@@ -232,6 +232,15 @@ def _note_searched(data: bytes, deadline: _Deadline) -> None:
     _note_first(data if end < 0 else data[:end], deadline)
 
 
+def _first_id(data: bytes) -> int | None:
+    """The first message id of the chunk's first record (None if it does not parse)."""
+    end = data.find(b"\n")
+    try:
+        return int(orjson.loads(data if end < 0 else data[:end])["id"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
 def _note_first(line: bytes, deadline: _Deadline) -> None:
     try:
         deadline.searched(int(orjson.loads(line)["id"]))
@@ -487,6 +496,28 @@ def _chunk_lines(data: bytes, pattern: "regex.Pattern[str]", keep: Keep | None, 
 _FEW_TURNS = 8
 
 
+# Characters a required piece of a pattern may hold, so that a message holding it holds the same
+# bytes in the log: JSON writes them as they are, and no other character matches them in any case
+# (i, k and s do: the dotted İ, the Kelvin sign K and the long ſ).
+_PLAIN = frozenset("abcdefghjlmnopqrtuvwxyzABCDEFGHJLMNOPQRTUVWXYZ0123456789 -_,;:'!@#%&=<>~`/")
+
+
+def required_piece(body: str) -> bytes | None:
+    """Bytes every line holding a match must hold (lowered, ASCII), from the pattern's plain start; None
+    when it has none of 3 characters or more, or may not need it (an alternation, inline flags)."""
+    if "|" in body or not joinable(body):
+        return None
+    start = 0
+    while start < len(body) and body[start] in _PLAIN | set("iksIKS"):
+        start += 1
+    plain = body[:start]
+    if start < len(body) and body[start] in "?*{":  # the last character may be left out or repeated
+        plain = plain[:-1]
+    pieces = "".join(c if c in _PLAIN else "\0" for c in plain).split("\0")
+    best = max(pieces, key=len, default="")
+    return best.lower().encode() if len(best) >= 3 else None
+
+
 def _end_below(log: OrderLog, below: int) -> int:
     """The byte end of the turn holding message ``below - 1`` (the log's end if it cannot be told)."""
     turn_of = getattr(log, "turn_of", None)
@@ -545,8 +576,16 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
 
     match = Match()
     whole = joinable(pattern.pattern)
+    piece = required_piece(pattern.pattern)
     try:
         for _, data in chunks_backward(fd, end):
+            if piece is not None and piece not in data.lower():  # no line of the chunk can match
+                if deadline - clock() <= 0:
+                    return oldest if oldest is not None and oldest < pinned else pinned
+                at = _first_id(data)
+                if at is not None:
+                    oldest = at if oldest is None else min(oldest, at)
+                    continue
             if whole:
                 left = deadline - clock()
                 if left <= 0:

@@ -14,13 +14,24 @@ Three tables, each measured in one run:
    current; and the index's size against the log's.
 3. **Whole process** at the largest size up to 200k: ``endless search WORD``
    against ``endless --version`` against ``python -c pass``.
+4. **At scale** (``--scale 200000,1000000``): generated English-like messages
+   (about 125 bytes, a Zipf vocabulary), queries of four mid-frequency words
+   each with five planted messages holding all four, and a pattern with three
+   planted matches.  Ranked search median / p99 and the share of queries whose
+   all-words messages rank first; the pattern's coverage, time and whether a
+   partial answer said so.  ``--compare PYTHON`` runs the same searches on the
+   same memory with another installation (``/work/base/.venv/bin/python``: the
+   code before this change) in a child process, side by side in one table.
 
 Usage: python scripts/bench_recall.py [--sizes 10000,100000,1000000] [--skip-quality] [--skip-speed] [--runs 7]
+       python scripts/bench_recall.py --skip-quality --skip-speed --scale 200000,1000000 \
+           --compare /work/base/.venv/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -262,12 +273,128 @@ def whole_process(made: list[tuple[int, Path, str]], runs: int) -> None:
         print(f"| `{name}` | {statistics.median(times):.3f} |")
 
 
+# -- at scale -------------------------------------------------------------------------------------
+
+SCALE_QUERIES = 40
+PLANTED = 5  # messages holding all four words of each query
+PATTERN = "/PELICAN-[0-9]+/"
+
+
+def scale_messages(size: int, seed: int = 32) -> tuple[list[tuple[str, str, float, str]], list[tuple[str, list[int]]],
+                                                       list[int]]:
+    """``size`` messages of about 125 bytes; the queries with their planted ids; the pattern's ids.
+
+    Words are drawn from a 6,000-word Zipf vocabulary, so a query's words are
+    each in about 1% of the messages (thousands at 200k, past the old cap at
+    1M), as words like "billing" or "export" are in a long history.
+    """
+    rng = random.Random(seed)
+    syllables = ["ba", "ko", "ri", "tu", "me", "sa", "lo", "ne", "vi", "da", "pe", "gu", "ta", "mo", "shi"]
+    vocab = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(9000)})[:6000]
+    rng.shuffle(vocab)
+    weights = [1 / (k + 1) ** 1.07 for k in range(len(vocab))]
+    cumulative = list(__import__("itertools").accumulate(weights))
+    draw = lambda n: rng.choices(vocab, cum_weights=cumulative, k=n)  # noqa: E731
+    out = [(("user", "reply")[k % 2], " ".join(draw(rng.randint(16, 22))), 1_700_000_000.0 + k * 30.0,
+            f"chat {k // 5000}") for k in range(size)]
+    # mid-frequency words: ranks 60-200 of the vocabulary (each in ~0.5-1.5% of the messages)
+    band = vocab[60:200]
+    queries = []
+    for _ in range(SCALE_QUERIES):
+        words = rng.sample(band, 4)
+        ids = sorted(rng.sample(range(size), PLANTED))
+        for i in ids:
+            kind, text, at, title = out[i]
+            filler = text.split()[:12]
+            mixed = filler + words
+            rng.shuffle(mixed)
+            out[i] = (kind, " ".join(mixed), at, title)
+        queries.append((" ".join(words), ids))
+    pattern_ids = sorted(rng.sample(range(size), 3))
+    for i in pattern_ids:
+        kind, text, at, title = out[i]
+        out[i] = (kind, f"{text} PELICAN-{i}", at, title)
+    return out, queries, pattern_ids
+
+
+# Run by this Python or by the one of --compare (which may be the code before the search floor).
+_SCALE_CHILD = r"""
+import json, statistics, sys, time
+try:
+    from endless.core.search import finder as search
+except ImportError:
+    from endless.core import search
+from endless.core.memory import Memory
+from endless.core.settings import Settings
+root, memory_id, job = sys.argv[1], sys.argv[2], json.loads(open(sys.argv[3]).read())
+memory = Memory.open(memory_id=memory_id, root=__import__("pathlib").Path(root), settings=Settings())
+corpus = search.corpus_of(memory)
+search.search(corpus, "warm", 0, 20, 10.0)
+times, ranks = [], []
+for query, planted in job["queries"]:
+    started = time.perf_counter()
+    result = search.search(corpus, query, 0, 20, 10.0)
+    times.append((time.perf_counter() - started) * 1000)
+    ids = [h.id for h in result.hits]
+    ranks.append(sorted(ids[:len(planted)]) == sorted(planted))
+runs = []
+for _ in range(3):
+    started = time.perf_counter()
+    result = search.search(corpus, job["pattern"], 0, 20, 2.0)
+    runs.append((time.perf_counter() - started, [h.id for h in result.hits], result.stopped_at))
+print(json.dumps({"times": times, "first": ranks, "pattern": runs, "code": search.__file__}))
+"""
+
+
+def scale(root: Path, sizes: list[int], compare: str | None) -> None:
+    rows = []
+    for size in sizes:
+        say(f"at scale: generating {size:,} messages")
+        messages, queries, pattern_ids = scale_messages(size)
+        key = workspace_key(None, root / f"scale-{size}")
+        memory = Memory.open(key, root=root / f"x{size}", settings=Settings())
+        started = time.perf_counter()
+        fill(memory, messages)
+        say(f"imported in {time.perf_counter() - started:.0f} s")
+        docs = memory.search_index.term_docs([w for q, _ in queries for w in q.split()])
+        memory.close()
+        job = root / f"job-{size}.json"
+        job.write_text(json.dumps({"queries": queries, "pattern": PATTERN}))
+        pythons = [("this", sys.executable)] + ([("compare", compare)] if compare else [])
+        for label, python in pythons:
+            # (run from the temporary folder: ``-c`` puts the working folder first on the path, and a
+            # checkout's own package there would shadow the installation asked for)
+            done = subprocess.run([python, "-c", _SCALE_CHILD, str(root / f"x{size}"), key.memory_id, str(job)],
+                                  capture_output=True, text=True, cwd=root)
+            if done.returncode != 0:
+                say(f"{label} ({python}) failed: {done.stderr[-800:]}")
+                continue
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            say(f"{label}: {got['code']}")
+            times = got["times"]
+            found = [len(set(ids) & set(pattern_ids)) for _, ids, _ in got["pattern"]]
+            said = [stopped is not None for _, _, stopped in got["pattern"]]
+            rows.append((size, label, statistics.median(times), percentile(times, 0.99),
+                         sum(got["first"]) / len(got["first"]), statistics.median(docs.values()),
+                         found, statistics.median(t for t, _, _ in got["pattern"]), said))
+    print(f"\n## At scale: {SCALE_QUERIES} four-word queries, {PLANTED} planted all-words messages each; "
+          f"pattern {PATTERN} with 3 planted matches (3 runs, 2 s limit)\n")
+    print("| messages | code | ranked median ms | ranked p99 ms | all-words first | median rows a word "
+          "| pattern found (of 3, each run) | pattern s | partial said |")
+    print("|---:|---|---:|---:|---:|---:|---|---:|---|")
+    for size, label, median, p99, first, rows_a_word, found, seconds, said in rows:
+        print(f"| {size:,} | {label} | {median:.1f} | {p99:.1f} | {first:.0%} | {rows_a_word:,.0f} | "
+              f"{' '.join(map(str, found))} | {seconds:.2f} | {' '.join('yes' if s else 'no' for s in said)} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--scale", default="", help="sizes for the at-scale table (200000,1000000)")
+    parser.add_argument("--compare", metavar="PYTHON", help="another installation's Python, side by side")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="endless-bench-recall-") as tmp:
         root = Path(tmp)
@@ -276,6 +403,8 @@ def main() -> None:
         if not args.skip_speed:
             made = speed(root, [int(s) for s in args.sizes.split(",")])
             whole_process(made, args.runs)
+        if args.scale:
+            scale(root, [int(x) for x in args.scale.split(",")], args.compare)
 
 
 if __name__ == "__main__":

@@ -127,6 +127,12 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
     seconds = memory.settings.regex_seconds
     pin = (memory.memory_id, query, tuple(sorted((k, str(v)) for k, v in filters.items())))
     below = _PINS.get(pin) if p > 1 else None
+    if filters.get("below") is not None:  # going on from a search its time limit cut: below that message
+        asked = _int_arg(filters["below"])
+        if asked is None or asked < 0:
+            return Refusal(f"below must be a message id (a whole number from 0), not {filters['below']!r}.")
+        below = asked if below is None else min(below, asked)
+    filters = {k: v for k, v in filters.items() if k != "below"}
     try:
         result = search.search(search.corpus_of(memory), query, (p - 1) * per_page, per_page, seconds,
                                clock=clock, below=below, **filters)
@@ -158,7 +164,7 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
     return "\n".join(lines)
 
 
-FILTERS = ("chat", "kind", "since", "before", "scope")
+FILTERS = ("chat", "kind", "since", "before", "scope", "below")
 # The messages a search's first page saw, by (memory, query, filters): its later pages search the
 # same ones, so turns arriving between two pages neither repeat a hit nor push one past a page.
 _PINS: dict[tuple, int] = {}
@@ -188,13 +194,18 @@ def _search_notes(result: recall.Result, total: int, seconds: float) -> list[str
             lines.append(f"The search stopped after {seconds:g} s before ranking every match. "
                          "Search for fewer or rarer words.")
         else:
-            searched = (f"it searched messages {result.stopped_at} to {total - 1}, newest "
-                        f"first, not the older ones" if result.stopped_at < total
+            end = result.below if result.below is not None else total
+            start = result.go_on()
+            some = start is not None and start < end
+            searched = (f"it searched messages {start} to {end - 1}, newest first, not 0 to {start - 1}; "
+                        "the hits here are only from those" if some
                         else "before it had searched a single message")
+            go_on = (f"To search the rest, call recall_search again with the same query and below={start}."
+                     if some else "To try again, call recall_search again with the same arguments.")
             advice = ("Narrow the pattern or search for plain words." if result.pattern
                       else "Search for fewer or shorter words.")
-            lines.append(f"The {'pattern ' if result.pattern else ''}search stopped after {seconds:g} s, "
-                         f"{searched}. {advice}")
+            lines.append(f"PARTIAL ANSWER: The {'pattern ' if result.pattern else ''}search stopped after "
+                         f"{seconds:g} s, {searched}. {go_on} {advice}")
     return lines
 
 

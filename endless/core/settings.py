@@ -55,9 +55,10 @@ FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the r
 RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days
 FORGET_CHECKPOINT_TRIES = 20  # a forget's WAL checkpoint waits for readers this many times
 INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled only as pages are read)
-# A ranked search looks at every row holding one of its words: it takes the rarest words while the
-# rows they are in stay under this many (measured on 2 cores: about 2 ms per 1,000 rows at 1M messages);
-# the commonest words go first, which BM25 weighs least.  STOPWORDS (below) are dropped before that.
+# A ranked search first ranks the messages holding all its words, at any size; the rest of a page
+# comes from the words OR'ed, which looks at every row holding one of them: that part takes the
+# rarest words while their rows stay under this many (measured on 2 cores: about 2 ms per 1,000 rows
+# at 1M messages).  STOPWORDS (below) are dropped first.
 SEARCH_POSTINGS_MAX = 12_000
 KEPT_CLAIM_SECONDS = 6 * 3600.0  # a turn's claim on kept messages lapses after this long (its process alive)
 KEPT_SHARE_BYTES = 2_000  # a kept message's bytes in a head where the kept ones do not fit whole (zoom reads the rest)

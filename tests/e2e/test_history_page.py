@@ -589,3 +589,22 @@ def test_an_expired_address_says_how_to_get_a_new_one(browser, served):
     page.wait_for_selector(".turn")
     context.close()
     assert errors == [], errors
+
+
+def test_a_cut_pattern_search_says_partial_on_the_page(browser, memories):
+    """A /pattern/ its time limit cut (a limit too small to search one message): the hits' title says it
+    is partial and which messages it searched, not just that it stopped."""
+    root, (mid, _, _) = memories
+    server = start_in_thread(F.small_settings(regex_seconds=1e-9), 0, root=root, current=mid)
+    try:
+        context, page, errors = open_page(browser, server.new_url())
+        page.wait_for_selector(".turn")
+        page.fill("#query", "/ZebraCrossing/")
+        page.keyboard.press("Enter")
+        title = page.locator("#hits-title", has_text="partial")
+        title.wait_for()
+        assert "stopped at its time limit before it searched a message" in title.text_content()
+        context.close()
+        assert errors == [], errors
+    finally:
+        server.stop()

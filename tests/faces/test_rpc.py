@@ -437,6 +437,20 @@ def test_pattern_search_stops_at_its_own_limit(slow_root):
     assert value["hits"] == [] and "stoppedAt" in value
 
 
+def test_a_cut_pattern_search_answers_its_range_and_how_to_go_on(slow_root):
+    """The RPC (the History page's answer) names the messages searched and the below that goes on; passing
+    it searches only the older messages, pinned there."""
+    root, mid = slow_root
+    with client(root, F.small_settings(regex_seconds=0.3)) as c:
+        value = call(c, "search", memoryId=mid, query=SLOW_PATTERN)
+        assert value["partial"] is True and value["searched"]["to"] == 50, value
+        assert value["goOn"] == {"below": value["searched"]["from"]}, value
+        below = value["goOn"]["below"]
+        later = call(c, "search", memoryId=mid, query=SLOW_PATTERN, below=below)
+    assert later["partial"] is True and later["below"] == below and later["searched"]["to"] == below, later
+    assert later["goOn"]["below"] <= below, later
+
+
 def test_searches_cannot_starve_view_and_zoom(slow_root):
     """Two slow pattern searches fill the search pool; view and zoom still answer at once."""
     root, mid = slow_root

@@ -336,10 +336,24 @@ class SearchIndex:
         with self.lock:
             return self.watermark().messages
 
-    def chats(self, filters: "Filters") -> list[tuple[str, str, int, float]]:
+    def chats(self, filters: "Filters", titled: Callable[[str], bool] | None = None
+              ) -> list[tuple[str, str, int, float]]:
         """``(session, title, first message id, its time)`` of each titled chat with a message the filters
-        keep (kind aside: a title is no message's kind), for a search of the titles themselves."""
+        keep (kind aside: a title is no message's kind), for a search of the titles themselves.
+
+        ``titled`` picks the titles wanted first, from the small chat table: the messages (a full
+        look at them, 85 ms at 200,000) are read only for the chats it keeps, and not at all when
+        it keeps none, which is most searches.
+        """
+        with self.lock:
+            chats = self.db().execute("SELECT id, title FROM chat WHERE title != ''").fetchall()
+        ids = [int(c) for c, title in chats if titled is None or titled(str(title))]
+        if not ids:
+            return []
         parts, params = ["chat.title != ''"], []
+        if titled is not None and len(ids) <= 500:  # (more: every chat, kept by ``titled`` below)
+            parts.append(f"chat.id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
         if filters.below is not None:
             parts.append("msg.id < ?")
             params.append(filters.below)
@@ -350,7 +364,9 @@ class SearchIndex:
         sql = ("SELECT chat.session, chat.title, min(msg.id), msg.at FROM chat JOIN msg ON msg.chat = chat.id "
                f"WHERE {' AND '.join(parts + span)} GROUP BY chat.id")
         with self.lock:
-            return [(str(a), str(b), int(c), float(d)) for a, b, c, d in self.db().execute(sql, params + values)]
+            rows = self.db().execute(sql, params + values).fetchall()
+        return [(str(a), str(b), int(c), float(d)) for a, b, c, d in rows
+                if titled is None or len(ids) <= 500 or titled(str(b))]
 
     def term_docs(self, words: list[str]) -> dict[str, int]:
         """How many messages hold each (unstemmed) word once stemmed; 0 for a word nowhere."""

@@ -14,6 +14,7 @@ query runs past its time, and a stopped search says how far it got.
 from __future__ import annotations
 
 import mmap
+import re
 import os
 import time
 from dataclasses import dataclass, field
@@ -29,11 +30,11 @@ if TYPE_CHECKING:  # the engine and the threads load when a scan runs, not with 
 from endless.core.store import durable
 from endless.core.search import pattern_guard
 from endless.core.search import query as query_language
+from endless.core.search.snippets import snippet_marked
 from endless.core.store import OrderLog, examine
 from endless.core.settings import LONG_NEEDLE_BYTES
 
 CHUNK = 4 << 20
-SNIPPET = 80
 
 
 class SearchError(ValueError):
@@ -68,6 +69,16 @@ class Result:
     indexed: int | None = None  # messages the index covered, when it could not catch up in time
     below: int | None = None  # the message count the search was pinned to (pass back for the next page)
 
+    def go_on(self) -> int | None:
+        """The ``below`` that searches what a search cut by its time limit had not reached (None: it
+        was complete).  It searched messages ``go_on()`` to ``below - 1``; a ranked search that stopped
+        ranked none, so its ``go_on()`` is ``below`` itself: the same search again."""
+        if self.stopped_at is None:
+            return None
+        if self.below is None:
+            return self.stopped_at
+        return min(self.stopped_at, self.below)
+
 
 def compile_pattern(body: str) -> "regex.Pattern[str]":
     import regex
@@ -83,25 +94,33 @@ def compile_pattern(body: str) -> "regex.Pattern[str]":
 
 
 def scan_literal(log: OrderLog, text: str, skip: int, limit: int, seconds: float,
-                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None) -> Result:
-    """Messages holding ``text`` as written (any case), newest first, by scanning the log itself."""
+                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None,
+                 below: int | None = None) -> Result:
+    """Messages holding ``text`` as written (any case), newest first, by scanning the log itself
+    (below message ``below`` only, if given, as :func:`scan_pattern`)."""
     want = skip + limit + 1
     found: list[Hit] = []
     result = Result(mode=query_language.PHRASE)
-    result.stopped_at = _scan_literal(log, text, want, found, _Deadline(clock() + seconds, clock), keep)
+    result.stopped_at = _scan_literal(log, text, want, found, _Deadline(clock() + seconds, clock), keep, below)
     result.more = len(found) > skip + limit
     result.hits = found[skip:skip + limit]
     return result
 
 
 def scan_pattern(log: OrderLog, body: str, skip: int, limit: int, seconds: float,
-                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None) -> Result:
-    """Messages a regular expression matches, newest first, with a deadline inside every match."""
+                 clock: Callable[[], float] = time.monotonic, keep: "Keep | None" = None,
+                 below: int | None = None) -> Result:
+    """Messages a regular expression matches, newest first, with a deadline inside every match.
+
+    ``below``: only messages with a smaller id, the scan starting at the turn
+    that holds the newest of them (a stopped search goes on from where it
+    stopped without reading the newer part again).
+    """
     pattern = compile_pattern(body)
     want = skip + limit + 1
     found: list[Hit] = []
     result = Result(pattern=True, mode=query_language.PATTERN)
-    result.stopped_at = _scan_pattern(log, pattern, want, found, clock() + seconds, clock, keep)
+    result.stopped_at = _scan_pattern(log, pattern, want, found, clock() + seconds, clock, keep, below)
     result.more = len(found) > skip + limit
     result.hits = found[skip:skip + limit]
     return result
@@ -158,26 +177,34 @@ def _open(log: OrderLog) -> int | None:
 
 
 def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadline: _Deadline,
-                  keep: Keep | None = None) -> int | None:
+                  keep: Keep | None = None, below: int | None = None) -> int | None:
     """Collect hits of ``text``; returns the oldest message searched if the deadline cut it short."""
     needle_text = text.lower()
+    pinned = log.total if below is None else min(below, log.total)
+    if pinned <= 0:
+        return None
     fd = _open(log)
     if fd is None:
         return None
+    end = _end_below(log, pinned)
+    if pinned < log.total:
+        inner = keep
+        keep = lambda record, message: (_message_id(record, message) < pinned  # noqa: E731
+                                        and (inner is None or inner(record, message)))
 
     def match(message: str) -> int:
         return message.lower().find(needle_text)
 
     try:
         if text.isascii():
-            done = _scan_ascii(fd, log.end, text, match, want, found, deadline, keep)
+            done = _scan_ascii(fd, end, text, match, want, found, deadline, keep)
         else:
-            done = _scan_unicode(fd, log.end, needle_text, match, want, found, deadline, keep)
+            done = _scan_unicode(fd, end, needle_text, match, want, found, deadline, keep)
     finally:
         os.close(fd)
     if done:
         return None
-    return deadline.oldest if deadline.oldest is not None else log.total
+    return deadline.oldest if deadline.oldest is not None and deadline.oldest < pinned else pinned
 
 
 def _scan_unicode(fd: int, end: int, needle_text: str, match: Callable[[str], int], want: int,
@@ -203,6 +230,15 @@ def _note_searched(data: bytes, deadline: _Deadline) -> None:
     """Everything in ``data`` (whole lines) was searched: its first record's first message is the oldest."""
     end = data.find(b"\n")
     _note_first(data if end < 0 else data[:end], deadline)
+
+
+def _first_id(data: bytes) -> int | None:
+    """The first message id of the chunk's first record (None if it does not parse)."""
+    end = data.find(b"\n")
+    try:
+        return int(orjson.loads(data if end < 0 else data[:end])["id"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _note_first(line: bytes, deadline: _Deadline) -> None:
@@ -355,64 +391,113 @@ def _moment(at: object) -> float:
     return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else float("nan")
 
 
-def snippet(text: str, pos: int, width: int = SNIPPET) -> str:
-    start = max(0, pos - width)
-    stop = min(len(text), pos + width)
-    piece = " ".join(text[start:stop].split())
-    return ("…" if start > 0 else "") + piece + ("…" if stop < len(text) else "")
+_CONTEXT = re.compile(r"\(\?(?!:)|\\[AZzG]|[*+?}]\+|\{[a-z]")
 
 
-def snippet_marked(text: str, spans: list[tuple[int, int]], width: int = SNIPPET
-                   ) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """A window of ``text`` around the first span, whitespace folded, and the spans inside it.
+def joinable(body: str) -> bool:
+    """Whether a match of ``body`` in one message is also a match where that message sits among
+    others joined by newlines (so a chunk with no match in the join has none in any message)."""
+    return _CONTEXT.search(body) is None
 
-    The spans are character offsets in ``text``; the marks returned are
-    offsets in the snippet, so every face can highlight the same way.
+
+def _chunk_lines(data: bytes, pattern: "regex.Pattern[str]", keep: Keep | None, seconds: float
+                 ) -> tuple[int, list[bytes]] | None:
+    """The chunk's first message id and the lines (turns) of it that may hold a match, oldest first;
+    None to look at every line, one message at a time (a damaged line, a message without text).
+
+    The messages' texts, joined by newlines (so ``^`` and ``$`` match at each message's ends, as
+    alone), are searched at once; a stretch with a match is halved until a few turns are left.
     """
-    if not spans:
-        return snippet(text, 0, width), ()
-    first, first_end = spans[0]
-    start = max(0, first - width)
-    stop = min(len(text), max(first_end, first) + width, first + 4 * width)
-    cuts = sorted((max(a, start), min(b, stop)) for a, b in spans if a < stop and b > start and b > a)
-    out = ""
-    marks: list[tuple[int, int]] = []
-    cursor = start
-    for a, b in cuts + [(stop, stop)]:
-        if a < cursor:
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    try:
+        records = orjson.loads(b"[" + b",".join(lines) + b"]")
+        texts = [[m["x"] for m in r["m"] if keep is None or keep(r, m)] for r in records]
+        first = int(records[0]["id"]) if records else None
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
+        return None
+    if first is None or len(records) != len(lines) or not all(type(t) is str for ts in texts for t in ts):
+        return None
+    deadline = time.monotonic() + seconds
+
+    def holds(lo: int, hi: int) -> bool:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return pattern.search("\n".join(t for ts in texts[lo:hi] for t in ts), timeout=left) is not None
+
+    kept: list[int] = []
+    stretches = [(0, len(records))] if holds(0, len(records)) else []
+    while stretches:
+        lo, hi = stretches.pop()
+        if hi - lo <= _FEW_TURNS:
+            kept.extend(range(lo, hi))
             continue
-        out = _join(out, text[cursor:a])
-        if b > a:
-            piece = " ".join(text[a:b].split())
-            if piece:
-                out = _join(out, " " if text[a].isspace() and out else "")
-                marks.append((len(out), len(out) + len(piece)))
-                out += piece
-                if text[b - 1].isspace():
-                    out += " "
-        cursor = b
-    body = out.rstrip()
-    marks = [(x, min(y, len(body))) for x, y in marks if x < len(body)]
-    return ("…" if start > 0 else "") + body + ("…" if stop < len(text) else ""), \
-        tuple((x + (1 if start > 0 else 0), y + (1 if start > 0 else 0)) for x, y in marks)
+        mid = (lo + hi) // 2
+        stretches += [(a, b) for a, b in ((lo, mid), (mid, hi)) if holds(a, b)]
+    return first, [lines[k] for k in sorted(kept)]
 
 
-def _join(out: str, piece: str) -> str:
-    """``out`` + ``piece`` with whitespace folded to single spaces, none leading."""
-    if not piece:
-        return out
-    folded = " ".join(piece.split())
-    lead = piece[0].isspace() and bool(out) and not out.endswith(" ")
-    trail = piece[-1].isspace() and bool(folded or out)
-    return out + (" " if lead else "") + folded + (" " if trail and folded else "")
+_FEW_TURNS = 8
+
+
+# Characters a required piece of a pattern may hold, so that a message holding it holds the same
+# bytes in the log: JSON writes them as they are, and no other character matches them in any case
+# (i, k and s do: the dotted İ, the Kelvin sign K and the long ſ).
+_PLAIN = frozenset("abcdefghjlmnopqrtuvwxyzABCDEFGHJLMNOPQRTUVWXYZ0123456789 -_,;:'!@#%&=<>~`/")
+
+
+def required_piece(body: str) -> bytes | None:
+    """Bytes every line holding a match must hold (lowered, ASCII), from the pattern's plain start; None
+    when it has none of 3 characters or more, or may not need it (an alternation, inline flags)."""
+    if "|" in body or not joinable(body):
+        return None
+    start = 0
+    while start < len(body) and body[start] in _PLAIN | set("iksIKS"):
+        start += 1
+    plain = body[:start]
+    if start < len(body) and body[start] in "?*{":  # the last character may be left out or repeated
+        plain = plain[:-1]
+    pieces = "".join(c if c in _PLAIN else "\0" for c in plain).split("\0")
+    best = max(pieces, key=len, default="")
+    return best.lower().encode() if len(best) >= 3 else None
+
+
+def _end_below(log: OrderLog, below: int) -> int:
+    """The byte end of the turn holding message ``below - 1`` (the log's end if it cannot be told)."""
+    turn_of = getattr(log, "turn_of", None)
+    offsets, lengths = getattr(log, "offsets", None), getattr(log, "lengths", None)
+    if below >= log.total or turn_of is None or offsets is None or lengths is None:
+        return log.end
+    turn = turn_of(below - 1)
+    if turn is None or turn >= len(offsets):
+        return log.end
+    return min(log.end, offsets[turn] + lengths[turn] + 1)
+
+
+def _message_id(record: dict, message: dict) -> int:
+    """The id of ``message`` inside its turn ``record`` (found by identity: a turn holds few)."""
+    for k, other in enumerate(record["m"]):
+        if other is message:
+            return record["id"] + k
+    return record["id"]
 
 
 def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found: list[Hit],
-                  deadline: float, clock: Callable[[], float], keep: Keep | None = None) -> int | None:
-    """Scan every line with the pattern; returns the oldest message reached if time ran out."""
+                  deadline: float, clock: Callable[[], float], keep: Keep | None = None,
+                  below: int | None = None) -> int | None:
+    """Scan every line (below message ``below``) with the pattern; returns the oldest message searched
+    if time ran out (``below``, or the log's total, when it ran out before the first)."""
+    pinned = log.total if below is None else min(below, log.total)
+    if pinned <= 0:
+        return None
     fd = _open(log)
     if fd is None:
         return None
+    end = _end_below(log, pinned)
+    if pinned < log.total:
+        inner = keep
+        keep = lambda record, message: (_message_id(record, message) < pinned  # noqa: E731
+                                        and (inner is None or inner(record, message)))
     oldest: int | None = None
 
     def searched(message_id: int) -> None:
@@ -434,18 +519,50 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
             return found_at.start()
 
     match = Match()
+    whole = joinable(pattern.pattern)
+    piece = required_piece(pattern.pattern)
     try:
-        for _, data in chunks_backward(fd, log.end):
+        for _, data in chunks_backward(fd, end):
+            if piece is not None and piece not in data.lower():  # no line of the chunk can match
+                if deadline - clock() <= 0:
+                    return oldest if oldest is not None and oldest < pinned else pinned
+                at = _first_id(data)
+                if at is not None:
+                    oldest = at if oldest is None else min(oldest, at)
+                    continue
+            if whole:
+                left = deadline - clock()
+                if left <= 0:
+                    return oldest if oldest is not None and oldest < pinned else pinned
+                try:  # (half the time left at most: a slow pattern then goes on message by message)
+                    narrowed = _chunk_lines(data, pattern, keep, left / 2)
+                except TimeoutError:
+                    narrowed = None
+                if narrowed is not None:
+                    # only the turns that may match are read one message at a time; when they are
+                    # done, every message of the chunk was searched
+                    first, lines = narrowed
+                    for k in range(len(lines) - 1, -1, -1):
+                        if deadline - clock() <= 0:
+                            return oldest if oldest is not None and oldest < pinned else pinned
+                        try:
+                            _collect(lines[k], match, found, searched, keep)
+                        except TimeoutError:
+                            return oldest if oldest is not None and oldest < pinned else pinned
+                        if len(found) >= want:
+                            return None
+                    oldest = first if oldest is None else min(oldest, first)
+                    continue
             lines = data.split(b"\n")
             for k in range(len(lines) - 1, -1, -1):
                 if not lines[k]:
                     continue
                 if deadline - clock() <= 0:
-                    return oldest if oldest is not None else log.total
+                    return oldest if oldest is not None and oldest < pinned else pinned
                 try:
                     _collect(lines[k], match, found, searched, keep)
                 except TimeoutError:
-                    return oldest if oldest is not None else log.total
+                    return oldest if oldest is not None and oldest < pinned else pinned
                 if len(found) >= want:
                     return None
     finally:

@@ -508,7 +508,11 @@ def search(memory: Memory, args: dict, settings: Settings,
     if result.more:  # (a first page's title hits come on top of its messages: they take no offset)
         value["next"] = offset + sum(1 for h in hits if h["kind"] != "title")
     if result.stopped_at is not None:
+        # A partial answer: what it covered and the ``below`` that searches the rest (same query, offset 0).
         value["stoppedAt"] = result.stopped_at
+        value["partial"] = True
+        value["searched"] = {"from": result.go_on(), "to": result.below}
+        value["goOn"] = {"below": result.go_on()}
     if result.indexed is not None:
         value["indexed"] = result.indexed
     return value

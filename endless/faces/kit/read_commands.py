@@ -3,7 +3,8 @@
 Each prints data on stdout (``--json``: the same value the host RPC answers,
 from :mod:`endless.faces.kit.answers`) and diagnostics on stderr.  Exit codes: 0 done;
 1 not found (no such memory, line, message or page); 2 bad usage or settings
-(a malformed argument, an invalid settings file).
+(a malformed argument, an invalid settings file); 3 a partial search (its time limit
+cut it: the answer says which messages it searched and the ``--below`` that goes on).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from endless.core.view import fold
 from endless.core import moments
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+EXIT_PARTIAL = 3  # a search its time limit cut: the hits are right, but only for the messages it searched
 LIST_COMMAND = "`endless memories`"
 # The RPC's argument names as a person types them on this command line.
 CLI_NAMES = {"memoryId": "--memory", "id": "ID", "n": "N", "page": "--page", "before": "--before",
              "limit": "--limit", "query": "the words to find", "agent": "--agent", "offset": "--offset",
-             "from": "--from", "since": "--since", "kind": "--kind", "scope": "--scope"}
+             "from": "--from", "since": "--since", "kind": "--kind", "scope": "--scope",
+             "below": "--below"}
 
 
 def line_word(text: str) -> tuple[int, int | None]:
@@ -93,6 +96,9 @@ def add_read_parsers(sub: Any) -> None:
     search.add_argument("--before", help="only messages before this date or time")
     search.add_argument("--scope", choices=("messages", "lines", "both"),
                         help="search the messages (default), the summary lines, or both")
+    search.add_argument("--below", type=int, metavar="ID",
+                        help="only messages with an id below ID: goes on with a search its time limit cut "
+                             f"(exit code {EXIT_PARTIAL} says which ID)")
     history = reader("history", "print whole turns, newest page last; page back with --before, forward with "
                      "--from or --since", "endless history --since 2026-11-30 --limit 10")
     start = history.add_mutually_exclusive_group()
@@ -134,7 +140,8 @@ def _args(args: argparse.Namespace) -> dict:
         return {"id": args.id}
     if method == "search":
         return {"query": " ".join(args.words), "limit": args.limit, "offset": args.offset, "chat": args.chat,
-                "kind": args.kind, "since": args.since, "before": args.before, "scope": args.scope}
+                "kind": args.kind, "since": args.since, "before": args.before, "scope": args.scope,
+                "below": args.below}
     if method == "history":
         return {"before": args.before, "from": args.start, "since": args.since, "limit": args.limit}
     return {}
@@ -159,11 +166,12 @@ def _run(args: argparse.Namespace) -> int:
     if note is not None:  # like a search without hits: said on stderr, and still an answer (exit 0)
         print(f"[endless] {note}", file=sys.stderr)
     out = sys.stdout
+    done = EXIT_PARTIAL if value.get("partial") else EXIT_OK
     if args.json:
         out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return EXIT_OK
+        return done
     TEXT[method](value, out)
-    return EXIT_OK
+    return done
 
 
 def said(error: AnswerError) -> str:
@@ -264,6 +272,12 @@ def _search(value: dict, out) -> None:
                   f"{text}{inside}\n")
     if "next" in value:
         print(f"[endless] more hits: --offset {value['next']}", file=sys.stderr)
+    if value.get("partial"):  # part of the answer, so on stdout: a pipe reading the hits reads this too
+        start, end = value["searched"]["from"], value["searched"]["to"]
+        covered = (f"messages {start} to {end - 1} only, newest first" if start is not None and start < end
+                   else "no message")
+        out.write(f"[partial] the search stopped at its time limit and searched {covered}; "
+                  f"search the rest with the same words and --below {value['goOn']['below']}\n")
 
 
 def _marked(snippet: str, marks: list, bold: bool) -> str:

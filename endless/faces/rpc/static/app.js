@@ -450,7 +450,13 @@
     $("hits-title").textContent = state.hits.length
       ? state.hits.length + (value.more ? "+" : "") + " hits for " + query + order
       : "No hits for " + query;
-    if (value.stoppedAt !== undefined) $("hits-title").textContent += " (the search stopped early)";
+    if (value.partial) {  // a search its time limit cut: say which messages it covered
+      const from = value.searched.from, to = value.searched.to;
+      $("hits-title").textContent += from !== null && from < to
+        ? " (partial: the search stopped at its time limit and searched messages " + from + " to " + (to - 1)
+          + " only; search again with below " + value.goOn.below + " for the older ones)"
+        : " (partial: the search stopped at its time limit before it searched a message)";
+    }
     if (value.more) {
       const item = el("li", "more-hits");
       item.id = "more-hits";

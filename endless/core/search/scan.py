@@ -180,17 +180,10 @@ def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadlin
                   keep: Keep | None = None, below: int | None = None) -> int | None:
     """Collect hits of ``text``; returns the oldest message searched if the deadline cut it short."""
     needle_text = text.lower()
-    pinned = log.total if below is None else min(below, log.total)
-    if pinned <= 0:
+    start = _start(log, below, keep)
+    if start is None:
         return None
-    fd = _open(log)
-    if fd is None:
-        return None
-    end = _end_below(log, pinned)
-    if pinned < log.total:
-        inner = keep
-        keep = lambda record, message: (_message_id(record, message) < pinned  # noqa: E731
-                                        and (inner is None or inner(record, message)))
+    pinned, fd, end, keep = start
 
     def match(message: str) -> int:
         return message.lower().find(needle_text)
@@ -462,6 +455,23 @@ def required_piece(body: str) -> bytes | None:
     return best.lower().encode() if len(best) >= 3 else None
 
 
+def _start(log: OrderLog, below: int | None, keep: Keep | None
+           ) -> tuple[int, int, int, Keep | None] | None:
+    """Where a scan starts: the message count it is pinned to, the log open, the byte it reads back
+    from, and ``keep`` narrowed to messages under the pin; None when there is nothing to scan."""
+    pinned = log.total if below is None else min(below, log.total)
+    if pinned <= 0:
+        return None
+    fd = _open(log)
+    if fd is None:
+        return None
+    if pinned < log.total:
+        inner = keep
+        keep = lambda record, message: (_message_id(record, message) < pinned  # noqa: E731
+                                        and (inner is None or inner(record, message)))
+    return pinned, fd, _end_below(log, pinned), keep
+
+
 def _end_below(log: OrderLog, below: int) -> int:
     """The byte end of the turn holding message ``below - 1`` (the log's end if it cannot be told)."""
     turn_of = getattr(log, "turn_of", None)
@@ -487,17 +497,10 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
                   below: int | None = None) -> int | None:
     """Scan every line (below message ``below``) with the pattern; returns the oldest message searched
     if time ran out (``below``, or the log's total, when it ran out before the first)."""
-    pinned = log.total if below is None else min(below, log.total)
-    if pinned <= 0:
+    start = _start(log, below, keep)
+    if start is None:
         return None
-    fd = _open(log)
-    if fd is None:
-        return None
-    end = _end_below(log, pinned)
-    if pinned < log.total:
-        inner = keep
-        keep = lambda record, message: (_message_id(record, message) < pinned  # noqa: E731
-                                        and (inner is None or inner(record, message)))
+    pinned, fd, end, keep = start
     oldest: int | None = None
 
     def searched(message_id: int) -> None:

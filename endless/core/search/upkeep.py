@@ -355,11 +355,7 @@ def after_commit(index: SearchIndex, before: tuple[int, int], infos: list["TurnI
             index.add_messages(turns, Watermark(mark.turns, mark.log_end, mark.messages, mark.tree_end, first_tid))
             index.set_mark(tree_end=mark.tree_end)
     except (IndexBusy, sqlite3.Error, OSError) as exc:
-        if is_damage(exc):
-            index.discard(exc)
-            return
-        durable.log("search", f"the search index was not updated at this commit ({exc}); "
-                              "the next search catches it up")
+        _not_updated(index, exc, "at this commit")
 
 
 def after_store(index: SearchIndex, before_tree_end: int, lines: list[tuple[int, int, str]],
@@ -373,9 +369,14 @@ def after_store(index: SearchIndex, before_tree_end: int, lines: list[tuple[int,
                 return
             index.add_lines(lines, tree_end)
     except (IndexBusy, sqlite3.Error, OSError) as exc:
-        if is_damage(exc):
-            index.discard(exc)
-            return
-        durable.log("search", f"the search index was not updated with new lines ({exc}); "
-                              "the next search catches it up")
+        _not_updated(index, exc, "with new lines")
+
+
+def _not_updated(index: SearchIndex, exc: Exception, when: str) -> None:
+    """A commit's index update that failed: a damaged index goes (rebuilt from the log), anything else
+    waits for the next search's catch-up; the commit itself never fails for it."""
+    if is_damage(exc):
+        index.discard(exc)
+        return
+    durable.log("search", f"the search index was not updated {when} ({exc}); the next search catches it up")
 

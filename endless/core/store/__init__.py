@@ -10,8 +10,9 @@ Names load on first use, so a command imports only the modules it touches.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from endless.core.surface import lazy_names
 
 # each public name and the module of this floor that holds it (a module names itself)
 _WHERE = {
@@ -83,18 +84,7 @@ _WHERE = {
     "Waiters": "waiters",
 }
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"{__name__} has no public name {name!r}")
-    value = importlib.import_module(f"{__name__}.{module}")
-    if name != module:
-        value = getattr(value, name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_names(__name__, _WHERE)
 
 if TYPE_CHECKING:
     from endless.core.store import contract

@@ -177,7 +177,7 @@ class SearchIndex:
 
         Not kept as ``.damaged`` copies: they may hold words a later forget
         removes everywhere else, and on a full disk they are the space
-        Endless needs back (issue #33 item 14).
+        Endless needs back.
         """
         for suffix in ("", "-wal", "-shm"):
             try:
@@ -189,7 +189,7 @@ class SearchIndex:
         """A damaged index: closed and removed, so the next catch-up builds it again from the log.
 
         Whoever meets the damage calls this and goes on: a derived index
-        never blocks a commit, a forget or a repair (issue #33 item 8).
+        never blocks a commit, a forget or a repair.
         """
         durable.log("search", f"the search index {self.path} is damaged ({why}); it is removed and built "
                               "again from the log at the next search")

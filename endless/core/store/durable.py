@@ -291,7 +291,7 @@ def replace_file(path: Path, data: bytes, sync: bool = True) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         try:
-            os.unlink(tmp)  # never left behind (a full disk left empty ones: issue #33 item 14)
+            os.unlink(tmp)  # never left behind (a full disk used to leave empty ones)
         except OSError:
             pass
         if exc.filename == str(tmp) and exc.filename2 is not None:

@@ -7,7 +7,7 @@ id, count, turn id per turn) makes opening and ``message(id)`` a seek; it is
 derived from the log and caught up from it whenever it lags.
 
 Every record ends with a checksum, ``,"c":"<crc32 of the bytes before it>"}``
-(issue #33 item 9): a same-length edit or a flipped bit inside a record is
+: a same-length edit or a flipped bit inside a record is
 damage, reported, never served as another message.  Records written before
 checksums have none; they are still read (shape-checked only, no unknown
 field) and ``endless doctor`` counts them as unchecked.  A forget, which
@@ -244,7 +244,7 @@ class OrderLog:
 
         One that cannot be written (a full disk) is said and written at the
         next chance: the records are in the log already, so the commit stands
-        (issue #33: no derived index blocks a write); a reader rebuilds rows
+        (no derived index blocks a write); a reader rebuilds rows
         the file lacks from the log.
         """
         try:
@@ -485,7 +485,7 @@ def examine(line: bytes, turn: int | None = None) -> tuple[dict | None, str]:
     """The record of a log line and ``""``, or None and why it is damage (in words).
 
     Every field a reader uses is checked here, once, so no reader meets a
-    missing or ill-typed one (issue #33: ``KeyError: 'at'``, a number as a
+    missing or ill-typed one (``KeyError: 'at'``, a number as a
     text): a record is whole or it is damage.  ``turn``: the line's place, which
     the record must name.
     """

@@ -193,7 +193,7 @@ class TreeStore:
 
     def write_index(self, force: bool = False) -> None:
         """Persist the slots (derived data): one that cannot be written is said and left for the next
-        write, never the failure of the line that was stored (issue #33: no derived index blocks a write)."""
+        write, never the failure of the line that was stored (no derived index blocks a write)."""
         if not self._dirty and not force and not self._rewrite:
             return
         try:

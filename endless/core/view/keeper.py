@@ -281,7 +281,7 @@ class ViewKeeper:
 
     def save(self, sync: bool = True) -> None:
         """Store both views (derived from the log and the tree): one that cannot be stored is said and
-        stored at the next change, never the failure of the turn just committed (issue #33)."""
+        stored at the next change, never the failure of the turn just committed."""
         chat_path, writer_path = self._paths()
         ceiling = {"ceiling": self.chat_saw.ceiling, "floor": self.chat_saw.floor}
         try:

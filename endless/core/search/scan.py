@@ -545,29 +545,37 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
                     # only the turns that may match are read one message at a time; when they are
                     # done, every message of the chunk was searched
                     first, lines = narrowed
-                    for k in range(len(lines) - 1, -1, -1):
-                        if deadline - clock() <= 0:
-                            return oldest if oldest is not None and oldest < pinned else pinned
-                        try:
-                            _collect(lines[k], match, found, searched, keep)
-                        except TimeoutError:
-                            return oldest if oldest is not None and oldest < pinned else pinned
-                        if len(found) >= want:
-                            return None
+                    ended = _collect_back(lines, match, found, searched, keep, want, deadline, clock)
+                    if ended is not None:
+                        return None if ended == _FULL else (oldest if oldest is not None and oldest < pinned
+                                                            else pinned)
                     oldest = first if oldest is None else min(oldest, first)
                     continue
-            lines = data.split(b"\n")
-            for k in range(len(lines) - 1, -1, -1):
-                if not lines[k]:
-                    continue
-                if deadline - clock() <= 0:
-                    return oldest if oldest is not None and oldest < pinned else pinned
-                try:
-                    _collect(lines[k], match, found, searched, keep)
-                except TimeoutError:
-                    return oldest if oldest is not None and oldest < pinned else pinned
-                if len(found) >= want:
-                    return None
+            ended = _collect_back(data.split(b"\n"), match, found, searched, keep, want, deadline, clock)
+            if ended is not None:
+                return None if ended == _FULL else (oldest if oldest is not None and oldest < pinned else pinned)
     finally:
         os.close(fd)
+    return None
+
+
+_FULL, _OUT_OF_TIME = "full", "out of time"
+
+
+def _collect_back(lines: list[bytes], match: Callable[[str], int], found: list[Hit],
+                  searched: Callable[[int], None] | None,
+                  keep: Keep | None, want: int, deadline: float, clock: Callable[[], float]) -> str | None:
+    """Collect the hits of ``lines``, newest first; ``_FULL`` once ``want`` are found,
+    ``_OUT_OF_TIME`` when the deadline passed, None when every line was searched."""
+    for k in range(len(lines) - 1, -1, -1):
+        if not lines[k]:
+            continue
+        if deadline - clock() <= 0:
+            return _OUT_OF_TIME
+        try:
+            _collect(lines[k], match, found, searched, keep)
+        except TimeoutError:
+            return _OUT_OF_TIME
+        if len(found) >= want:
+            return _FULL
     return None

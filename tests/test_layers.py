@@ -10,6 +10,7 @@ a lazy import is still a dependency.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import zipfile
@@ -291,6 +292,26 @@ def test_private_names_stay_in_their_file() -> None:
 
 
 # -- faces: each its own, sharing one kit --------------------------------------------------------------
+
+# What only the store floor may do with a store's files: their paths, and reading or writing them by
+# hand.  Above it the log and the tree are read and patched through the storage seam (contract.py).
+STORE_FILE_REACH = re.compile(r"\b(?:log|tree)\.(?:path|index_path|index_dir|slot_path|reader\(\)|offsets_path)\b")
+
+
+def test_above_the_store_no_module_opens_a_store_file() -> None:
+    """The floors above the store, Memory and the faces reach the log and the tree through the seam alone:
+    a second backend (PostgreSQL) then serves them unchanged."""
+    problems = []
+    for module, path in sorted(_modules().items()):
+        if module.startswith(f"{CORE}.store") or not module.startswith("endless."):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            found = STORE_FILE_REACH.search(code)
+            if found:
+                problems.append(f"{path.relative_to(REPO)}:{number}: {found.group(0)}")
+    assert not problems, "reaches a store file past the seam:\n" + "\n".join(problems)
+
 
 FACES = "endless.faces"
 KIT = "kit"  # endless/faces/kit: what several faces share (choosing a memory, errors in words, answers, signals)

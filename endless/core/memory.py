@@ -264,7 +264,7 @@ class Memory:
 
     def index_sources(self) -> index_upkeep.Sources:
         """What a search catches the full-text index up from (this process's view of the files)."""
-        return index_upkeep.Sources(self.log.path, self.log.end, self.tree.path, self.tree.end,
+        return index_upkeep.Sources(self.log, self.log.end, self.tree, self.tree.end,
                                     index_upkeep.node_size(self.tree))
 
     def redacted(self, message: Message) -> Message:

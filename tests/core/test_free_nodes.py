@@ -21,7 +21,7 @@ from endless.core.memory import Memory
 from endless.core.store.messages import Message, render
 from endless.core.view.render import head, line_size
 from endless.core.settings import Settings
-from endless.core.store.log import record_tail
+from endless.core.store.records import record_tail
 from endless.core.store.messages import KINDS
 from endless.core.store.turns import COMPLETED, EncodedTurn, TurnRecord
 

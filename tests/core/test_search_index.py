@@ -433,7 +433,7 @@ def test_only_a_stretch_named_free_is_stepped_over_unread(tmp_path, named):
     after = memory.tree.end
     ends = {"nothing": None, "the written line": after, "past the file's end": after + 1}
     index = search_index.SearchIndex(memory.folder)
-    sources = index_upkeep.Sources(memory.log.path, memory.log.end, memory.tree.path, memory.tree.end,
+    sources = index_upkeep.Sources(memory.log, memory.log.end, memory.tree, memory.tree.end,
                                    index_upkeep.node_size(memory.tree),
                                    lambda offset: ends[named] if offset == before else None)
     assert index_upkeep.catch_up(index, sources, math.inf)
@@ -459,7 +459,7 @@ _LOG_LINES = st.one_of(
 def _placed_lines(kinds: list) -> list[bytes]:
     """Each ``("whole", skip, n)`` as the log writes a record at its place (ids running on, ``skip`` ids
     past the last one), the rest as given."""
-    from endless.core.store.log import placed, record_tail
+    from endless.core.store.records import placed, record_tail
 
     out, next_id = [], 0
     for turn, kind in enumerate(kinds):
@@ -481,8 +481,8 @@ def test_turns_read_a_group_at_a_time_are_the_lines_read_alone(tmp_path_factory,
     """Records are parsed a group of lines at a time; a damaged line in a group is skipped alone, every
     other line of the group is read, and each record keeps its turn number and the byte where it ends.
     A record is whole as the log itself reads it (``examine``), and its ids come after the last one read."""
-    from endless.core.search.upkeep import read_turns
-    from endless.core.store.log import examine
+    from endless.core.store.byte_ranges import records
+    from endless.core.store.records import examine, shape
 
     every = _placed_lines((lines * repeat)[:3 * INDEX_PARSE_GROUP])
     path = tmp_path_factory.mktemp("log") / "turns.jsonl"
@@ -495,4 +495,4 @@ def test_turns_read_a_group_at_a_time_are_the_lines_read_alone(tmp_path_factory,
         if record is not None and record["id"] >= next_id:
             expected.append((turn, pos, record))
             next_id = record["id"] + len(record["m"])
-    assert list(read_turns(path, start, path.stat().st_size, start_line)) == expected
+    assert list(records(path, start, path.stat().st_size, start_line, shape)) == expected

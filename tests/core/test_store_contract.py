@@ -185,3 +185,79 @@ def test_a_journal_keeps_a_turn_in_progress_message_by_message(opener: Opener) -
     turn.finish()
     assert not journal.paths(store.folder, "s1")[0].exists()
     store.close()
+
+
+# -- the address space: what search, forget and the checks read and patch through the seam -------------
+
+
+def test_records_are_read_by_range_forwards_and_backwards_at_their_addresses(opener: Opener) -> None:
+    one, two = opener(_Clock()), opener(_Clock())
+    with one.lock:
+        one.log.catch_up(True)
+        one.bulk_commit(_batch(one, [["alpha one", "alpha two"], ["beta"], ["gamma one", "gamma two"]]))
+    two.log.catch_up(False)
+    log = two.log
+    assert log.stored_end() == log.end > 0
+    read = list(log.records())
+    assert [(turn, record["id"]) for turn, _, record in read] == [(0, 0), (1, 2), (2, 3)]
+    assert [end for _, end, _ in read] == [log.offsets[t] + log.lengths[t] + 1 for t in range(3)]
+    for turn in range(3):  # a record read at its address is the record the range gave
+        line = log.read_at(log.offsets[turn], log.lengths[turn])
+        assert line.startswith(b"{") and f'"turn":{turn}'.encode() in line
+    later = list(log.records(log.offsets[1], first_turn=1))
+    assert [turn for turn, _, _ in later] == [1, 2]
+    back = b"".join(data for _, data in reversed(list(log.backward(log.end))))
+    assert back == b"".join(log.read_at(log.offsets[t], log.lengths[t]) + b"\n" for t in range(3))
+    with log.reading() as read_at:
+        assert read_at is not None and read_at(log.offsets[2], log.lengths[2]) == log.read_at(log.offsets[2],
+                                                                                              log.lengths[2])
+    assert log.holds(log.end, log.first_tid()) and log.holds(0, "")
+    assert not log.holds(log.end + 1, log.first_tid())
+    assert not log.holds(log.end, "0000000000000bad")  # another log
+    one.close()
+    two.close()
+
+
+def test_a_patch_is_durable_same_length_and_read_by_another_handle(opener: Opener) -> None:
+    one, two = opener(_Clock()), opener(_Clock())
+    with one.lock:
+        one.log.catch_up(True)
+        one.bulk_commit(_batch(one, [["a secret word", "the answer"]]))
+        log = one.log
+        line = log.read_at(log.offsets[0], log.lengths[0])
+        at = log.offsets[0] + line.index(b'"a secret word"')
+        patches = [(at, len(b'"a secret word"'))]
+        seals = [seal for seal in [log.seal_after(0, patches)] if seal is not None]
+        log.patch(log.patch_writes(patches, seals))
+    two.log.catch_up(False)
+    assert two.log.lengths[0] == len(line) and two.log.end == one.log.end
+    assert two.log.message(0).text == "" and two.log.message(1).text == "the answer"
+    assert two.log.read_record(0) is not None  # its checksum was written with the blanked text
+    one.close()
+    two.close()
+
+
+def test_tree_lines_are_read_by_range_and_an_erasure_is_patched_in_place(opener: Opener) -> None:
+    one, two = opener(_Clock()), opener(_Clock())
+    stamp = two.stamp()
+    with one.lock:
+        one.log.catch_up(True)
+        one.bulk_commit(_batch(one, [["q", "a"]]))
+        one.tree.add([one.tree.encode(0, 0, "you: q", None), one.tree.encode(0, 1, "agent: a", None)],
+                     [(0, 0), (0, 1)], ["you: q", "agent: a"], True)
+    assert two.stamp() != stamp  # a reader that compares stamps sees that something was stored
+    two.tree.catch_up(False)
+    lines = list(two.tree.lines())
+    assert [two.tree.slots[0][k] - 1 for k in range(2)] == [offset for offset, _ in lines]
+    assert two.tree.line_at(lines[1][0]) == lines[1][1] and b"agent: a" in lines[1][1]
+    assert b"".join(d for _, d in reversed(list(two.tree.backward(two.tree.end)))) == b"".join(
+        line + b"\n" for _, line in lines)
+    assert two.tree.holds(two.tree.end) and not two.tree.holds(two.tree.end + 1)
+    offset, old = lines[0]
+    gone = b'{"gone":[0,0]}'
+    with one.lock:
+        one.tree.patch([(offset, gone + b" " * (len(old) - len(gone)))])
+        one.tree.clear_stored_slot(0, 0, offset)
+    assert two.tree.line_at(offset).startswith(gone) and len(two.tree.line_at(offset)) == len(old)
+    one.close()
+    two.close()

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Iterator, Protocol
 
 import orjson
 
-from endless.core.store import durable
 from endless.core.search import upkeep as index_upkeep
 from endless.core.search import CHATS_RENAMED
 
@@ -60,14 +59,12 @@ def matching(memory: Memory, query: str | None) -> Matched:
         return Matched()
     needle = query.casefold()
     titles: dict[str, None] = {}
-    for _, _, record in index_upkeep.read_turns(memory.log.path, 0, memory.log.end, 0):
+    for _, _, record in memory.log.records():
         title = record.get("t")
         if isinstance(title, str) and title and needle in title.casefold():
             titles.setdefault(title)
     tree, lines = memory.tree, []
-    with open(tree.path, "rb") as handle:
-        data = handle.read(tree.end)
-    for offset, line in durable.iter_lines(data, 0):
+    for offset, line in tree.lines():
         part = index_upkeep.node_part(line)
         if part is None or not tree.built(*part) or tree.slots[part[0]][part[1]] != offset + 1:
             continue  # erased, or an older version of a line written again
@@ -83,7 +80,7 @@ def matching(memory: Memory, query: str | None) -> Matched:
 def sessions(memory: Memory) -> set[str]:
     """The session ids the memory holds turns of (a harness's copy is reached for these only)."""
     found: set[str] = set()
-    for _, _, record in index_upkeep.read_turns(memory.log.path, 0, memory.log.end, 0):
+    for _, _, record in memory.log.records():
         if isinstance(record.get("s"), str):
             found.add(record["s"])
     return found
@@ -93,12 +90,11 @@ def title_spans(memory: Memory, titles: set[str]) -> Iterator[tuple[int, int, in
     """``(turn, offset, length)`` of the JSON string of each recorded title among ``titles``."""
     if not titles:
         return
-    fd = memory.log.reader()
-    for turn, _, record in index_upkeep.read_turns(memory.log.path, 0, memory.log.end, 0):
+    for turn, _, record in memory.log.records():
         if record.get("t") not in titles or turn >= len(memory.log.offsets):
             continue
         base = memory.log.offsets[turn]
-        line = os.pread(fd, memory.log.lengths[turn], base)
+        line = memory.log.read_at(base, memory.log.lengths[turn])
         token = orjson.dumps(record["t"])
         at = line.find(b',"t":' + token)  # the record's own key: a string's quotes are escaped inside it
         if at < 0:

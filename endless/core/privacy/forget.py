@@ -50,14 +50,13 @@ the text.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import sqlite3
 import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable
 
 import orjson
 
@@ -149,10 +148,7 @@ def _relearn(memory: Forgettable, start: int, parts: set) -> None:
     tree = memory.tree
     if start >= tree.end:
         return
-    with durable.open_read(tree.path) as handle:
-        handle.seek(start)
-        data = handle.read(tree.end - start)
-    for offset, line in durable.iter_lines(data, start):
+    for offset, line in tree.lines(start):
         part = index_upkeep.node_part(line)
         if part in parts and tree.set_slot(part[0], part[1], offset):
             memory.tell_built(part)
@@ -187,7 +183,7 @@ def select(memory: Forgettable, *, ids: Iterable[int] = (), turns: Iterable[int]
         if query is not None and not query.strip():
             raise MemoryUseError("the query to forget by is empty; give the words whose messages should go")
         needle = query.casefold() if query else None
-        for _, _, record in index_upkeep.read_turns(memory.log.path, 0, memory.log.end, 0):
+        for _, _, record in memory.log.records():
             for k, m in enumerate(record["m"]):
                 at, text = m.get("at"), m.get("x")
                 if not isinstance(text, str):
@@ -220,7 +216,7 @@ def retention(memory: Forgettable) -> Outcome | None:
     turn = known.kept_from
     if turn < memory.turns:
         start = memory.log.offsets[turn]
-        for turn, _, record in index_upkeep.read_turns(memory.log.path, start, memory.log.end, turn):
+        for turn, _, record in memory.log.records(start, first_turn=turn):
             at = record.get("at")
             if isinstance(at, (int, float)) and at >= cutoff:
                 break
@@ -290,7 +286,7 @@ def _plan(memory: Forgettable, ids: list[int], at: float, matched: derived.Match
                 continue  # an ancestor two forgotten messages share
             seen.add(part)
             offset = memory.tree.slots[part[0]][part[1]] - 1
-            raw = _line_at(memory.tree.path, offset)
+            raw = memory.tree.line_at(offset)
             record = orjson.loads(raw)
             plan.nodes.append((part[0], part[1], offset, len(raw)))
             plan.line_texts[part] = record["text"]
@@ -306,12 +302,6 @@ def _written_from(memory: Forgettable, start: int | tuple[int, int]) -> list[tup
         found.append(part)
         part = tiling.parent(part)
     return found
-
-
-def _line_at(path: Path, offset: int) -> bytes:
-    with durable.open_read(path) as handle:
-        handle.seek(offset)
-        return handle.readline().rstrip(b"\n")
 
 
 def _erased_line(level: int, index: int, length: int) -> bytes:
@@ -419,23 +409,8 @@ def _in_registry(memory: Forgettable, op: str) -> bool:
 def _patch_files(memory: Forgettable, plan: _Plan) -> int:
     """Blank the texts and erase the lines; returns the bytes erased (each write is a step a crash may cut)."""
     written = sum(n for _, n in plan.log_patches)
-    for path, writes in ((memory.log.path, memory.log.patch_writes(plan.log_patches, plan.seals)),
-                         (memory.tree.path, [(o, _erased_line(l, i, n)) for l, i, o, n in plan.nodes])):
-        if not writes:
-            continue
-        fd = durable.open_fd(path, os.O_RDWR)
-        try:
-            for offset, data in writes:
-                if isinstance(data, list):  # a record's texts and its checksum: the span read, patched, written
-                    span = bytearray(os.pread(fd, data[-1][0] + len(data[-1][1]) - offset, offset))
-                    for at, piece in data:
-                        span[at - offset:at - offset + len(piece)] = piece
-                    data = bytes(span)
-                os.pwrite(fd, data, offset)
-                step("patch")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    memory.log.patch(memory.log.patch_writes(plan.log_patches, plan.seals), step)
+    memory.tree.patch([(o, _erased_line(l, i, n)) for l, i, o, n in plan.nodes], step)
     written += sum(n for _, _, _, n in plan.nodes)
     return written
 
@@ -502,16 +477,7 @@ def _index_rows_and_patch(memory: Forgettable, plan: _Plan) -> int:
 def _clear_slots(memory: Forgettable, plan: _Plan) -> None:
     """Zero the erased nodes' slots on disk (derived: the registry corrects a stale slot anyway)."""
     for level, index, offset, _ in plan.nodes:
-        path = memory.tree.slot_path(level)
-        try:
-            fd = durable.open_fd(path, os.O_RDWR)
-        except FileNotFoundError:
-            continue
-        try:
-            if os.pread(fd, 8, index * 8) == int(offset + 1).to_bytes(8, "little"):
-                os.pwrite(fd, bytes(8), index * 8)
-        finally:
-            os.close(fd)
+        memory.tree.clear_stored_slot(level, index, offset)
 
 
 # -- at open: finishing a forget a crash interrupted -----------------------------------------------------
@@ -542,24 +508,23 @@ def on_open(memory: Forgettable) -> None:
 
 def _recover_texts(memory: Forgettable, plan: _Plan) -> None:
     """The old texts still in the files (if the crash came before the patches), for the index rows."""
-    with durable.open_read(memory.log.path) as handle:
-        for offset, length in plan.log_patches:
-            handle.seek(offset - 4)
-            key, token = handle.read(4), handle.read(length)
-            if token.startswith(b'""') and not token[2:].strip():
-                continue  # patched already
-            if key == b'"t":':  # a chat's title: the index's chats named by it are renamed
-                title = orjson.loads(token)
-                if title not in plan.titles:
-                    plan.titles.append(title)
-                continue
-            if key != b'"x":':
-                continue  # a writer text (the index holds the text only)
-            mid = spans.id_at(memory, offset)
-            if mid is not None and mid not in plan.texts:
-                plan.texts[mid] = orjson.loads(token)
+    for offset, length in plan.log_patches:
+        piece = memory.log.read_at(offset - 4, length + 4)
+        key, token = piece[:4], piece[4:]
+        if token.startswith(b'""') and not token[2:].strip():
+            continue  # patched already
+        if key == b'"t":':  # a chat's title: the index's chats named by it are renamed
+            title = orjson.loads(token)
+            if title not in plan.titles:
+                plan.titles.append(title)
+            continue
+        if key != b'"x":':
+            continue  # a writer text (the index holds the text only)
+        mid = spans.id_at(memory, offset)
+        if mid is not None and mid not in plan.texts:
+            plan.texts[mid] = orjson.loads(token)
     for level, index, offset, length in plan.nodes:
-        raw = _line_at(memory.tree.path, offset)
+        raw = memory.tree.line_at(offset)
         try:
             record = orjson.loads(raw)
         except orjson.JSONDecodeError:

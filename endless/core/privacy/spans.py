@@ -8,7 +8,6 @@ for those bytes in the record's line.
 from __future__ import annotations
 
 import bisect
-import os
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -42,7 +41,7 @@ def message_spans(memory: Forgettable, turn: int) -> Iterator[Span]:
     """Each message of the turn's record with its bytes and place in the log (one already forgotten,
     its text now spaces, no longer matches its re-encoding and is skipped)."""
     base = memory.log.offsets[turn]
-    line = os.pread(memory.log.reader(), memory.log.lengths[turn], base)
+    line = memory.log.read_at(base, memory.log.lengths[turn])
     record = orjson.loads(line)
     pos = line.find(b',"m":[')
     for k, m in enumerate(record["m"]):

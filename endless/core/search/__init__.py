@@ -26,7 +26,6 @@ _WHERE = {
     "line_key": "index",
     "query": "query",
     "scan": "scan",
-    "read_turns": "upkeep",
     "upkeep": "upkeep",
 }
 __all__ = sorted(_WHERE)
@@ -41,4 +40,3 @@ if TYPE_CHECKING:
     from endless.core.search import query
     from endless.core.search import scan
     from endless.core.search import upkeep
-    from endless.core.search.upkeep import read_turns

@@ -11,7 +11,6 @@ the message as stored, never the index's idea of it.
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 import time
@@ -470,34 +469,27 @@ def _pattern_lines(corpus: Corpus, q: ql.Query, filters: si.Filters, want: int, 
     found: list[tuple[int, Hit]] = []
     if not written:
         return found, False
-    try:
-        fd = durable.open_fd(corpus.sources.tree_path, os.O_RDONLY)
-    except FileNotFoundError:
-        return found, False
-    try:
-        for _, data in recall.chunks_backward(fd, corpus.sources.tree_end):
-            for line in reversed(data.split(b"\n")):
-                if clock() >= deadline:
-                    return found, True
-                part = index_upkeep.node_part(line) if line else None
-                if part is None or si.line_key(*part) not in written:
-                    continue
-                try:
-                    text = orjson.loads(line)["text"]
-                    match = pattern.search(text, timeout=max(0.0, deadline - clock()))
-                except TimeoutError:
-                    return found, True
-                except (orjson.JSONDecodeError, KeyError, TypeError):
-                    continue
-                if match is None or not corpus.index.line_in_time(part, filters):
-                    continue
-                hit = _line_hit(corpus, si.line_key(*part), [], [match.span()])
-                if hit is not None:
-                    found.append((tiling.end(part) - 1, hit))
-                    if len(found) >= want:
-                        return found, False
-    finally:
-        os.close(fd)
+    for _, data in corpus.sources.tree.backward(corpus.sources.tree_end):
+        for line in reversed(data.split(b"\n")):
+            if clock() >= deadline:
+                return found, True
+            part = index_upkeep.node_part(line) if line else None
+            if part is None or si.line_key(*part) not in written:
+                continue
+            try:
+                text = orjson.loads(line)["text"]
+                match = pattern.search(text, timeout=max(0.0, deadline - clock()))
+            except TimeoutError:
+                return found, True
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue
+            if match is None or not corpus.index.line_in_time(part, filters):
+                continue
+            hit = _line_hit(corpus, si.line_key(*part), [], [match.span()])
+            if hit is not None:
+                found.append((tiling.end(part) - 1, hit))
+                if len(found) >= want:
+                    return found, False
     return found, False
 
 

@@ -12,7 +12,6 @@ the search floor writes the index.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from pathlib import Path
 from typing import Mapping
@@ -20,28 +19,8 @@ from typing import Mapping
 from endless.core.search import upkeep
 from endless.core.search.index import SearchIndex
 from endless.core.settings import FOLLOWER_POLL_SECONDS
-from endless.core.store import OrderLog, TreeStore, durable
+from endless.core.store import OrderLog, TreeStore
 from endless.core.view import FreeStretch
-
-
-def complete_end(path: Path) -> int:
-    """Where the file's last whole line ends (the writer may be in the middle of the next)."""
-    try:
-        fd = durable.open_fd(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return 0
-    try:
-        pos = os.fstat(fd).st_size
-        while pos > 0:
-            start = max(0, pos - 65536)
-            chunk = os.pread(fd, pos - start, start)
-            nl = chunk.rfind(b"\n")
-            if nl >= 0:
-                return start + nl + 1
-            pos = start
-        return 0
-    finally:
-        os.close(fd)
 
 
 def follow(folder: Path, granularity: str, free: Mapping[int, FreeStretch], ended: threading.Event,
@@ -55,7 +34,7 @@ def follow(folder: Path, granularity: str, free: Mapping[int, FreeStretch], ende
     """
     poll = FOLLOWER_POLL_SECONDS if poll is None else poll
     index = SearchIndex(folder)
-    log_path, tree = OrderLog(folder, granularity).path, TreeStore(folder, granularity)
+    log, tree = OrderLog(folder, granularity), TreeStore(folder, granularity)
     loaded = False
     stored_size = upkeep.node_size(tree)
 
@@ -69,23 +48,24 @@ def follow(folder: Path, granularity: str, free: Mapping[int, FreeStretch], ende
     read_to = (-1, -1)
     try:
         while True:
-            ends = (complete_end(log_path), complete_end(tree.path))
+            ends = (log.stored_end(), tree.stored_end())
             # the import commits faster than the index keeps up: a pause here would leave the core idle
             last = ended.wait(0 if ends != read_to else poll)
             if last or ends == read_to:
-                ends = (complete_end(log_path), complete_end(tree.path))
+                ends = (log.stored_end(), tree.stored_end())
             read_to = ends
             loaded = False
-            inode = durable.inode(tree.path)
+            inode = tree.stored_identity()
 
             def free_until(offset: int) -> int | None:
                 stretch = free.get(offset)
                 return stretch.end if stretch is not None and stretch.inode == inode else None
 
-            sources = upkeep.Sources(log_path, ends[0], tree.path, ends[1], size_of, free_until)
+            sources = upkeep.Sources(log, ends[0], tree, ends[1], size_of, free_until)
             upkeep.catch_up(index, sources, math.inf)
             if last:
                 return
     finally:
+        log.close()
         tree.close()
         index.close()

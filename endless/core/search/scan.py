@@ -18,7 +18,7 @@ import re
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 import orjson
 
@@ -27,14 +27,13 @@ if TYPE_CHECKING:  # the engine and the threads load when a scan runs, not with 
 
     import regex
 
-from endless.core.store import durable
 from endless.core.search import pattern_guard
 from endless.core.search import query as query_language
 from endless.core.search.snippets import snippet_marked
 from endless.core.store import OrderLog, examine
 from endless.core.settings import LONG_NEEDLE_BYTES
 
-CHUNK = 4 << 20
+CHUNK = 4 << 20  # bytes of the mapped log one thread searches at a time
 
 
 class SearchError(ValueError):
@@ -144,38 +143,6 @@ class _Deadline:
         self.oldest = message_id
 
 
-def chunks_backward(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
-    """(offset, bytes) of whole lines, from the end of the file back to its start.
-
-    ``end`` is a line end, so a window's last byte is a newline: the line
-    start looked for is a newline before it.  A window holding only part of
-    one line grows until it reaches one (or the file's start), so every step
-    moves back, whatever a record's size.
-    """
-    pos = end
-    size = CHUNK
-    while pos > 0:
-        start = max(0, pos - size)
-        data = os.pread(fd, pos - start, start)
-        if start > 0:
-            nl = data.find(b"\n", 0, len(data) - 1)
-            if nl < 0:
-                size *= 2
-                continue
-            data = data[nl + 1:]
-            start += nl + 1
-        yield start, data
-        pos = start
-        size = CHUNK
-
-
-def _open(log: OrderLog) -> int | None:
-    try:
-        return durable.open_fd(log.path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-
-
 def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadline: _Deadline,
                   keep: Keep | None = None, below: int | None = None) -> int | None:
     """Collect hits of ``text``; returns the oldest message searched if the deadline cut it short."""
@@ -183,28 +150,25 @@ def _scan_literal(log: OrderLog, text: str, want: int, found: list[Hit], deadlin
     start = _start(log, below, keep)
     if start is None:
         return None
-    pinned, fd, end, keep = start
+    pinned, end, keep = start
 
     def match(message: str) -> int:
         return message.lower().find(needle_text)
 
-    try:
-        if text.isascii():
-            done = _scan_ascii(fd, end, text, match, want, found, deadline, keep)
-        else:
-            done = _scan_unicode(fd, end, needle_text, match, want, found, deadline, keep)
-    finally:
-        os.close(fd)
+    if text.isascii():
+        done = _scan_ascii(log, end, text, match, want, found, deadline, keep)
+    else:
+        done = _scan_unicode(log, end, needle_text, match, want, found, deadline, keep)
     if done:
         return None
     return deadline.oldest if deadline.oldest is not None and deadline.oldest < pinned else pinned
 
 
-def _scan_unicode(fd: int, end: int, needle_text: str, match: Callable[[str], int], want: int,
+def _scan_unicode(log: OrderLog, end: int, needle_text: str, match: Callable[[str], int], want: int,
                   found: list[Hit], deadline: _Deadline, keep: Keep | None) -> bool:
     """Lowering outside ASCII may change lengths: test line by line, after a cheap chunk check."""
     needle_str = orjson.dumps(needle_text).decode()[1:-1]
-    for _, data in chunks_backward(fd, end):
+    for _, data in log.backward(end):
         if deadline.passed():
             return False
         if needle_str not in data.decode("utf-8", "replace").lower():
@@ -241,7 +205,7 @@ def _note_first(line: bytes, deadline: _Deadline) -> None:
         pass
 
 
-def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want: int,
+def _scan_ascii(log: OrderLog, end: int, text: str, match: Callable[[str], int], want: int,
                 found: list[Hit], deadline: _Deadline, keep: Keep | None) -> bool:
     """ASCII words: a case-blind literal search over the mapped log; False if the deadline cut it.
 
@@ -281,7 +245,9 @@ def _scan_ascii(fd: int, end: int, text: str, match: Callable[[str], int], want:
             except TimeoutError:
                 return []
 
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
+    with log.mapped() as mapped:
+        if mapped is None:  # a store with no flat buffer: chunk by chunk
+            return _scan_unicode(log, end, text.lower(), match, want, found, deadline, keep)
         stop = min(end, len(mapped))
         while stop > 0:
             if deadline.passed():
@@ -456,20 +422,17 @@ def required_piece(body: str) -> bytes | None:
 
 
 def _start(log: OrderLog, below: int | None, keep: Keep | None
-           ) -> tuple[int, int, int, Keep | None] | None:
-    """Where a scan starts: the message count it is pinned to, the log open, the byte it reads back
-    from, and ``keep`` narrowed to messages under the pin; None when there is nothing to scan."""
+           ) -> tuple[int, int, Keep | None] | None:
+    """Where a scan starts: the message count it is pinned to, the byte it reads back from, and
+    ``keep`` narrowed to messages under the pin; None when there is nothing to scan."""
     pinned = log.total if below is None else min(below, log.total)
     if pinned <= 0:
-        return None
-    fd = _open(log)
-    if fd is None:
         return None
     if pinned < log.total:
         inner = keep
         keep = lambda record, message: (_message_id(record, message) < pinned  # noqa: E731
                                         and (inner is None or inner(record, message)))
-    return pinned, fd, _end_below(log, pinned), keep
+    return pinned, _end_below(log, pinned), keep
 
 
 def _end_below(log: OrderLog, below: int) -> int:
@@ -500,7 +463,7 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
     start = _start(log, below, keep)
     if start is None:
         return None
-    pinned, fd, end, keep = start
+    pinned, end, keep = start
     oldest: int | None = None
 
     def searched(message_id: int) -> None:
@@ -524,38 +487,35 @@ def _scan_pattern(log: OrderLog, pattern: "regex.Pattern[str]", want: int, found
     match = Match()
     whole = joinable(pattern.pattern)
     piece = required_piece(pattern.pattern)
-    try:
-        for _, data in chunks_backward(fd, end):
-            if piece is not None and piece not in data.lower():  # no line of the chunk can match
-                if deadline - clock() <= 0:
-                    return oldest if oldest is not None and oldest < pinned else pinned
-                at = _first_id(data)
-                if at is not None:
-                    oldest = at if oldest is None else min(oldest, at)
-                    continue
-            if whole:
-                left = deadline - clock()
-                if left <= 0:
-                    return oldest if oldest is not None and oldest < pinned else pinned
-                try:  # (half the time left at most: a slow pattern then goes on message by message)
-                    narrowed = _chunk_lines(data, pattern, keep, left / 2)
-                except TimeoutError:
-                    narrowed = None
-                if narrowed is not None:
-                    # only the turns that may match are read one message at a time; when they are
-                    # done, every message of the chunk was searched
-                    first, lines = narrowed
-                    ended = _collect_back(lines, match, found, searched, keep, want, deadline, clock)
-                    if ended is not None:
-                        return None if ended == _FULL else (oldest if oldest is not None and oldest < pinned
-                                                            else pinned)
-                    oldest = first if oldest is None else min(oldest, first)
-                    continue
-            ended = _collect_back(data.split(b"\n"), match, found, searched, keep, want, deadline, clock)
-            if ended is not None:
-                return None if ended == _FULL else (oldest if oldest is not None and oldest < pinned else pinned)
-    finally:
-        os.close(fd)
+    for _, data in log.backward(end):
+        if piece is not None and piece not in data.lower():  # no line of the chunk can match
+            if deadline - clock() <= 0:
+                return oldest if oldest is not None and oldest < pinned else pinned
+            at = _first_id(data)
+            if at is not None:
+                oldest = at if oldest is None else min(oldest, at)
+                continue
+        if whole:
+            left = deadline - clock()
+            if left <= 0:
+                return oldest if oldest is not None and oldest < pinned else pinned
+            try:  # (half the time left at most: a slow pattern then goes on message by message)
+                narrowed = _chunk_lines(data, pattern, keep, left / 2)
+            except TimeoutError:
+                narrowed = None
+            if narrowed is not None:
+                # only the turns that may match are read one message at a time; when they are
+                # done, every message of the chunk was searched
+                first, lines = narrowed
+                ended = _collect_back(lines, match, found, searched, keep, want, deadline, clock)
+                if ended is not None:
+                    return None if ended == _FULL else (oldest if oldest is not None and oldest < pinned
+                                                        else pinned)
+                oldest = first if oldest is None else min(oldest, first)
+                continue
+        ended = _collect_back(data.split(b"\n"), match, found, searched, keep, want, deadline, clock)
+        if ended is not None:
+            return None if ended == _FULL else (oldest if oldest is not None and oldest < pinned else pinned)
     return None
 
 

@@ -10,91 +10,22 @@ search catches up.
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-import zlib
 from array import array
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import orjson
 
-from endless.core.store import durable, log
+from endless.core.store import durable
 from endless.core.search.index import IndexBusy, SearchIndex, Watermark, is_damage
-from endless.core.settings import INDEX_BATCH_MESSAGES, INDEX_PARSE_GROUP
+from endless.core.settings import INDEX_BATCH_MESSAGES
 
 if TYPE_CHECKING:
     from endless.core.store import TurnInfo
     from endless.core.store import Message
-    from endless.core.store import TreeStore
-
-
-def read_turns(path: Path, start: int, stop: int, first_turn: int) -> Iterator[tuple[int, int, dict]]:
-    """``(turn, byte end, record)`` of the log's lines in ``[start, stop)``; damaged lines are skipped.
-
-    A record is whole as the log reads it (:func:`endless.core.store.log.shape`: its
-    checksum, every field), and its ids come after the last one yielded (a
-    record moved or copied from elsewhere would give two messages one id).
-    """
-    shape, crc32 = log.shape, zlib.crc32
-    expected = 0
-    try:
-        fd = durable.open_fd(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        pos, turn = start, first_turn
-        while pos < stop:
-            data = os.pread(fd, min(stop - pos, 8 << 20), pos)
-            if not data:
-                return
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:  # one record longer than the window: read it whole
-                nl = _find_newline(fd, pos + len(data), stop)
-                data, cut = os.pread(fd, nl + 1 - pos, pos), nl + 1 - pos
-            lines = data[:cut].split(b"\n")
-            lines.pop()
-            for at in range(0, len(lines), INDEX_PARSE_GROUP):  # parsed a group at a time, as far as the reader goes
-                group = lines[at:at + INDEX_PARSE_GROUP]
-                try:
-                    records = list(map(orjson.loads, group))
-                except orjson.JSONDecodeError:  # a damaged line among them: each alone
-                    records = list(map(_loaded, group))
-                for line, record in zip(group, records):
-                    pos += len(line) + 1
-                    if line[-16:-10] == b',"c":"' and line[-2:] == b'"}':  # log.sealed, inline (a million lines)
-                        # As Endless wrote it if its checksum holds: only its place is checked (moved, copied).
-                        whole = (b"%08x" % crc32(line[:-16]) == line[-10:-2] and type(record) is dict
-                                 and record.get("turn") == turn and type(record.get("id")) is int
-                                 and type(record.get("m")) is list)
-                    else:
-                        whole = not shape(record, None, turn)
-                    if whole and record["id"] >= expected:
-                        expected = record["id"] + len(record["m"])
-                        yield turn, pos, record
-                    turn += 1
-    finally:
-        os.close(fd)
-
-
-def _find_newline(fd: int, pos: int, stop: int) -> int:
-    while pos < stop:
-        data = os.pread(fd, min(stop - pos, 8 << 20), pos)
-        nl = data.find(b"\n")
-        if nl >= 0:
-            return pos + nl
-        pos += len(data)
-    return stop - 1
-
-
-def _loaded(line: bytes) -> object:
-    """The line's value, or None for a line that is not JSON (a record is checked where it is read)."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
+    from endless.core.store import OrderLog, TreeStore
 
 
 def batches(items: Iterable[tuple[int, int, dict]]) -> Iterator[list[tuple[int, int, dict]]]:
@@ -111,58 +42,22 @@ def batches(items: Iterable[tuple[int, int, dict]]) -> Iterator[list[tuple[int, 
         yield batch
 
 
-def _first_tid(path: Path) -> str:
-    """The tid of the log's first record (it names the log: a replaced log has another)."""
-    try:
-        with durable.open_read(path) as handle:
-            head = handle.read(512)
-    except FileNotFoundError:
-        return ""
-    at = head.find(b'"tid":"')
-    if at < 0:
-        return ""
-    end = head.find(b'"', at + 7)
-    return head[at + 7:end].decode("ascii", "replace") if end > 0 else ""
+def agrees(mark: Watermark, log: "OrderLog", tree: "TreeStore") -> bool:
+    """Whether the watermark still describes the stored log and tree (else the index is rebuilt).
 
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _ends_line(path: Path, offset: int) -> bool:
-    if offset == 0:
-        return True
-    try:
-        with durable.open_read(path) as handle:
-            handle.seek(offset - 1)
-            return handle.read(1) == b"\n"
-    except (FileNotFoundError, OSError):
-        return False
-
-
-def agrees(mark: Watermark, log_path: Path, tree_path: Path) -> bool:
-    """Whether the watermark still describes these files (else the index is rebuilt).
-
-    The files as they are on disk, not as this process last read them: another
-    process may have indexed turns this one has not read yet.
+    As stored now, not as this process last read them: another process may
+    have indexed turns this one has not read yet.
     """
-    if mark.log_end > _size(log_path) or mark.tree_end > _size(tree_path):
-        return False
-    if mark.log_end and (not _ends_line(log_path, mark.log_end) or _first_tid(log_path) != mark.first_tid):
-        return False
-    return not mark.tree_end or _ends_line(tree_path, mark.tree_end)
+    return log.holds(mark.log_end, mark.first_tid) and (not mark.tree_end or tree.holds(mark.tree_end))
 
 
 @dataclass(frozen=True)
 class Sources:
-    """What the index is caught up from: the order log and the tree file up to their complete ends."""
+    """What the index is caught up from: the order log and the tree up to their complete ends."""
 
-    log_path: Path
+    log: "OrderLog"
     log_end: int
-    tree_path: Path
+    tree: "TreeStore"
     tree_end: int
     size_of: Callable[[int, int], int | None]  # a stored line's size in bytes (for telling free lines apart)
     # Where a stretch of the tree file that holds free lines alone ends, if one starts at this byte
@@ -213,7 +108,7 @@ def _catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
 
 def _behind(mark: Watermark, sources: Sources) -> str | None:
     """What the index lacks: ``damaged`` (rebuild), ``log``, ``lines``, or None (caught up)."""
-    if not agrees(mark, sources.log_path, sources.tree_path):
+    if not agrees(mark, sources.log, sources.tree):
         return "damaged"
     if mark.log_end < sources.log_end:
         return "log"
@@ -223,7 +118,7 @@ def _behind(mark: Watermark, sources: Sources) -> str | None:
 
 
 def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
-    turns = read_turns(sources.log_path, mark.log_end, sources.log_end, mark.turns)
+    turns = sources.log.records(mark.log_end, sources.log_end, mark.turns)
     try:
         batch = next(batches(turns), [])
     finally:
@@ -232,7 +127,7 @@ def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
         index.set_mark(log_end=sources.log_end)
         return
     last_turn, end, record = batch[-1]
-    first_tid = mark.first_tid or (batch[0][2].get("tid", "") if batch[0][0] == 0 else _first_tid(sources.log_path))
+    first_tid = mark.first_tid or (batch[0][2].get("tid", "") if batch[0][0] == 0 else sources.log.first_tid())
     index.add_turns(batch, Watermark(last_turn + 1, end, record["id"] + len(record["m"]), mark.tree_end,
                                      str(first_tid)))
 
@@ -251,32 +146,29 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
     sizes: list[array] = []  # per level, the size of each node this pass read (0: not read)
     written: list[tuple[int, int, str]] = []
     pos = mark.tree_end
-    with durable.open_read(sources.tree_path) as handle:
-        handle.seek(pos)
-        while pos < sources.tree_end and len(written) < INDEX_BATCH_MESSAGES:
-            skip_to = sources.free_until(pos)
-            if skip_to is not None and pos < skip_to <= sources.tree_end:
-                pos = skip_to
-                handle.seek(pos)
-                continue
-            line = handle.readline(sources.tree_end - pos)
-            if not line.endswith(b"\n"):
-                break
-            pos += len(line)
+    while pos < sources.tree_end and len(written) < INDEX_BATCH_MESSAGES:
+        skip_to = sources.free_until(pos)
+        if skip_to is not None and pos < skip_to <= sources.tree_end:
+            pos = skip_to
+            continue
+        for offset, line in sources.tree.lines(pos, sources.tree_end):
+            pos = offset + len(line) + 1
             head, tail = _NODE_HEAD.match(line), _NODE_TAIL.search(line, max(0, len(line) - 64))
-            if head is None or tail is None:
-                continue  # not a node record as the tree writes them (a damaged line: the tree skips it too)
-            level, ix, size = int(head[1]), int(head[2]), int(tail[1])
-            src = None if tail[2] is None else int(tail[2])
-            _remember(sizes, level, ix, size)
-            if is_free(level, ix, size, src, lambda part: _size_of(sizes, part, sources)):
-                continue
-            try:
-                text = orjson.loads(line)["text"]
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                continue
-            if isinstance(text, str):
-                written.append((level, ix, text))
+            if head is not None and tail is not None:  # else not a node as the tree writes them (damage)
+                level, ix, size = int(head[1]), int(head[2]), int(tail[1])
+                src = None if tail[2] is None else int(tail[2])
+                _remember(sizes, level, ix, size)
+                if not is_free(level, ix, size, src, lambda part: _size_of(sizes, part, sources)):
+                    try:
+                        text = orjson.loads(line)["text"]
+                    except (orjson.JSONDecodeError, KeyError, TypeError):
+                        text = None
+                    if isinstance(text, str):
+                        written.append((level, ix, text))
+            if len(written) >= INDEX_BATCH_MESSAGES or sources.free_until(pos) is not None:
+                break  # a batch is full, or a free stretch starts here: stepped over unread
+        else:
+            break  # the lines ran out (a torn last line is not read)
     index.add_lines(written, pos)
 
 

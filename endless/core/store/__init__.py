@@ -22,6 +22,9 @@ _WHERE = {
     "MemoryHost": "contract",
     "Store": "contract",
     "contract": "contract",
+    "Scan": "checks",
+    "byte_ranges": "byte_ranges",
+    "checks": "checks",
     "LinkRefused": "durable",
     "durable": "durable",
     "iter_lines": "durable",
@@ -49,16 +52,17 @@ _WHERE = {
     "Damage": "log",
     "OrderLog": "log",
     "TurnInfo": "log",
-    "examine": "log",
+    "examine": "records",
     "log": "log",
-    "parse_turn": "log",
-    "record_tail": "log",
-    "sealed": "log",
-    "shown": "log",
-    "stored_from": "log",
+    "records": "records",
+    "parse_turn": "records",
+    "record_tail": "records",
+    "sealed": "records",
+    "shown": "records",
+    "stored_from": "records",
     "tid_number": "log",
-    "tombstone": "log",
-    "with_tid": "log",
+    "tombstone": "records",
+    "with_tid": "records",
     "KINDS": "messages",
     "Message": "messages",
     "Stored": "messages",
@@ -87,6 +91,8 @@ __all__ = sorted(_WHERE)
 __getattr__ = lazy_names(__name__, _WHERE)
 
 if TYPE_CHECKING:
+    from endless.core.store import byte_ranges, checks
+    from endless.core.store.checks import Scan
     from endless.core.store import contract
     from endless.core.store.contract import Batch, LineStore, LogStore, MemoryHost, Store
     from endless.core.store import durable
@@ -101,7 +107,9 @@ if TYPE_CHECKING:
     from endless.core.store.keys import InvalidKey, Key, MEMORY_ID, check_memory_id, gateway_key, memory_id, workspace_key
     from endless.core.store.locks import ChangeLock, Lease, holder_pid, is_held
     from endless.core.store import log
-    from endless.core.store.log import Damage, OrderLog, TurnInfo, examine, parse_turn, record_tail, sealed, shown, stored_from, tid_number, tombstone, with_tid
+    from endless.core.store.log import Damage, OrderLog, TurnInfo, tid_number
+    from endless.core.store import records
+    from endless.core.store.records import examine, parse_turn, record_tail, sealed, shown, stored_from, tombstone, with_tid
     from endless.core.store.messages import KINDS, Message, Stored, TraceBuilder, check_kind, prepare, tag, utf8_size
     from endless.core.store import sessions
     from endless.core.store.sessions import key_for_session

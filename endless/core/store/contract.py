@@ -10,13 +10,22 @@ What is named here is what every backend must give with the same guarantees:
 the order log (turns appended all or nothing, ids in order, read by range),
 the tree's lines (stored once, first one wins), the journal of a turn in
 progress, the change lock and the writer's lease, the watermark of each
-derived index, a durable mark, and one bulk commit for importers.  What the
-file backend does with byte offsets (a forget patching a record in place, a
-pattern scan reading the file backwards, the integrity checks of the offset
-indexes) is the file backend's own: those routines still take the log's and the
-tree's paths today, and are the next to move behind this seam (a second
-backend answers each with its own engine's means: an UPDATE in one
-transaction, a trigram index, the database's own checks).
+derived index, a durable mark, and one bulk commit for importers.
+
+**Addresses.**  The log and the tree are sequences of stored lines, each at a
+byte address: the offset of its stored form in the sequence's address space
+(``offsets``/``lengths`` per turn, ``slots`` per line, ``end`` past the last one
+read).  For files the space is the file; another engine keeps each line's
+address beside it (a column), so that reading a range (``records``,
+``lines``, ``backward``, ``read_at``), a forget's same-length ``patch`` of a
+span, a reader's watermark (``holds``) and a derived index built from either
+mean the same on every backend.  What a backend checks of its own structures
+(``sample`` at open, ``scan`` and ``repair`` in doctor, ``set_aside`` for a
+log found shorter) it does with its own means; the floors above only decide
+when.
+
+Nothing above the store floor opens a store file: ``tests/test_layers.py``
+keeps it so.
 
 :class:`MemoryHost` is the other direction: the few things a store-floor
 routine (a turn in progress, the closing of orphaned journals, the identity of
@@ -27,9 +36,13 @@ imports ``Memory``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterable, Iterator, Protocol, Sequence, \
+    runtime_checkable
 
 if TYPE_CHECKING:
+    import random
+
+    from endless.core.store.checks import Scan
     from endless.core.settings import Settings
     from endless.core.store.journal import Journal
     from endless.core.store.log import TurnInfo
@@ -69,6 +82,47 @@ class LogStore(Protocol):
     def catch_up(self, locked: bool) -> None:
         """Read what other processes appended; ``locked``: the caller holds the lock and may repair."""
 
+    # -- the address space --
+    end: int  # just past the last record this process has read
+    offsets: "Sequence[int]"  # each turn's record address
+    lengths: "Sequence[int]"  # each turn's record length (without its newline)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """Stored bytes at an address (a record, or a span inside one)."""
+
+    def reading(self) -> "ContextManager[Callable[[int, int], bytes] | None]":
+        """``read(offset, length)`` on a handle of its own while the block runs (a page read outside the lock)."""
+
+    def records(self, start: int = 0, stop: int | None = None, first_turn: int = 0
+                ) -> "Iterator[tuple[int, int, dict]]":
+        """``(turn, address after it, record)`` of the whole records in ``[start, stop)``, damage skipped."""
+
+    def backward(self, end: int) -> "Iterator[tuple[int, bytes]]":
+        """``(address, bytes)`` of runs of whole records, from ``end`` back to the first (a pattern scan)."""
+
+    def mapped(self) -> "ContextManager[object | None]":
+        """Every stored byte as one read-only buffer while the block runs, or None (scans then go backward)."""
+
+    def stored_end(self) -> int:
+        """Just past the last whole record as stored now (other processes' appends included)."""
+
+    def holds(self, end: int, first_tid: str) -> bool:
+        """Whether a reader's watermark (``end``, the first record's tid) still describes this log."""
+
+    def first_tid(self) -> str: ...
+
+    @property
+    def where(self) -> str:
+        """Where the log is stored, in a person's words (a report names it)."""
+
+    def seal_after(self, turn: int, patches: list[tuple[int, int]]) -> tuple[int, str] | None:
+        """A record's new checksum once ``patches`` (JSON strings at ``(address, length)``) are blanked."""
+
+    def patch_writes(self, patches: list[tuple[int, int]], seals: list[tuple[int, str]]) -> list: ...
+
+    def patch(self, writes: list, step: "Callable[[str], None]" = ...) -> None:
+        """A forget's same-length writes in place (:meth:`patch_writes`), durable before it returns."""
+
     def close(self) -> None: ...
 
 
@@ -94,6 +148,33 @@ class LineStore(Protocol):
 
     def catch_up(self, locked: bool) -> list[tuple[int, int]]:
         """Read lines other processes stored; returns their parts."""
+
+    # -- the address space --
+    end: int  # just past the last line this process has read
+    slots: "list[Sequence[int]]"  # per level, per index: the line's address + 1 (0: not stored)
+
+    def lines(self, start: int = 0, stop: int | None = None) -> "Iterator[tuple[int, bytes]]":
+        """``(address, line)`` of each stored line in ``[start, stop)``, superseded and erased ones too."""
+
+    def backward(self, end: int) -> "Iterator[tuple[int, bytes]]": ...
+
+    def line_at(self, offset: int) -> bytes: ...
+
+    def stored_end(self) -> int: ...
+
+    def holds(self, end: int) -> bool: ...
+
+    @property
+    def where(self) -> str: ...
+
+    def stored_identity(self) -> object:
+        """Which tree is stored now (another once lines were set aside)."""
+
+    def patch(self, writes: list, step: "Callable[[str], None]" = ...) -> None:
+        """A forget's same-length erasures in place, durable before it returns."""
+
+    def clear_stored_slot(self, level: int, index: int, offset: int) -> None:
+        """The stored slot of an erased line zeroed if it still points at ``offset``."""
 
     def close(self) -> None: ...
 
@@ -157,6 +238,29 @@ class Store(Protocol):
     def bulk_commit(self, batch: "Batch", sync: bool = True) -> None:
         """Append a batch of prepared turn records in one durable write (an import's commit;
         the caller holds the change lock and has caught up, so ids follow on without a gap)."""
+
+    def stamp(self) -> object:
+        """A cheap value that changes whenever any process stored to the log or the tree."""
+
+    # -- the store's checks of its own structures (when: ``endless.core.integrity``) --
+    def sample(self, rng: "random.Random", rows: int) -> None:
+        """At open: a few of its own index entries read back; a mismatch rebuilds, loudly."""
+
+    def rows_past_end(self) -> list[tuple[int, ...]]:
+        """Entries of its own turn index describing turns past the log's end (a log found shorter)."""
+
+    def claimed_total(self) -> int:
+        """The most messages its own indexes said the log held when loaded."""
+
+    def scan(self, past_end: list[tuple[int, int]]) -> "Scan":
+        """Every record and line read, every own index entry checked (``endless doctor``)."""
+
+    def repair(self, found: "Scan") -> list[str]:
+        """Under the lock: rebuild what ``found`` says disagrees; what was done, in words."""
+
+    def set_aside(self, beyond: "Callable[[tuple[int, int]], bool]", total: int, stale: list[tuple[int, ...]],
+                  quarantine: Path) -> int:
+        """Under the lock: the lines ``beyond`` the log's end leave the tree, kept in ``quarantine``."""
 
     def close(self) -> None: ...
 

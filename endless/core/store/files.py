@@ -8,11 +8,13 @@ contract it keeps is :class:`endless.core.store.contract.Store`.
 
 from __future__ import annotations
 
+import os
+import random
 from pathlib import Path
 from typing import Callable
 
 from endless.core.settings import Settings
-from endless.core.store import durable
+from endless.core.store import checks, durable
 from endless.core.store.contract import Batch
 from endless.core.store.journal import Journal
 from endless.core.store.locks import ChangeLock, Lease
@@ -53,6 +55,36 @@ class FileStore:
     def bulk_commit(self, batch: Batch, sync: bool = True) -> None:
         self.log.add(batch.lines, batch.infos, sync)
 
+    def sample(self, rng: random.Random, rows: int) -> None:
+        """At open: a few rows of the turn index and slots of the tree read back against the files."""
+        checks.sample(self.log, self.tree, rng, rows)
+
+    def rows_past_end(self) -> list[tuple[int, ...]]:
+        """Turn-index rows (offset, length, first id, count, tid) describing turns past the log's end."""
+        return checks.rows_past_end(self.log)
+
+    def claimed_total(self) -> int:
+        """The most messages the store's own indexes said the log held when they were loaded."""
+        return max(self.log.indexed_total, self.tree.free_upto)
+
+    def repair(self, found: checks.Scan) -> list[str]:
+        """``endless doctor --repair``, under the lock: rebuild what ``found`` says disagrees."""
+        return checks.repair(self.log, self.tree, found)
+
+    def stamp(self) -> tuple:
+        """A cheap value that changes whenever any process stored to the log or the tree (a reader that
+        sees it unchanged has nothing to catch up): each file's inode, size and time."""
+        return tuple(_stat(path) for path in (self.log.path, self.tree.path))
+
+    def scan(self, past_end: list[tuple[int, int]]) -> checks.Scan:
+        """The full check of ``endless doctor``: every record and line read, every stored row and slot checked."""
+        return checks.scan(self.log, self.tree, past_end)
+
+    def set_aside(self, beyond: Callable[[tuple[int, int]], bool], total: int, stale: list[tuple[int, ...]],
+                  quarantine: Path) -> int:
+        """Lines describing messages past the log's end leave the tree (kept in ``quarantine``)."""
+        return checks.set_aside(self.log, self.tree, beyond, total, stale, quarantine)
+
     def close(self) -> None:
         self.log.close()
         self.tree.close()
@@ -61,3 +93,11 @@ class FileStore:
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"a mark's name is one plain file name, not {name!r}")
         return durable.make_dir(self.folder / MARKS) / name
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns

@@ -18,21 +18,20 @@ blanks texts in place, writes the record's new checksum in the same redo
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
-import time
-import zlib
 from array import array
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import attrgetter
 from pathlib import Path
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
-import orjson
-
-from endless import prompts
-from endless.core.store import durable
-from endless.core.store.messages import KINDS, Message, Stored
+from endless.core.store import byte_ranges, durable
+from endless.core.store.messages import Message, Stored
+from endless.core.store.records import (SEAL_FROM_END, examine, parse_turn, placed, record_tail, reseal, sealed, shape,
+                                         shown, stored_from)
 
 FORMAT = 1
 _FIELDS = 5  # offset, length, first id, count, turn id (as an integer)
@@ -51,57 +50,6 @@ class TurnInfo:
     status: str
     at: float
     tid: str
-
-
-def record_tail(tid: str, session: str, title: str, status: str, at: float, messages: list[dict]) -> bytes:
-    """A turn record as the log writes it, all but its place: from its turn id to its end.
-
-    An import encodes its turns once, before it knows where they land
-    (:class:`endless.core.store.turns.EncodedTurn`); :func:`placed` completes them.
-    """
-    return orjson.dumps({"tid": tid, "s": session, "t": title, "st": status, "at": at, "m": messages})[1:]
-
-
-_TID_AT = len(b'"tid":"')  # where a record tail's turn id starts (record_tail puts it first)
-_TID_END = _TID_AT + 16
-
-
-def tail_tid(tail: bytes) -> str:
-    """The turn id of a record tail (an import's ids are 16 hex digits)."""
-    return tail[_TID_AT:_TID_END].decode("ascii")
-
-
-def with_tid(tail: bytes, tid: str) -> bytes:
-    """The record tail with another turn id of the same length (a turn counted anew)."""
-    return tail[:_TID_AT] + tid.encode("ascii") + tail[_TID_AT + len(tid):]
-
-
-def placed(turn: int, first: int, tail: bytes) -> bytes:
-    """The log line of a record whose tail is ``tail``, sealed with its checksum (the one place lines are made:
-    live commits and imports both come here)."""
-    body = b'{"turn":%d,"id":%d,' % (turn, first) + tail[:-1]
-    return b'%s,"c":"%08x"}\n' % (body, zlib.crc32(body))
-
-
-_SEAL = b',"c":"'
-_SEALED = len(b',"c":"01234567"}')  # the checksum's bytes at a record's end
-
-
-def sealed(line: bytes) -> bool | None:
-    """True: the record's checksum holds; False: it has one and it fails; None: it has none (an older record)."""
-    if line[-_SEALED:-_SEALED + len(_SEAL)] != _SEAL or line[-2:] != b'"}':
-        return None
-    return b"%08x" % zlib.crc32(line[:-_SEALED]) == line[-10:-2]
-
-
-def reseal(line: bytes) -> bytes | None:
-    """The checksum a record line changed in place should carry now (None: it has none)."""
-    if line[-_SEALED:-_SEALED + len(_SEAL)] != _SEAL:
-        return None
-    return b"%08x" % zlib.crc32(line[:-_SEALED])
-
-
-SEAL_FROM_END = 10  # the checksum's eight digits start this many bytes before a record's end
 
 
 @dataclass(frozen=True)
@@ -379,6 +327,78 @@ class OrderLog:
             self._fd = durable.open_fd(self.path, os.O_RDONLY)
         return self._fd
 
+    # -- the log's address space (the storage seam: byte_ranges does the reading) ---------------------
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """``length`` stored bytes at ``offset`` (a record's line, or a piece of it)."""
+        return os.pread(self.reader(), length, offset)
+
+    @contextmanager
+    def reading(self) -> Iterator[Callable[[int, int], bytes] | None]:
+        """``read(offset, length)`` over a handle of its own while the block runs (a page of turns read
+        outside the memory's lock); None when nothing is stored yet."""
+        try:
+            fd = durable.open_fd(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            yield None
+            return
+        try:
+            yield lambda offset, length: os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+
+    def records(self, start: int = 0, stop: int | None = None, first_turn: int = 0
+                ) -> Iterator[tuple[int, int, dict]]:
+        """``(turn, byte end, record)`` of the whole records in ``[start, stop)`` (default: all this
+        process has read); ``first_turn`` is the turn starting at ``start``."""
+        return byte_ranges.records(self.path, start, self.end if stop is None else stop, first_turn, shape)
+
+    def backward(self, end: int) -> Iterator[tuple[int, bytes]]:
+        """``(offset, bytes)`` of whole records, from ``end`` back to the first (a pattern scan)."""
+        return byte_ranges.backward(self.path, end)
+
+    @contextmanager
+    def mapped(self) -> Iterator["mmap.mmap | None"]:
+        """The stored bytes as one read-only buffer while the block runs (None: this store has none;
+        a scan then goes by :meth:`backward`)."""
+        try:
+            fd = durable.open_fd(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            yield None
+            return
+        try:
+            if os.fstat(fd).st_size == 0:
+                yield None
+                return
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buffer:
+                yield buffer
+        finally:
+            os.close(fd)
+
+    def stored_end(self) -> int:
+        """Where the last whole record ends as stored now (another process's appends included)."""
+        return byte_ranges.complete_end(self.path)
+
+    @property
+    def where(self) -> str:
+        """Where the log is stored, for a person reading a report (the file's name)."""
+        return self.path.name
+
+    def holds(self, end: int, first_tid: str) -> bool:
+        """Whether a reader's mark (read up to ``end``, the first record's tid) still describes this log
+        as stored (else what it derived is rebuilt): not past its end, at a record's end, the same log."""
+        if end > byte_ranges.size(self.path):
+            return False
+        return not end or (byte_ranges.ends_line(self.path, end) and byte_ranges.first_tid(self.path) == first_tid)
+
+    def first_tid(self) -> str:
+        """The first record's tid as stored (it names the log: one replaced by another has another)."""
+        return byte_ranges.first_tid(self.path)
+
+    def patch(self, writes: list[byte_ranges.Write], step: Callable[[str], None] = lambda name: None) -> None:
+        """A forget's same-length writes (:meth:`patch_writes`), durable before it returns."""
+        byte_ranges.patch(self.path, writes, step)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
@@ -467,87 +487,3 @@ class OrderLog:
             else:
                 writes.extend(group)
         return writes
-
-
-def stored_from(record: dict, k: int, turn: int) -> Stored:
-    m = record["m"][k]
-    return Stored(record["id"] + k, m["k"], m["x"], m["at"], record["s"], record["t"],
-                  turn, m.get("w"))
-
-
-_RECORD_KEYS = frozenset(("turn", "id", "tid", "s", "t", "st", "at", "m"))
-_MESSAGE_KEYS = frozenset(("k", "x", "at", "w"))
-_KIND_SET = frozenset(KINDS)
-_NUMBER = (int, float)
-
-
-def examine(line: bytes, turn: int | None = None) -> tuple[dict | None, str]:
-    """The record of a log line and ``""``, or None and why it is damage (in words).
-
-    Every field a reader uses is checked here, once, so no reader meets a
-    missing or ill-typed one (``KeyError: 'at'``, a number as a
-    text): a record is whole or it is damage.  ``turn``: the line's place, which
-    the record must name.
-    """
-    seal = sealed(line)
-    if seal is False:
-        return None, "its checksum does not match (its bytes changed after it was written)"
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None, "it is not readable JSON"
-    why = shape(record, seal, turn)
-    return (None, why) if why else (record, "")
-
-
-def shape(record: object, seal: bool | None, turn: int | None = None) -> str:
-    """Why a parsed record is not a whole turn record (``""``: it is); ``seal`` as :func:`sealed` said."""
-    if type(record) is not dict:
-        return "it is not a turn record"
-    if seal is None and not record.keys() <= _RECORD_KEYS:
-        return "it has a field no turn record has"
-    ident, tid, messages = record.get("id"), record.get("tid"), record.get("m")
-    if type(ident) is not int or ident < 0:
-        return "its first message id is missing or not a number"
-    named = record.get("turn")
-    if type(named) is not int:
-        return "its turn number is missing or not a number"
-    if turn is not None and named != turn:
-        return f"it says it is turn {named} (moved or copied from elsewhere in the log)"
-    if type(tid) is not str or type(messages) is not list:
-        return "its turn id or its messages are missing"
-    try:
-        int(tid, 16)
-    except ValueError:
-        return "its turn id is not a hexadecimal number"
-    if (type(record.get("s")) is not str or type(record.get("t")) is not str or type(record.get("st")) is not str
-            or type(record.get("at")) not in _NUMBER):
-        return "its chat, title, status or time is missing or ill-typed"
-    kinds, number = _KIND_SET, _NUMBER
-    for m in messages:
-        if (type(m) is not dict or type(m.get("x")) is not str or m.get("k") not in kinds
-                or type(m.get("at")) not in number or ("w" in m and type(m["w"]) is not str)
-                or (seal is None and not m.keys() <= _MESSAGE_KEYS)):
-            return "a message in it lacks its kind, text or time, or has one of the wrong type"
-    return ""
-
-
-def parse_turn(line: bytes, turn: int | None, first: int | None) -> dict | None:
-    record, _ = examine(line, turn)
-    if record is None or (first is not None and record["id"] < first):
-        return None
-    return record
-
-
-def tombstone(at: float) -> str:
-    """What a forgotten message reads as: that it was forgotten and when, never what it said."""
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
-    return prompts.text("forget/tombstone.txt").strip().format(when=when)
-
-
-def shown(stored: Stored | None, forgotten: dict[int, float]) -> Stored | None:
-    """``stored`` as every reader shows it: a forgotten message as its tombstone."""
-    if stored is None or stored.id not in forgotten:
-        return stored
-    return Stored(stored.id, stored.kind, tombstone(forgotten[stored.id]), stored.at, stored.session,
-                  stored.title, stored.turn, None)

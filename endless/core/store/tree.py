@@ -14,11 +14,11 @@ from collections import OrderedDict
 from itertools import accumulate, groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import orjson
 
-from endless.core.store import durable
+from endless.core.store import byte_ranges, durable
 from endless.core.store.log import Damage
 from endless.core.store.messages import utf8_size
 
@@ -401,6 +401,63 @@ class TreeStore:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    # -- the tree's address space (the storage seam: byte_ranges does the reading) ------------------
+
+    def lines(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, bytes]]:
+        """``(offset, line)`` of each stored line in ``[start, stop)`` (default: all this process has read),
+        erased and superseded ones included: a line is current when its node's slot points at it."""
+        return byte_ranges.lines(self.path, start, self.end if stop is None else stop)
+
+    def backward(self, end: int) -> Iterator[tuple[int, bytes]]:
+        """``(offset, bytes)`` of whole lines, from ``end`` back to the first (a pattern search of lines)."""
+        return byte_ranges.backward(self.path, end)
+
+    def line_at(self, offset: int) -> bytes:
+        """The stored line starting at ``offset`` (without its newline)."""
+        with durable.open_read(self.path) as handle:
+            handle.seek(offset)
+            return handle.readline().rstrip(b"\n")
+
+    def stored_end(self) -> int:
+        """Where the last whole line ends as stored now (another process's appends included)."""
+        return byte_ranges.complete_end(self.path)
+
+    @property
+    def where(self) -> str:
+        """Where the tree is stored, for a person reading a report (the file's name)."""
+        return self.path.name
+
+    def holds(self, end: int) -> bool:
+        """Whether a reader's mark (read up to ``end``) still describes the tree as stored."""
+        return end <= byte_ranges.size(self.path) and byte_ranges.ends_line(self.path, end)
+
+    def stored_identity(self) -> int | None:
+        """Which tree is stored now (another after lines are set aside): what a stretch told by an
+        importer's helper is valid for."""
+        return durable.inode(self.path)
+
+    def patch(self, writes: list[byte_ranges.Write], step: Callable[[str], None] = lambda name: None) -> None:
+        """A forget's same-length erasures, durable before it returns."""
+        byte_ranges.patch(self.path, writes, step)
+
+    def clear_stored_slot(self, level: int, index: int, offset: int) -> None:
+        """Zero the stored slot of line ``level/index`` if it still points at ``offset`` (a forget erased it;
+        derived: a stale slot is corrected anyway by the forget registry)."""
+        try:
+            fd = durable.open_fd(self.slot_path(level), os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            if os.pread(fd, 8, index * 8) == int(offset + 1).to_bytes(8, "little"):
+                os.pwrite(fd, bytes(8), index * 8)
+        finally:
+            os.close(fd)
+
+    def tail_state(self) -> durable.Tail:
+        """What is stored after the last line this process read (a line being written, or torn)."""
+        _, tail = durable.read_complete(self.path, self.end)
+        return tail
 
     def repair_tail(self, quarantine: Path) -> str | None:
         return durable.repair_tail(self.path, self.end, quarantine,

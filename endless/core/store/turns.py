@@ -15,7 +15,8 @@ import orjson
 
 from endless.core.store import durable, journal
 from endless.core.store.journal import Journal
-from endless.core.store.log import TurnInfo, placed, tail_tid
+from endless.core.store.log import TurnInfo
+from endless.core.store.records import placed, tail_tid
 from endless.core.store.messages import KINDS, STEP_KINDS, TURN_KINDS, Message, check_kind, prepare
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class TurnRecord:
 class EncodedTurn:
     """A completed turn encoded for the log but for its place: an import's turn, read from its spill.
 
-    ``tail`` is the record from its turn id on (:func:`endless.core.store.log.record_tail`),
+    ``tail`` is the record from its turn id on (:func:`endless.core.store.records.record_tail`),
     its messages already as the memory keeps them (redacted); the commit
     writes it after the turn's place instead of encoding the turn again.
     What the commit needs besides comes with it, so that a long import never

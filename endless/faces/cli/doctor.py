@@ -234,7 +234,7 @@ def _integrity_findings(report: Report, memory: Memory) -> None:
                           for turn, offset, ids in found.damaged_turns)
         report.add("memory.damage", "error",
                    f"memory {mid}: {count(len(found.damaged_turns), 'damaged turn record')} in the order log "
-                   f"{memory.log.path.name}: {which}; they are kept in place and read as damaged",
+                   f"{memory.log.where}: {which}; they are kept in place and read as damaged",
                    "restore the order log from a backup to recover those messages; every other turn is intact", mid)
     if found.unchecked:
         report.add("memory.checksums", "ok",
@@ -245,7 +245,7 @@ def _integrity_findings(report: Report, memory: Memory) -> None:
         which = "; ".join(f"{what} at byte {offset}" for offset, what in found.damaged_lines)
         report.add("memory.damage", "warning",
                    f"memory {mid}: {count(len(found.damaged_lines), 'unreadable summary line')} in "
-                   f"{memory.tree.path.name}: {which}; each counts as unwritten",
+                   f"{memory.tree.where}: {which}; each counts as unwritten",
                    "nothing to lose (the writer writes them again); `endless doctor --repair` marks them now", mid)
     if found.bad_rows:
         report.add("memory.index", "warning",
@@ -445,7 +445,7 @@ def _search_index_finding(report: Report, memory: Memory) -> None:
         report.add("memory.index", "warning", f"memory {memory.memory_id}: the search index cannot be read ({exc})",
                    "nothing to lose: the next search sets it aside and builds it again from the log", memory.memory_id)
         return
-    if mark.messages > memory.total or not index_upkeep.agrees(mark, memory.log.path, memory.tree.path):
+    if mark.messages > memory.total or not index_upkeep.agrees(mark, memory.log, memory.tree):
         report.add("memory.index", "warning",
                    f"memory {memory.memory_id}: the search index describes {count(mark.messages, 'message')} and "
                    f"files that are not the memory's now (it holds {count(memory.total, 'message')})",
@@ -484,10 +484,7 @@ def _recent_overflow(memory: Memory, limit: int) -> int:
 
 
 def _tree_tail(memory: Memory):
-    from endless.core.store import read_complete
-
-    _, tail = read_complete(memory.tree.path, memory.tree.end)
-    return tail
+    return memory.tree.tail_state()
 
 
 def _journal_pid(path: Path) -> int | None:

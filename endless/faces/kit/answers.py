@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ContextManager, Iterator
+from typing import Any, Callable, ContextManager
 
 import orjson
 
@@ -311,7 +311,6 @@ def date(memory: Memory, args: dict) -> dict:
 class LogSnapshot:
     """What a search or a history page needs of the order log, taken under the reader's lock."""
 
-    path: Path
     end: int
     total: int
     turns: int
@@ -319,7 +318,7 @@ class LogSnapshot:
 
 def snapshot(memory: Memory) -> LogSnapshot:
     log = memory.log
-    return LogSnapshot(log.path, log.end, log.total, len(log.offsets))
+    return LogSnapshot(log.end, log.total, len(log.offsets))
 
 
 def history(memory: Memory, args: dict, settings: Settings,
@@ -352,7 +351,7 @@ def history(memory: Memory, args: dict, settings: Settings,
         offsets = memory.log.offsets[:snap.turns]
         lengths = memory.log.lengths[:snap.turns]
     budget = settings.history_page_bytes - _ENVELOPE_SLACK
-    with _reader(snap.path) as fd:
+    with memory.log.reading() as fd:
         if since is not None or args.get("from") is not None:
             if since is not None:
                 first = _first_turn_since(fd, offsets, lengths, since)
@@ -383,7 +382,7 @@ def _since_arg(value: Any) -> float | None:
         raise ArgumentError("since", exc.problem or str(exc)) from None
 
 
-def _page(fd: int | None, numbers: range, offsets: Any, lengths: Any, budget: int,
+def _page(fd: Callable[[int, int], bytes] | None, numbers: range, offsets: Any, lengths: Any, budget: int,
           log: Any = None) -> list[dict]:
     """The turns ``numbers`` in the order given, until the next would pass ``budget`` bytes of JSON."""
     turns: list[dict] = []
@@ -400,7 +399,7 @@ def _page(fd: int | None, numbers: range, offsets: Any, lengths: Any, budget: in
     return turns
 
 
-def _first_turn_since(fd: int | None, offsets: Any, lengths: Any, since: float) -> int:
+def _first_turn_since(fd: Callable[[int, int], bytes] | None, offsets: Any, lengths: Any, since: float) -> int:
     """The first turn at or after ``since`` (turns are committed in time order; an import sorts its own).
 
     A binary search reading one record a step; a damaged record or one
@@ -417,25 +416,12 @@ def _first_turn_since(fd: int | None, offsets: Any, lengths: Any, since: float) 
     return low
 
 
-@contextlib.contextmanager
-def _reader(path: Path) -> Iterator[int | None]:
-    try:
-        fd = durable.open_fd(path, os.O_RDONLY)
-    except FileNotFoundError:
-        yield None
-        return
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _turn_value(fd: int | None, turn: int, offset: int, length: int, log: Any = None) -> dict:
+def _turn_value(fd: Callable[[int, int], bytes] | None, turn: int, offset: int, length: int, log: Any = None) -> dict:
     """``log``: the memory's order log, to show forgotten messages as tombstones."""
     record = None
     if fd is not None:
         try:
-            record, _ = examine(os.pread(fd, length, offset), turn)  # None: damage, shown as damaged
+            record, _ = examine(fd(offset, length), turn)  # None: damage, shown as damaged
             if record is not None and log is not None and turn < len(log.firsts) and (
                     log.tids[turn] == 0 or log.firsts[turn] != record["id"]):
                 record = None  # out of order: the log's reader counts it as damage

@@ -38,8 +38,8 @@ class Reader:
         folder = memory.folder
         # The forget registry too: a forget patches the log and the tree in place (their sizes stay) and
         # appends a line here first, so a forget another process made is never missed.
-        self._watched = tuple(str(p) for p in (memory.log.path, memory.tree.path, folder / "view.json",
-                                               folder / "writer-view.json", folder / FORGET_REGISTRY))
+        self._watched = tuple(str(p) for p in (folder / "view.json", folder / "writer-view.json",
+                                               folder / FORGET_REGISTRY))
         self._view_key: tuple | None = None
         self._view_json: bytes = b""
         self._usage = None
@@ -53,7 +53,7 @@ class Reader:
         inodes, sizes and times mean nothing new.  Sizes are taken before catching up, so a write
         landing meanwhile is caught at the next request.
         """
-        seen = tuple(_stamp(path) for path in self._watched)
+        seen = (self.memory.store.stamp(), *(_stamp(path) for path in self._watched))
         if seen != self._seen:
             self.memory.catch_up()
             self._seen = seen

@@ -1,23 +1,32 @@
-"""Import at scale: ``endless import`` of N short messages, timed as a person runs it (a subprocess).
+"""Import at scale: ``endless import`` of N messages, timed as a person runs it (a subprocess).
 
-For each size a generic JSONL of N short messages (a question and its answer
-per turn, times in order) is imported into a fresh ``ENDLESS_HOME``: the wall
-time, the rate, the peak resident memory of the import process (from
-``wait4``), and the rate relative to the same run's smallest size (1.00 is
-linear).  With ``--compare PYTHON`` the same imports run a second time with
+For each size a generic JSONL of N messages is imported into a fresh
+``ENDLESS_HOME``: the wall time, the rate, the peak resident memory of the
+import process (from ``wait4``), the rate relative to the same run's smallest
+size (1.00 is linear), and the memory's bytes on disk per byte of the source.
+The default mix is realistic (``--mix real``): messages of 100 to 300 bytes
+from a Zipf vocabulary, a third from the user, the rest the assistant's
+replies and tool results with their tool's name; ``--mix short`` is the old
+one (about 30 bytes, a question and its answer per turn), which hides the
+per-byte costs.  ``--optmem "memo import {source}"`` runs another tool's
+import on the same file (``{source}`` is the file, ``$HOME`` a fresh folder)
+for a column side by side.  With ``--compare PYTHON`` the same imports run a second time with
 another Python that has another version of Endless installed (e.g. a venv
 with the last release), side by side in the same run.  Each Python first
 compiles its Endless to bytecode, so every run loads compiled modules as an
 installed package does (an editable checkout under ``PYTHONDONTWRITEBYTECODE``
 would otherwise compile its changed modules in every timed run).
 
-Usage: python scripts/bench_import.py [--sizes 10000,100000,1000000] [--compare PYTHON]
+Usage: python scripts/bench_import.py [--sizes 10000,100000,1000000] [--mix real|short] [--compare PYTHON]
+       [--optmem "COMMAND {source}"]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -37,6 +46,63 @@ def source(path: Path, size: int) -> None:
             role = "user" if i % 2 == 0 else "assistant"
             handle.write(orjson.dumps({"role": role, "content": f"message {i} about topic {i % 97}",
                                        "at": 1_700_000_000 + 10 * i}) + b"\n")
+
+
+STEMS = ("cache index query server client error retry timeout queue worker billing export database schema "
+         "migration branch commit review merge patch file module function method table column request "
+         "response token session search ranking result page limit offset batch thread lock lease deploy "
+         "build test config").split()
+GLUE = "the a of to and in is for on with that this it as at by from be are was we you not but".split()
+TOOLS = ("terminal", "read_file", "patch", "search_files")
+
+
+def realistic(path: Path, size: int, seed: int = 7) -> None:
+    """Messages as a coding chat has them: 100-300 bytes, mixed roles, tool results (seeded, so both
+    columns read the same bytes)."""
+    rng = random.Random(seed)
+    vocab = GLUE + STEMS + [a + b for a in ("re", "un", "pre", "sub", "multi") for b in STEMS]
+    weights = [1 / (rank + 1) for rank in range(len(vocab))]  # Zipf: a few words most of the time
+
+    def words(low: int, high: int) -> str:
+        picked: list[str] = []
+        length = rng.randint(low, high)
+        while sum(len(w) + 1 for w in picked) < length:
+            picked.extend(rng.choices(vocab, weights, k=4))
+        return " ".join(picked)[:length].rstrip()
+
+    at = 1_700_000_000
+    with open(path, "wb") as handle:
+        for _ in range(size):
+            at += rng.randint(1, 40)
+            kind = rng.random()
+            if kind < 0.33:
+                record = {"role": "user", "content": words(100, 300).capitalize() + "?", "at": at}
+            elif kind < 0.73:
+                record = {"role": "assistant", "content": words(100, 300).capitalize() + ".", "at": at}
+            else:
+                record = {"role": "tool", "name": rng.choice(TOOLS), "at": at,
+                          "content": f'{{"cmd": "{words(10, 30)}"}} -> {words(80, 260)}'}
+            handle.write(orjson.dumps(record) + b"\n")
+
+
+def disk_bytes(folder: Path) -> int:
+    """Bytes the files under ``folder`` take on disk (allocated blocks: a sparse file counts what it holds)."""
+    return sum(p.lstat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+
+
+def run_other(template: str, path: Path, root: Path) -> dict:
+    """Another tool's import of the same file, with a fresh ``$HOME`` (its own state lands there)."""
+    home = root / "home"
+    home.mkdir(parents=True)
+    command = [part.replace("{source}", str(path)) for part in shlex.split(template)]
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, env={**os.environ, "HOME": str(home)}, cwd=root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{command[0]} failed: {proc.stderr.read().decode()[-2000:]}")
+    return {"seconds": seconds, "rss": usage.ru_maxrss / 1024, "disk": disk_bytes(home)}
 
 
 COMPILE = ("import compileall, sys, endless, endless.writer, endless.prompts\n"
@@ -64,7 +130,8 @@ def run_import(path: Path, root: Path, python: Path | None) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"the import failed ({proc.returncode}): {err}")
-    return {"seconds": seconds, "rss": usage.ru_maxrss / 1024, "out": out.strip().splitlines()[0]}
+    return {"seconds": seconds, "rss": usage.ru_maxrss / 1024, "out": out.strip().splitlines()[0],
+            "disk": disk_bytes(root / "home")}
 
 
 def main() -> None:
@@ -72,6 +139,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--compare", type=Path, default=None,
                         help="a Python with another version of Endless installed, run side by side")
+    parser.add_argument("--mix", choices=("real", "short"), default="real")
+    parser.add_argument("--optmem", metavar="COMMAND", default=None,
+                        help='another tool\'s import, e.g. "memo import {source}", run side by side')
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     runs = [("this", None)] + ([("compare", args.compare)] if args.compare else [])
@@ -80,8 +150,12 @@ def main() -> None:
         for name, checkout in runs:
             compile_endless(checkout)
         for size in sizes:
-            path = Path(tmp) / f"short{size}.jsonl"
-            source(path, size)
+            path = Path(tmp) / f"{args.mix}{size}.jsonl"
+            (realistic if args.mix == "real" else source)(path, size)
+            results[("bytes", size)] = {"source": path.stat().st_size}
+            if args.optmem:
+                say(f"{size:,} messages (optmem)")
+                results[("optmem", size)] = run_other(args.optmem, path, Path(tmp) / f"optmem-{size}")
             for name, checkout in runs:
                 root = Path(tmp) / f"{name}-{size}"
                 root.mkdir()
@@ -89,22 +163,27 @@ def main() -> None:
                 results[(name, size)] = run_import(path, root, checkout)
                 say(f"  {results[(name, size)]['seconds']:.1f} s: {results[(name, size)]['out']}")
             path.unlink()
-    print(f"`endless import` of N short messages (a subprocess each, fresh home; on {os.cpu_count()} cores)\n")
-    head = "| messages | wall | messages/s | peak RSS | rate ÷ first size's |"
+    mix = "realistic (100-300 bytes, mixed roles, tool results)" if args.mix == "real" else "short (about 30 bytes)"
+    print(f"`endless import` of N {mix} messages (a subprocess each, fresh home; on {os.cpu_count()} cores)\n")
+    head = "| messages | source MB | wall | messages/s | peak RSS | rate ÷ first size's | disk ÷ source |"
     if args.compare:
-        head += " wall (compared) | messages/s | peak RSS | time, this ÷ compared |"
+        head += " wall (compared) | messages/s | peak RSS | disk ÷ source | time, this ÷ compared |"
+    if args.optmem:
+        head += " wall (optmem) | messages/s | peak RSS | disk ÷ source | time, this ÷ optmem |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     base = {name: size and sizes[0] / results[(name, sizes[0])]["seconds"] for name, _ in runs}
     for size in sizes:
         a = results[("this", size)]
+        source_bytes = results[("bytes", size)]["source"]
         rate = size / a["seconds"]
-        row = (f"| {size:,} | {a['seconds']:.1f} s | {rate:,.0f} | {a['rss']:.0f} MB | "
-               f"{rate / base['this']:.2f} |")
-        if args.compare:
-            b = results[("compare", size)]
-            row += (f" {b['seconds']:.1f} s | {size / b['seconds']:,.0f} | {b['rss']:.0f} MB | "
-                    f"{a['seconds'] / b['seconds']:.2f} |")
+        row = (f"| {size:,} | {source_bytes / 1e6:.0f} | {a['seconds']:.1f} s | {rate:,.0f} | {a['rss']:.0f} MB | "
+               f"{rate / base['this']:.2f} | {a['disk'] / source_bytes:.2f} |")
+        for other in ("compare", "optmem"):
+            if (other, size) in results:
+                b = results[(other, size)]
+                row += (f" {b['seconds']:.1f} s | {size / b['seconds']:,.0f} | {b['rss']:.0f} MB | "
+                        f"{b['disk'] / source_bytes:.2f} | {a['seconds'] / b['seconds']:.2f} |")
         print(row)
 
 

@@ -301,8 +301,10 @@ def replace_file(path: Path, data: bytes, sync: bool = True) -> None:
         fsync_dir(path.parent)
 
 
-def write_json(path: Path, value: object, sync: bool = True) -> None:
-    replace_file(path, orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n", sync)
+def write_json(path: Path, value: object, sync: bool = True, compact: bool = False) -> None:
+    """A JSON file replaced whole; indented for the small files a person may open, compact for the
+    large derived ones (a view of a long unwritten import lists a million parts: a third of the bytes)."""
+    replace_file(path, orjson.dumps(value, option=0 if compact else orjson.OPT_INDENT_2) + b"\n", sync)
 
 
 def read_json(path: Path) -> object:

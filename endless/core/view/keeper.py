@@ -285,8 +285,8 @@ class ViewKeeper:
         chat_path, writer_path = self._paths()
         ceiling = {"ceiling": self.chat_saw.ceiling, "floor": self.chat_saw.floor}
         try:
-            durable.write_json(chat_path, {"format": FORMAT, **self.chat.to_json(), **ceiling}, sync)
-            durable.write_json(writer_path, {"format": FORMAT, **self.wview.to_json()}, sync)
+            durable.write_json(chat_path, {"format": FORMAT, **self.chat.to_json(), **ceiling}, sync, compact=True)
+            durable.write_json(writer_path, {"format": FORMAT, **self.wview.to_json()}, sync, compact=True)
         except durable.LinkRefused:
             raise
         except OSError as exc:

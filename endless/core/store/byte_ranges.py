@@ -104,8 +104,9 @@ def first_tid(path: Path) -> str:
     return head[at + 7:end].decode("ascii", "replace") if end > 0 else ""
 
 
-def lines(path: Path, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
-    """``(offset, line without its newline)`` of each complete line in ``[start, stop)``, a window at a time."""
+def _windows(path: Path, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, bytes)`` of ``[start, stop)`` a window at a time, each ending with a whole line (a line
+    longer than the window is read whole; a torn last line ends the reading)."""
     try:
         fd = durable.open_fd(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -121,11 +122,17 @@ def lines(path: Path, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
                 nl = _find_newline(fd, pos + len(data), stop)
                 data, cut = os.pread(fd, nl + 1 - pos, pos), nl + 1 - pos
                 if not data.endswith(b"\n"):
-                    return  # a torn last line
-            yield from durable.iter_lines(data[:cut], pos)
+                    return
+            yield pos, data[:cut]
             pos += cut
     finally:
         os.close(fd)
+
+
+def lines(path: Path, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, line without its newline)`` of each complete line in ``[start, stop)``, a window at a time."""
+    for pos, data in _windows(path, start, stop):
+        yield from durable.iter_lines(data, pos)
 
 
 def records(path: Path, start: int, stop: int, first_turn: int, shape: Shape
@@ -138,43 +145,29 @@ def records(path: Path, start: int, stop: int, first_turn: int, shape: Shape
     """
     crc32 = zlib.crc32
     expected = 0
-    try:
-        fd = durable.open_fd(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        pos, turn = start, first_turn
-        while pos < stop:
-            data = os.pread(fd, min(stop - pos, READ_WINDOW), pos)
-            if not data:
-                return
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:  # one record longer than the window: read it whole
-                nl = _find_newline(fd, pos + len(data), stop)
-                data, cut = os.pread(fd, nl + 1 - pos, pos), nl + 1 - pos
-            group_lines = data[:cut].split(b"\n")
-            group_lines.pop()
-            for at in range(0, len(group_lines), INDEX_PARSE_GROUP):  # parsed a group at a time
-                group = group_lines[at:at + INDEX_PARSE_GROUP]
-                try:
-                    parsed = list(map(orjson.loads, group))
-                except orjson.JSONDecodeError:  # a damaged line among them: each alone
-                    parsed = list(map(_loaded, group))
-                for line, record in zip(group, parsed):
-                    pos += len(line) + 1
-                    if line[-16:-10] == b',"c":"' and line[-2:] == b'"}':  # sealed, checked inline (a million lines)
-                        # As Endless wrote it if its checksum holds: only its place is checked (moved, copied).
-                        whole = (b"%08x" % crc32(line[:-16]) == line[-10:-2] and type(record) is dict
-                                 and record.get("turn") == turn and type(record.get("id")) is int
-                                 and type(record.get("m")) is list)
-                    else:
-                        whole = not shape(record, None, turn)
-                    if whole and record["id"] >= expected:
-                        expected = record["id"] + len(record["m"])
-                        yield turn, pos, record
-                    turn += 1
-    finally:
-        os.close(fd)
+    pos, turn = start, first_turn
+    for _, data in _windows(path, start, stop):
+        group_lines = data.split(b"\n")
+        group_lines.pop()
+        for at in range(0, len(group_lines), INDEX_PARSE_GROUP):  # parsed a group at a time
+            group = group_lines[at:at + INDEX_PARSE_GROUP]
+            try:
+                parsed = list(map(orjson.loads, group))
+            except orjson.JSONDecodeError:  # a damaged line among them: each alone
+                parsed = list(map(_loaded, group))
+            for line, record in zip(group, parsed):
+                pos += len(line) + 1
+                if line[-16:-10] == b',"c":"' and line[-2:] == b'"}':  # sealed, checked inline (a million lines)
+                    # As Endless wrote it if its checksum holds: only its place is checked (moved, copied).
+                    whole = (b"%08x" % crc32(line[:-16]) == line[-10:-2] and type(record) is dict
+                             and record.get("turn") == turn and type(record.get("id")) is int
+                             and type(record.get("m")) is list)
+                else:
+                    whole = not shape(record, None, turn)
+                if whole and record["id"] >= expected:
+                    expected = record["id"] + len(record["m"])
+                    yield turn, pos, record
+                turn += 1
 
 
 def backward(path: Path, end: int) -> Iterator[tuple[int, bytes]]:

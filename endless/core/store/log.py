@@ -334,18 +334,24 @@ class OrderLog:
         return os.pread(self.reader(), length, offset)
 
     @contextmanager
-    def reading(self) -> Iterator[Callable[[int, int], bytes] | None]:
-        """``read(offset, length)`` over a handle of its own while the block runs (a page of turns read
-        outside the memory's lock); None when nothing is stored yet."""
+    def _handle(self) -> Iterator[int | None]:
+        """A read-only descriptor of its own while the block runs; None when nothing is stored yet."""
         try:
             fd = durable.open_fd(self.path, os.O_RDONLY)
         except FileNotFoundError:
             yield None
             return
         try:
-            yield lambda offset, length: os.pread(fd, length, offset)
+            yield fd
         finally:
             os.close(fd)
+
+    @contextmanager
+    def reading(self) -> Iterator[Callable[[int, int], bytes] | None]:
+        """``read(offset, length)`` over a handle of its own while the block runs (a page of turns read
+        outside the memory's lock); None when nothing is stored yet."""
+        with self._handle() as fd:
+            yield None if fd is None else (lambda offset, length: os.pread(fd, length, offset))
 
     def records(self, start: int = 0, stop: int | None = None, first_turn: int = 0
                 ) -> Iterator[tuple[int, int, dict]]:
@@ -361,19 +367,12 @@ class OrderLog:
     def mapped(self) -> Iterator["mmap.mmap | None"]:
         """The stored bytes as one read-only buffer while the block runs (None: this store has none;
         a scan then goes by :meth:`backward`)."""
-        try:
-            fd = durable.open_fd(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            yield None
-            return
-        try:
-            if os.fstat(fd).st_size == 0:
+        with self._handle() as fd:
+            if fd is None or os.fstat(fd).st_size == 0:
                 yield None
                 return
             with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buffer:
                 yield buffer
-        finally:
-            os.close(fd)
 
     def stored_end(self) -> int:
         """Where the last whole record ends as stored now (another process's appends included)."""

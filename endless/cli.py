@@ -27,6 +27,8 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("mcp",), "endless.faces.mcp_server", "add_mcp_parser"),
     (("doctor",), "endless.faces.cli.doctor", "add_doctor_parser"),
     (("import",), "endless.faces.importers.importer", "add_import_parser"),
+    (("capture",), "endless.faces.importers.live", "add_capture_parser"),
+    (("claude", "codex", "hook"), "endless.faces.agents.commands", "add_agent_parsers"),
     (("chat",), "endless.faces.cli.chat", "add_chat_parser"),
     (("memories", "view", "zoom", "date", "search", "history"), "endless.faces.kit.read_commands", "add_read_parsers"),
     (("forget",), "endless.faces.cli.forget_cmd", "add_forget_parser"),

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("harness", ("endless.demo",)),
 ]
 TEXTS = "endless.prompts"
-ENTRY = ("endless.cli", "endless")  # the console script, and the package's own __init__
+ENTRY = ("endless.cli", "endless", "endless.__main__")  # the console script, the package's own __init__, python -m endless
 # Third-party packages only some layers may import (the core never reaches an SDK or a web framework).
 ONLY_IN = {
     "openai": {"llm", "simulator"},
@@ -103,7 +103,7 @@ def test_every_import_runs_down_the_layers() -> None:
                 continue
             other = _layer_of(target)
             if other == "entry":
-                if target == "endless.cli" and module != "endless.cli":
+                if target == "endless.cli" and module not in ("endless.cli", "endless.__main__"):
                     problems.append(f"{where}: {module} imports the command-line entry")
                 continue
             if layer == "entry" or other == layer or other == "texts":

@@ -50,6 +50,14 @@ IMPORT_SCAN_BLOCK = 8 << 20  # bytes read at once when an import source is searc
 # shorter): past it the line is a bad line, so a source without newlines (/dev/zero) is refused after
 # reading this much, instead of growing in memory until the process dies.
 IMPORT_LINE_BYTES_MAX = 64 << 20
+# Coding agents' hooks (Claude Code, Codex): a hook returns within HOOK_WAIT_SECONDS whatever happens (the
+# capture it started goes on alone past it); a capture waits this long for another of the same transcript.
+HOOK_WAIT_SECONDS = 0.8
+HOOK_INPUT_MAX = 4 << 20  # bytes of a hook's JSON read at most (a Stop hook carries the last reply)
+CAPTURE_LOCK_SECONDS = 60.0
+CAPTURE_READ_MAX = 512 << 20  # bytes of a transcript read in one capture (the rest: the next one)
+HANDOVER_BYTES = 4096  # the hand-over block at a session's start, at most
+HANDOVER_GIT_SECONDS = 1.5  # all its git commands together
 FOLLOWER_POLL_SECONDS = 0.2  # how often that helper looks for the import's new turns
 FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the rest (then the next search does)
 RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days

@@ -79,6 +79,9 @@ class LogStore(Protocol):
     def has_tid(self, tid: str) -> bool:
         """Whether a turn with this id is committed (a journal replayed after its commit adds nothing)."""
 
+    def held_tids(self, tids: Iterable[str]) -> set[str]:
+        """Which of ``tids`` are logged (a batch of imported turns checked in one pass)."""
+
     def catch_up(self, locked: bool) -> None:
         """Read what other processes appended; ``locked``: the caller holds the lock and may repair."""
 

@@ -26,7 +26,7 @@ from itertools import accumulate
 from operator import attrgetter
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from endless.core.store import byte_ranges, durable
 from endless.core.store.messages import Message, Stored
@@ -446,6 +446,11 @@ class OrderLog:
 
     def has_tid(self, tid: str) -> bool:
         return tid_number(tid) in self.tids
+
+    def held_tids(self, tids: Iterable[str]) -> set[str]:
+        """Which of ``tids`` the log holds, in one pass over its ids (a batch checked at once)."""
+        wanted = {tid_number(tid): tid for tid in tids}
+        return {wanted[number] for number in wanted.keys() & set(self.tids)} if wanted else set()
 
     # -- a forget's patches (endless.core.privacy.forget) --------------------------------------------------
 

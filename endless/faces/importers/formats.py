@@ -29,7 +29,7 @@ _GENERIC_FIELDS = frozenset({"role", "content", "at", "session", "title", "name"
 HERMES_JSON_PREFIX = "\x00json:"  # how Hermes stores structured content in a TEXT column
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CLAUDE_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation",
-                "progress", "attachment"}
+                "progress", "attachment", "last-prompt", "atis-latch", "api-request", "cost-state"}
 
 
 class FormatError(ValueError):
@@ -53,6 +53,7 @@ class Entry:
     where: str
     name: str | None = None
     args: str | None = None
+    uid: str | None = None  # the source's own id of the event it came from (Claude Code's ``uuid``)
 
 
 def parse_time(value: Any, where: str) -> float | None:
@@ -273,8 +274,9 @@ def detect(path: Path) -> str:
                         first = orjson.loads(raw)
                     except orjson.JSONDecodeError:
                         return "generic"  # the generic reader names the bad line
-                    if isinstance(first, dict) and first.get("type") in CLAUDE_TYPES and "role" not in first:
-                        return "claude"
+                    if isinstance(first, dict) and "role" not in first and isinstance(first.get("type"), str) and (
+                            first["type"] in CLAUDE_TYPES or isinstance(first.get("sessionId"), str)):
+                        return "claude"  # (each release adds event types; every event names its session)
                     return "generic"
     except OSError as exc:
         raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
@@ -358,63 +360,80 @@ def _block_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def read_claude(path: Path) -> Iterator[Entry]:
-    """A Claude Code session transcript: user/assistant events with content blocks.
-
-    Skipped: meta lines (``isMeta``), sidechains (subagents), thinking, and
-    event types that carry no conversation (snapshots, system notes).  A
-    ``summary`` line names the session's title (the last one, wherever it is).
-    """
+def claude_title(path: Path) -> str:
+    """The title a transcript gives its session: its last ``summary`` line's (found without parsing the rest)."""
     summary = ""
     for record in _scan(path, b'"summary"'):
         if record.get("type") == "summary" and isinstance(record.get("summary"), str):
             summary = record["summary"]
-    title = lambda session: summary or f"Claude Code {session[:8]}"  # noqa: E731
+    return summary
+
+
+def read_claude(path: Path) -> Iterator[Entry]:
+    """A Claude Code session transcript: user/assistant events with content blocks (see :func:`claude_entries`)."""
+    summary = claude_title(path)
     for where, record in _json_lines(path):
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            raise FormatError(f"{where}: not a Claude Code transcript event (an object with a 'type')")
-        kind = record["type"]
-        if kind == "summary":
-            continue
-        if kind not in ("user", "assistant") or record.get("isMeta") or record.get("isSidechain"):
-            continue
-        message = record.get("message")
-        if not isinstance(message, dict) or "content" not in message:
-            raise FormatError(f"{where}: a {kind} event without a message and its content")
-        session = record.get("sessionId") or path.stem
-        if not isinstance(session, str):
-            raise FormatError(f"{where}: sessionId must be a text")
-        at = parse_time(record.get("timestamp"), where)
-        content = message["content"]
-        if isinstance(content, str):
-            yield Entry("user" if kind == "user" else "assistant", content, at, session, title(session), where)
-            continue
-        if not isinstance(content, list):
-            raise FormatError(f"{where}: message content must be a text or a list of blocks")
-        for block in content:
-            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-                raise FormatError(f"{where}: a content block must be an object with a 'type'")
-            btype = block["type"]
-            if btype == "text":
-                if not isinstance(block.get("text"), str):
-                    raise FormatError(f"{where}: a text block without its text")
-                yield Entry("user" if kind == "user" else "assistant", block["text"], at,
-                            session, title(session), where)
-            elif btype == "tool_use":
-                name = block.get("name")
-                if not isinstance(name, str):
-                    raise FormatError(f"{where}: a tool_use block without its name")
-                args = orjson.dumps(block.get("input", {})).decode()
-                yield Entry("call", args, at, session, title(session), where, name=name, args=args)
-            elif btype == "tool_result":
-                text = _block_text(block.get("content"))
-                if block.get("is_error"):
-                    text = f"(error) {text}"
-                yield Entry("result", text, at, session, title(session), where)
-            elif btype == "image":
-                yield Entry("user" if kind == "user" else "assistant", "[image]", at, session, title(session),
-                            where)
-            # thinking and redacted_thinking are never logged (DESIGN §2.2)
+        yield from claude_entries(record, where, summary, path.stem)
+
+
+def claude_entries(record: Any, where: str, summary: str = "", fallback_session: str = "",
+                   sidechain: bool = False) -> list[Entry]:
+    """What one transcript event said or did, as entries (none for an event that is no conversation).
+
+    Skipped: meta lines (``isMeta``), sidechains (a sub-agent's own transcript
+    is read with ``sidechain`` set), the host's API error notices, thinking,
+    and event types that carry no conversation (snapshots, attachments,
+    system notes).  Live capture reads a transcript an event at a time from
+    where it stopped, so this works on one event alone.
+    """
+    if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+        raise FormatError(f"{where}: not a Claude Code transcript event (an object with a 'type')")
+    kind = record["type"]
+    if kind not in ("user", "assistant") or record.get("isMeta") or record.get("isApiErrorMessage"):
+        return []
+    if bool(record.get("isSidechain")) != sidechain:
+        return []
+    message = record.get("message")
+    if not isinstance(message, dict) or "content" not in message:
+        raise FormatError(f"{where}: a {kind} event without a message and its content")
+    session = record.get("sessionId") or fallback_session
+    if not isinstance(session, str):
+        raise FormatError(f"{where}: sessionId must be a text")
+    if sidechain and isinstance(record.get("agentId"), str):
+        session = f"{session}/agent-{record['agentId']}"
+    title = summary or f"Claude Code {session[:8]}"
+    uid = record.get("uuid") if isinstance(record.get("uuid"), str) else None
+    at = parse_time(record.get("timestamp"), where)
+    said = "user" if kind == "user" else "assistant"
+    content = message["content"]
+    if isinstance(content, str):
+        return [Entry(said, content, at, session, title, where, uid=uid)]
+    if not isinstance(content, list):
+        raise FormatError(f"{where}: message content must be a text or a list of blocks")
+    out = []
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise FormatError(f"{where}: a content block must be an object with a 'type'")
+        btype = block["type"]
+        if btype == "text":
+            if not isinstance(block.get("text"), str):
+                raise FormatError(f"{where}: a text block without its text")
+            out.append(Entry(said, block["text"], at, session, title, where, uid=uid))
+        elif btype == "tool_use":
+            name = block.get("name")
+            if not isinstance(name, str):
+                raise FormatError(f"{where}: a tool_use block without its name")
+            args = orjson.dumps(block.get("input", {})).decode()
+            out.append(Entry("call", args, at, session, title, where, name=name, args=args, uid=uid))
+        elif btype == "tool_result":
+            text = _block_text(block.get("content"))
+            if block.get("is_error"):
+                text = f"(error) {text}"
+            out.append(Entry("result", text, at, session, title, where, uid=uid))
+        elif btype == "image":
+            out.append(Entry(said, "[image]", at, session, title, where, uid=uid))
+        # thinking and redacted_thinking are never logged (DESIGN §2.2)
+    return out
 
 
 # -- Hermes state.db --------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from endless.faces.kit.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceEr
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
 from endless.faces.kit.terminal import one_line, title
 from endless.core.memory import Memory, MemoryUseError
-from endless.core.store import record_tail, with_tid
+from endless.core.store import record_tail, tail_tid, with_tid
 from endless.core.store import COMPLETED, EncodedTurn, TurnRecord
 from endless.core.store import KINDS, Message, TraceBuilder, prepare
 from endless.core.store import utf8_size
@@ -79,15 +79,22 @@ class PlannedTurn:
     base: str = ""  # identity without the occurrence count
     occurrence: int = 0
     key: int = 0  # identity_key(base), set with the occurrence
+    uid: str | None = None  # the source's own id of the turn's first event, where it has one
 
     @property
     def tid(self) -> str:
-        return turn_id(self.base, self.occurrence)
+        return source_turn_id(self.uid) if self.uid else turn_id(self.base, self.occurrence)
 
 
 def turn_id(base: str, occurrence: int) -> str:
     """An imported turn's id: its identity and occurrence, hashed (the same turn, the same id)."""
     return hashlib.sha256(f"{base}#{occurrence}".encode()).hexdigest()[:16]
+
+
+def source_turn_id(uid: str) -> str:
+    """The id of a turn whose first event the source names (a Claude Code ``uuid``): the same event
+    read live, imported later or copied into a resumed session is one turn, logged once."""
+    return hashlib.sha256(f"event:{uid}".encode()).hexdigest()[:16]
 
 
 def present(memory: Memory) -> Presence:
@@ -151,7 +158,7 @@ def _question_and_answer(question: Entry, answer: Entry, settings: Settings, fal
     messages = prepare("user", question.text, asked_at, settings)
     if answer.text.strip():
         messages += prepare("reply", answer.text, fallback_at if answer.at is None else answer.at, settings)
-    return PlannedTurn(question.session, question.title, asked_at, messages, question.where)
+    return PlannedTurn(question.session, question.title, asked_at, messages, question.where, uid=question.uid)
 
 
 def _plan_any(entries: list[Entry], settings: Settings, granularity: str,
@@ -177,7 +184,7 @@ def _plan_any(entries: list[Entry], settings: Settings, granularity: str,
         messages += prepare("reply", reply, at(replies[-1]), settings)
     if not messages:
         return None  # nothing but empty words: no turn
-    return PlannedTurn(first.session, first.title, at(first), messages, first.where)
+    return PlannedTurn(first.session, first.title, at(first), messages, first.where, uid=first.uid)
 
 
 def _steps(steps: list[Entry], settings: Settings, granularity: str, title: str, at) -> list[Message]:
@@ -246,6 +253,7 @@ class Plan:
     longs: dict[int, tuple[int, int]] = field(default_factory=dict)  # turn -> its long messages and bytes
     bases: bytearray | None = None  # each turn's identity, 16 bytes, when kept (a half's plan: see halves)
     tids: dict[int, str] = field(default_factory=dict)  # turn -> its turn id, where not the one spilled
+    by_event: bool = False  # some turns carry their source's event id (their ids are checked at commit)
     _spilled: int = 0  # the spill's bytes (asking the file costs a system call a turn)
     _waiting: list[PlannedTurn] = field(default_factory=list)  # added, not encoded yet (see add)
 
@@ -304,6 +312,7 @@ class Plan:
             n = len(turn.messages)
             end = k + n
             turn.occurrence = occurring[number]
+            self.by_event = self.by_event or turn.uid is not None
             if new is not None and not new[number]:
                 self.skipped += 1
                 k = end
@@ -610,12 +619,12 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
             batch.append(planned)
             size += len(planned[0].tail)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
-                done.add(_commit_batch(memory, batch, landed, have, index), len(batch))
+                done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event), len(batch))
                 batch, size = [], 0
                 if progress is not None:
                     progress.update(task, completed=done.turns + done.skipped)
         if batch:
-            done.add(_commit_batch(memory, batch, landed, have, index), len(batch))
+            done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event), len(batch))
             if progress is not None:
                 progress.update(task, completed=done.turns + done.skipped)
         if done.turns:
@@ -641,8 +650,16 @@ class Landed:
 
 
 def _commit_batch(memory: Memory, batch: list[tuple[EncodedTurn, int, int]],
-                  landed: Callable[[int, int], None] | None, have: Presence, index: bool) -> list:
-    infos = memory.bulk_commit(lambda m: have.admit(m, batch), index=index)
+                  landed: Callable[[int, int], None] | None, have: Presence, index: bool,
+                  by_event: bool = False) -> list:
+    def admit(m: Memory) -> list:
+        if by_event:  # under the lock: a turn whose event id is logged already (captured live) is there
+            logged = m.log.held_tids(tail_tid(planned[0].tail) for planned in batch)
+            if logged:
+                return have.admit(m, [planned for planned in batch if tail_tid(planned[0].tail) not in logged])
+        return have.admit(m, batch)
+
+    infos = memory.bulk_commit(admit, index=index)
     have.committed(infos)
     if infos and landed is not None:
         landed(infos[0].first, infos[-1].first + infos[-1].count)

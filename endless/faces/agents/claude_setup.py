@@ -1,0 +1,231 @@
+"""``endless claude install|uninstall|status``: Endless's hooks and MCP server in Claude Code's own files.
+
+Project scope (the default) writes the hooks into the folder's
+``.claude/settings.local.json`` and the server into this folder's entry of
+``~/.claude.json`` (what ``claude mcp add --scope local`` writes): both are the
+person's own, never committed, which suits commands naming this machine's
+interpreter (a server in a shared ``.mcp.json`` also waits for an approval that
+headless runs never give).  User scope writes ``~/.claude/settings.json`` and the
+user's servers in ``~/.claude.json``.  Every command names this interpreter (``python -m
+endless``), so no PATH is needed, and carries ``ENDLESS_HOME`` and
+``ENDLESS_CONFIG`` when they were set at install, so the hooks reach the same memories.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from endless.faces.agents import edits
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
+SERVER = "endless"  # the MCP server's name in Claude Code
+MARK = "-m endless hook claude "  # how Endless's own hook commands are known again
+HOOK_TIMEOUT = 10  # seconds Claude Code gives a hook (ours return in under one)
+CARRIED_ENV = ("ENDLESS_HOME", "ENDLESS_CONFIG")
+
+
+class SetupError(Exception):
+    """A settings file that cannot be read or changed; the message says which and what to do."""
+
+
+def _prefix() -> str:
+    carried = [f"{name}={shlex.quote(os.environ[name])}" for name in CARRIED_ENV if os.environ.get(name)]
+    return (f"env {' '.join(carried)} " if carried else "") + f"{shlex.quote(sys.executable)} "
+
+
+def hook_command(event: str) -> str:
+    return f"{_prefix()}-m endless hook claude {event}"
+
+
+def server_entry(workspace: Path | None) -> dict[str, Any]:
+    args = ["-m", "endless", "mcp"] + (["--workspace", str(workspace)] if workspace is not None else [])
+    entry: dict[str, Any] = {"type": "stdio", "command": sys.executable, "args": args}
+    env = {name: os.environ[name] for name in CARRIED_ENV if os.environ.get(name)}
+    if env:
+        entry["env"] = env
+    return entry
+
+
+def _home() -> Path:
+    return Path(os.environ.get("HOME") or Path.home())
+
+
+def files_for(scope: str, workspace: Path) -> tuple[Path, Path]:
+    """(the settings file for the hooks, the file for the MCP server) of a scope."""
+    if scope == "user":
+        return _home() / ".claude" / "settings.json", _home() / ".claude.json"
+    return workspace / ".claude" / "settings.local.json", _home() / ".claude.json"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = edits.read_bytes(path)
+    if data is None or not data.strip():
+        return {}
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise SetupError(f"{path} is not valid JSON ({exc}); fix it (or move it away) and run the command again; "
+                         "nothing was changed") from None
+    if not isinstance(value, dict):
+        raise SetupError(f"{path} does not hold a JSON object; fix it and run the command again; nothing was changed")
+    return value
+
+
+def _dump(value: dict[str, Any]) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def _ours(hook: Any) -> bool:
+    return isinstance(hook, dict) and MARK in str(hook.get("command", ""))
+
+
+def with_hooks(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings with Endless's hook on each event (an older one of ours replaced)."""
+    out = without_ours(settings)
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SetupError("the settings' \"hooks\" is not an object; fix it and run the command again")
+    for event in EVENTS:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise SetupError(f"the settings' hooks.{event} is not a list; fix it and run the command again")
+        groups.append({"hooks": [{"type": "command", "command": hook_command(event), "timeout": HOOK_TIMEOUT}]})
+    return out
+
+
+def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings with none of Endless's entries (what uninstall leaves of a file edited since)."""
+    out = orjson.loads(orjson.dumps(settings))
+    hooks = out.get("hooks")
+    if isinstance(hooks, dict):
+        for event in list(hooks):
+            groups = hooks[event]
+            if not isinstance(groups, list):
+                continue
+            kept = []
+            for group in groups:
+                if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                    inner = [h for h in group["hooks"] if not _ours(h)]
+                    if not inner and group["hooks"]:
+                        continue
+                    group = {**group, "hooks": inner}
+                kept.append(group)
+            if kept:
+                hooks[event] = kept
+            else:
+                del hooks[event]
+        if not hooks:
+            del out["hooks"]
+    return out
+
+
+def _servers_of(config: dict[str, Any], project: Path | None, make: bool) -> dict[str, Any] | None:
+    """The ``mcpServers`` object of the user (``project`` None) or of one project's entry."""
+    holder: Any = config
+    if project is not None:
+        projects = config.setdefault("projects", {}) if make else config.get("projects")
+        if not isinstance(projects, dict):
+            if make:
+                raise SetupError("its \"projects\" is not an object; fix it and run the command again")
+            return None
+        holder = projects.setdefault(str(project), {}) if make else projects.get(str(project))
+        if not isinstance(holder, dict):
+            return None
+    servers = holder.setdefault("mcpServers", {}) if make else holder.get("mcpServers")
+    if not isinstance(servers, dict):
+        if make:
+            raise SetupError("its \"mcpServers\" is not an object; fix it and run the command again")
+        return None
+    return servers
+
+
+def with_server(config: dict[str, Any], project: Path | None) -> dict[str, Any]:
+    out = orjson.loads(orjson.dumps(config))
+    servers = _servers_of(out, project, make=True)
+    assert servers is not None
+    existing = servers.get(SERVER)
+    if existing is not None and not _our_server(existing):
+        raise SetupError(f"an MCP server named {SERVER!r} that is not Endless's is configured there; "
+                         "rename it and run the command again; nothing was changed")
+    servers[SERVER] = server_entry(project)
+    return out
+
+
+def _our_server(entry: Any) -> bool:
+    args = entry.get("args") if isinstance(entry, dict) else None
+    return isinstance(args, list) and args[:3] == ["-m", "endless", "mcp"]
+
+
+def without_server(config: dict[str, Any], project: Path | None) -> dict[str, Any] | None:
+    servers = _servers_of(config, project, make=False)
+    if servers is None or not _our_server(servers.get(SERVER)):
+        return None
+    out = orjson.loads(orjson.dumps(config))
+    servers = _servers_of(out, project, make=False)
+    assert servers is not None
+    del servers[SERVER]
+    return out
+
+
+def install_name(scope: str, workspace: Path) -> str:
+    return f"claude:{scope}" + (f":{workspace}" if scope == "project" else "")
+
+
+def install(root: Path, scope: str, workspace: Path) -> list[str]:
+    """Write the hooks and the server; returns the files changed. Both files are read (and checked)
+    before either is written."""
+    settings_path, servers_path = files_for(scope, workspace)
+    project = workspace if scope == "project" else None
+    settings = with_hooks(_load(settings_path))
+    servers = with_server(_load(servers_path), project)
+    name = install_name(scope, workspace)
+    for path, value in ((settings_path, settings), (servers_path, servers)):
+        data = _dump(value)
+        if edits.read_bytes(path) != data:
+            edits.write(root, name, path, data)
+    return [str(settings_path), str(servers_path)]
+
+
+def uninstall(root: Path, scope: str, workspace: Path) -> list[str]:
+    name = install_name(scope, workspace)
+    if not edits.installed(root, name):
+        return []
+
+    def strip(path: Path, data: bytes) -> bytes | None:
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        if path.name.startswith("settings"):
+            kept = without_ours(value)
+            return None if kept == value else _dump(kept)
+        kept_servers = without_server(value, workspace if scope == "project" else None)
+        return None if kept_servers is None else _dump(kept_servers)
+
+    return edits.undo(root, name, strip)
+
+
+def status(root: Path, scope: str, workspace: Path) -> dict[str, Any]:
+    """What is installed: the hooks found in the settings file, the server in its file."""
+    settings_path, servers_path = files_for(scope, workspace)
+    try:
+        settings, servers = _load(settings_path), _load(servers_path)
+    except SetupError as exc:
+        return {"scope": scope, "error": str(exc)}
+    hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
+    found = sorted(event for event, groups in hooks.items() if isinstance(groups, list) and any(
+        isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(_ours(h) for h in g["hooks"])
+        for g in groups))
+    found_servers = _servers_of(servers, workspace if scope == "project" else None, make=False) or {}
+    server = found_servers.get(SERVER)
+    return {"scope": scope, "settings": str(settings_path), "hooks": found, "missingHooks":
+            [e for e in EVENTS if e not in found], "mcpFile": str(servers_path), "mcpServer": _our_server(server),
+            "recorded": bool(edits.installed(root, install_name(scope, workspace)))}

@@ -1,0 +1,310 @@
+"""Live capture: what a coding agent's transcript gained since the last look, into the folder's memory.
+
+Claude Code and Codex keep their own transcripts and never let a plugin
+replace their history, so their hooks call ``endless capture`` (DESIGN §6).
+Each call reads a transcript from where the last one stopped (a *place* per
+transcript: byte offset, line, inode), groups its events into turns the way
+``endless import`` does, and commits the turns that are over.  The turn still
+going stays unread: its first event's offset is the place kept, and it is read
+again, whole, once it ends (the next prompt, the agent's stop, the session's end).
+
+Nothing is logged twice: a turn's id comes from its first event's own id, so a
+hook fired twice, a capture killed between its commit and its place, a resumed
+session that copies old events, and a later ``endless import`` of the same file
+all meet the same id, checked under the memory's lock.  Captures of one
+transcript run one at a time (a file lock beside the place).  Redaction is the
+importer's, like every other way in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+
+from endless.core.memory import Memory
+from endless.core.settings import CAPTURE_LOCK_SECONDS, CAPTURE_READ_MAX, Settings, load_settings
+from endless.core.store import Presence, durable, workspace_key
+from endless.faces.importers import formats
+from endless.faces.importers.formats import Entry, FormatError
+from endless.faces.importers.importer import Plan, commit, group
+from endless.faces.kit.agent_sessions import Session, note_session
+
+AGENTS = ("claude", "codex")
+PLACES = "agents/places"  # under the memory root: one place per transcript read (this machine's own)
+FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+LIMIT_WORDS = ("usage limit", "rate limit", "limit reached", "quota", "credit balance")
+
+
+def log(message: str) -> None:
+    durable.log("capture", message)
+
+
+@dataclass
+class Place:
+    """Where the reading of one transcript stopped: the first byte (and line) not committed yet."""
+
+    path: str
+    offset: int = 0
+    line: int = 1
+    inode: int = 0
+
+
+@dataclass(frozen=True)
+class Captured:
+    turns: int
+    messages: int
+    skipped: int
+    place: Place
+
+
+@dataclass
+class _Reading:
+    """What one pass over a transcript's new bytes found."""
+
+    entries: list[Entry] = field(default_factory=list)
+    starts: dict[int, int] = field(default_factory=dict)  # line -> its byte offset
+    end: int = 0  # just past the last whole line
+    end_line: int = 1
+    limit_hit: str = ""  # the host's own notice that a usage limit stopped the agent
+
+
+def place_path(root: Path, transcript: Path) -> Path:
+    digest = hashlib.sha256(str(transcript).encode()).hexdigest()[:24]
+    return root / PLACES / f"{digest}.json"
+
+
+def read_place(root: Path, transcript: Path) -> Place:
+    try:
+        raw = orjson.loads(durable.read_all(place_path(root, transcript)))
+        place = Place(**{k: raw[k] for k in ("path", "offset", "line", "inode")})
+    except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError):
+        return Place(str(transcript))
+    return place if place.path == str(transcript) else Place(str(transcript))
+
+
+def _save_place(root: Path, transcript: Path, place: Place) -> None:
+    path = place_path(root, transcript)
+    durable.make_dir(path.parent)
+    durable.replace_file(path, orjson.dumps(asdict(place)))
+
+
+def _read_new(transcript: Path, place: Place, agent: str, sidechain: bool) -> _Reading:
+    """The whole lines past ``place`` and their entries (a torn last line is left for the next look)."""
+    reading = _Reading(end=place.offset, end_line=place.line)
+    with open(transcript, "rb") as handle:
+        handle.seek(place.offset)
+        data = handle.read(CAPTURE_READ_MAX)
+    cut = data.rfind(b"\n") + 1
+    offset, number = place.offset, place.line
+    state = _codex_state() if agent == "codex" else None
+    for raw in data[:cut].split(b"\n")[:-1]:
+        reading.starts[number] = offset
+        where = f"{transcript}:{number}"
+        offset += len(raw) + 1
+        number += 1
+        if not raw.strip():
+            continue
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            log(f"{where}: not JSON; left out")
+            continue
+        try:
+            if agent == "claude":
+                reading.limit_hit = _limit_notice(record) or reading.limit_hit
+                reading.entries += formats.claude_entries(record, where, "", transcript.stem, sidechain)
+            else:
+                reading.entries += _codex_entries(record, where, state)
+        except FormatError as exc:
+            log(f"{exc}; left out")
+    reading.end, reading.end_line = offset, number
+    return reading
+
+
+def _limit_notice(record: object) -> str:
+    """The text of a Claude Code API error notice about a usage limit, or ''."""
+    if not isinstance(record, dict) or not record.get("isApiErrorMessage"):
+        return ""
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    text = content if isinstance(content, str) else " ".join(
+        b.get("text", "") for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return text.strip()[:200] if any(word in text.lower() for word in LIMIT_WORDS) else ""
+
+
+def _codex_state() -> object:
+    from endless.faces.importers import codex  # (written alongside; loaded only for Codex)
+
+    return codex.CodexState()
+
+
+def _codex_entries(record: object, where: str, state: object) -> list[Entry]:
+    from endless.faces.importers import codex
+
+    return codex.codex_entries(record, where, state)
+
+
+def capture(transcript: Path, agent: str, workspace: Path, *, final: bool = False, turn_over: bool = False,
+            sidechain: bool = False, settings: Settings | None = None, root: Path | None = None,
+            event: str = "", session: str = "", stopped: str = "") -> Captured:
+    """Commit the turns the transcript gained since the last capture; returns what landed.
+
+    ``turn_over``: the host says the agent finished its turn (a stop hook), so the
+    last turn is committed once it ends with the agent's words; ``final``: the
+    session ended, every turn read is committed.
+    """
+    from filelock import FileLock
+
+    settings = settings or load_settings()
+    root = Path(root) if root is not None else settings.memory_root()
+    transcript = Path(transcript).resolve()
+    lock_path = place_path(root, transcript).with_suffix(".lock")
+    durable.make_dir(lock_path.parent)
+    with FileLock(str(lock_path), timeout=CAPTURE_LOCK_SECONDS):
+        memory = Memory.open(workspace_key(None, workspace), settings=settings, root=root, create=True)
+        try:
+            return _capture_locked(memory, root, transcript, agent, workspace, final, turn_over, sidechain,
+                                   event, session, stopped)
+        finally:
+            memory.close()
+
+
+def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, workspace: Path, final: bool,
+                    turn_over: bool, sidechain: bool, event: str, session: str, stopped: str) -> Captured:
+    place = read_place(root, transcript)
+    try:
+        st = os.stat(transcript)
+    except FileNotFoundError:
+        log(f"{transcript}: no such transcript; nothing captured")
+        return Captured(0, 0, 0, place)
+    if place.inode != st.st_ino or st.st_size < place.offset:  # a new file there: read it from its start
+        place = Place(str(transcript), 0, 1, st.st_ino)
+    reading = _read_new(transcript, place, agent, sidechain)
+    settings = memory.settings
+    current: dict[str, list[Entry]] = {}
+    closed = list(group(reading.entries, settings, memory.granularity, st.st_mtime, current, keep_open=True))
+    if current and (final or (turn_over and all(turns[-1].role == "assistant" for turns in current.values()))):
+        closed += list(group([], settings, memory.granularity, st.st_mtime, current))
+    if current:  # the turn still going is read again from its first line next time
+        first_line = min(int(turns[0].where.rsplit(":", 1)[1]) for turns in current.values())
+        kept = Place(str(transcript), reading.starts[first_line], first_line, st.st_ino)
+    else:
+        kept = Place(str(transcript), reading.end, reading.end_line, st.st_ino)
+    landed = skipped = messages = 0
+    if closed:
+        have = Presence(scanned=memory.turns)  # ids decide here: counting every turn held costs the whole log
+        with tempfile.TemporaryFile(prefix=".capture-", dir=memory.folder) as spill:
+            plan = Plan(spill, settings, have=have)
+            for turn in closed:
+                plan.add(turn)
+            plan.flush()
+            done = commit(memory, plan, False, None, have)
+        landed, messages, skipped = done.turns, done.messages, done.skipped + plan.skipped
+    _save_place(root, transcript, kept)
+    sid = session or (closed[-1].session if closed else "") or transcript.stem
+    _note(root, memory, agent, sid, transcript, workspace, reading, landed, event, stopped)
+    if landed:
+        log(f"{transcript.name}: {landed} turn(s), {messages} message(s) into memory {memory.memory_id}")
+    return Captured(landed, messages, skipped, kept)
+
+
+def _note(root: Path, memory: Memory, agent: str, session: str, transcript: Path, workspace: Path,
+          reading: _Reading, landed: int, event: str, stopped: str) -> None:
+    times = [e.at for e in reading.entries if e.at is not None]
+    files = list(_files_written(reading.entries))
+    failures = [f"{e.text[8:160].strip()}" for e in reading.entries
+                if e.role == "result" and e.text.startswith("(error) ")]
+
+    def change(s: Session) -> None:
+        if times:
+            s.started = s.started if s.started is not None else min(times)
+            s.last_at = max(times + ([s.last_at] if s.last_at else []))
+        s.event = event or s.event
+        if reading.limit_hit:
+            s.stopped = f"usage limit ({reading.limit_hit})"
+        elif stopped:
+            s.stopped = stopped
+        elif event in ("UserPromptSubmit", "SessionStart"):
+            s.stopped = ""  # going again
+        for path in files:
+            if path in s.files:
+                s.files.remove(path)
+            s.files.append(path)
+        s.files = s.files[-50:]
+        s.failures = (s.failures + failures)[-5:]
+        s.turns += landed
+
+    note_session(root, memory.memory_id, change, agent, session, str(transcript), str(workspace))
+
+
+def _files_written(entries: list[Entry]) -> Iterator[str]:
+    """The files the agent's own edit tools wrote (a shell command's writes are not guessed at)."""
+    for entry in entries:
+        if entry.role != "call" or not entry.args:
+            continue
+        key = FILE_TOOLS.get(entry.name or "")
+        if key is None and entry.name not in ("apply_patch",):
+            continue
+        try:
+            args = orjson.loads(entry.args)
+        except orjson.JSONDecodeError:
+            continue
+        if key is not None and isinstance(args, dict) and isinstance(args.get(key), str):
+            yield args[key]
+        elif entry.name == "apply_patch":
+            patch = args.get("input") if isinstance(args, dict) else args if isinstance(args, str) else ""
+            for line in str(patch or "").splitlines():
+                for marker in ("*** Update File: ", "*** Add File: ", "*** Delete File: "):
+                    if line.startswith(marker):
+                        yield line[len(marker):].strip()
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def _capture_command(args) -> int:
+    """``endless capture``: run by the agents' hooks (in the background), or by hand to catch up."""
+    from endless.faces.kit.choose import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+    if args.agent not in AGENTS:
+        print(f"[endless.capture] --agent must be one of {', '.join(AGENTS)}", file=__import__("sys").stderr)
+        return EXIT_USAGE
+    try:
+        done = capture(Path(args.transcript), args.agent, Path(args.workspace or ".").resolve(),
+                       final=args.final, turn_over=args.turn_over, sidechain=args.sidechain,
+                       event=args.event or "", session=args.session or "", stopped=args.stopped or "")
+    except Exception as exc:  # a capture that fails is said in the log; the agent is never stopped by it
+        log(f"{args.transcript}: capture failed: {exc!r}")
+        return EXIT_FAILED
+    if args.json:
+        import sys
+
+        sys.stdout.write(orjson.dumps({"turns": done.turns, "messages": done.messages, "skipped": done.skipped,
+                                       "offset": done.place.offset}).decode() + "\n")
+    return EXIT_OK
+
+
+def add_capture_parser(sub) -> None:
+    parser = sub.add_parser("capture", help="capture what a Claude Code or Codex transcript gained (hooks run it)",
+                            description=("Read a coding agent's transcript from where the last capture stopped and "
+                                         "commit its finished turns into the memory of the workspace. Installed "
+                                         "hooks run it (`endless claude install`, `endless codex install`); "
+                                         "running it by hand is safe: nothing is logged twice."),
+                            epilog="example:\n  endless capture --agent claude --transcript ~/.claude/projects/X/S.jsonl")
+    parser.add_argument("--agent", required=True, choices=AGENTS, help="whose transcript it is")
+    parser.add_argument("--transcript", required=True, metavar="FILE", help="the transcript (JSONL) to read")
+    parser.add_argument("--workspace", metavar="DIR", help="the folder whose memory it goes into (default: here)")
+    parser.add_argument("--session", metavar="ID", help="the agent's session id")
+    parser.add_argument("--event", metavar="NAME", help="the hook that ran it")
+    parser.add_argument("--stopped", metavar="HOW", help="how the session stopped, as its host said")
+    parser.add_argument("--turn-over", action="store_true", help="the agent finished its turn")
+    parser.add_argument("--final", action="store_true", help="the session ended: commit every turn read")
+    parser.add_argument("--sidechain", action="store_true", help="a sub-agent's transcript (its own chat)")
+    parser.add_argument("--json", action="store_true", help="print what landed as JSON")
+    parser.set_defaults(run=_capture_command)

@@ -1,0 +1,75 @@
+"""What each coding-agent session did last in a memory: written by live capture, read by the hand-over.
+
+Kept under the memory root of this machine (``agents/sessions/<memory id>.json``),
+beside the memory and not in it: it names transcripts and hook events of this
+machine's agents, and the hand-over reads it without opening the memory's log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from endless.core.settings import CAPTURE_LOCK_SECONDS
+from endless.core.store import durable
+
+SESSIONS = "agents/sessions"  # under the memory root
+KEPT = 20  # sessions remembered per memory, the newest
+
+
+@dataclass
+class Session:
+    """What one agent session did, as the hand-over at the next session start tells it."""
+
+    agent: str
+    session: str
+    transcript: str
+    workspace: str
+    started: float | None = None
+    last_at: float | None = None
+    event: str = ""  # the last hook that reported on it
+    stopped: str = ""  # how it stopped, as the host said (empty: it did not say)
+    files: list[str] = field(default_factory=list)  # files its tools wrote (as given)
+    failures: list[str] = field(default_factory=list)  # its last tool failures, short
+    turns: int = 0  # turns captured
+
+
+def session_path(root: Path, memory_id: str) -> Path:
+    return root / SESSIONS / f"{memory_id}.json"
+
+
+def read_sessions(root: Path, memory_id: str) -> list[Session]:
+    """The memory's agent sessions this machine captured, oldest report first."""
+    try:
+        raw = orjson.loads(durable.read_all(session_path(root, memory_id)))
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return []
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            out.append(Session(**item))
+        except TypeError:
+            continue
+    return out
+
+
+def note_session(root: Path, memory_id: str, change: Callable[[Session], None], agent: str, session: str,
+                 transcript: str, workspace: str) -> None:
+    """Change one session's record (made when new), the newest last; the few newest are kept."""
+    from filelock import FileLock
+
+    path = session_path(root, memory_id)
+    durable.make_dir(path.parent)
+    with FileLock(str(path) + ".lock", timeout=CAPTURE_LOCK_SECONDS):
+        sessions = read_sessions(root, memory_id)
+        found = next((s for s in sessions if s.agent == agent and s.session == session), None)
+        if found is None:
+            found = Session(agent, session, transcript, workspace)
+        else:
+            sessions.remove(found)
+        change(found)
+        sessions = (sessions + [found])[-KEPT:]
+        durable.replace_file(path, orjson.dumps([asdict(s) for s in sessions]))

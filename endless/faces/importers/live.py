@@ -189,7 +189,10 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
     settings = memory.settings
     current: dict[str, list[Entry]] = {}
     closed = list(group(reading.entries, settings, memory.granularity, st.st_mtime, current, keep_open=True))
-    if current and (final or (turn_over and all(turns[-1].role == "assistant" for turns in current.values()))):
+    # A stop ends the turn once its reply is written (the host may write it after the hook runs), or at once
+    # when the host's own notice says a usage limit stopped it: that turn gets no reply.
+    if current and (final or (turn_over and (reading.limit_hit or all(turns[-1].role == "assistant"
+                                                                         for turns in current.values())))):
         closed += list(group([], settings, memory.granularity, st.st_mtime, current))
     if current:  # the turn still going is read again from its first line next time
         first_line = min(int(turns[0].where.rsplit(":", 1)[1]) for turns in current.values())

@@ -1,0 +1,281 @@
+"""Claude Code: live capture by its hooks, the hand-over at a session start, install and uninstall.
+
+The hooks are run as Claude Code runs them: ``endless hook claude EVENT`` as a
+process, the hook's JSON on stdin.  Transcripts are written in the shape the
+real CLI (2.1.332) writes (see tests/e2e/test_claude_code.py for the CLI itself).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from commands import endless_command, fresh_home
+
+SESSION = "3ccf8fa8-9185-44fd-9a32-2abbf795e4f6"
+
+
+class Transcript:
+    """A Claude Code transcript being written, event by event, as the CLI appends them."""
+
+    def __init__(self, path: Path, workspace: Path, session: str = SESSION) -> None:
+        self.path, self.workspace, self.session = path, workspace, session
+        self.parent: str | None = None
+        self.clock = time.time()  # events happen now, after the repository's first commit
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+    def _event(self, kind: str, message: dict, **extra: object) -> dict:
+        self.clock += 0.5
+        stamp = datetime.fromtimestamp(self.clock, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        event = {"parentUuid": self.parent, "isSidechain": False, "type": kind, "message": message,
+                 "uuid": str(uuid.uuid4()), "timestamp": stamp, "cwd": str(self.workspace), "sessionId": self.session,
+                 "version": "2.1.332", "gitBranch": "main", **extra}
+        self.parent = event["uuid"]
+        return event
+
+    def write(self, *events: dict, torn: bytes = b"") -> None:
+        with open(self.path, "ab") as handle:
+            for event in events:
+                handle.write(json.dumps(event).encode() + b"\n")
+            handle.write(torn)
+
+    def prompt(self, text: str) -> dict:
+        return self._event("user", {"role": "user", "content": text}, promptId=str(uuid.uuid4()))
+
+    def call(self, name: str, args: dict) -> tuple[dict, str]:
+        call_id = f"toolu_{uuid.uuid4().hex[:16]}"
+        return self._event("assistant", {"role": "assistant", "content": [
+            {"type": "tool_use", "id": call_id, "name": name, "input": args}]}), call_id
+
+    def result(self, call_id: str, text: str, error: bool = False) -> dict:
+        return self._event("user", {"role": "user", "content": [
+            {"tool_use_id": call_id, "type": "tool_result", "content": text, "is_error": error}]})
+
+    def reply(self, text: str) -> dict:
+        return self._event("assistant", {"role": "assistant", "content": [{"type": "text", "text": text}]})
+
+    def noise(self) -> dict:
+        return {"type": "attachment", "uuid": str(uuid.uuid4()), "sessionId": self.session,
+                "attachment": {"type": "date", "date": "2026-12-04"}}
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> dict:
+    home, workspace, environ = fresh_home(tmp_path)
+    environ["HOME"] = str(tmp_path / "user")
+    environ["ENDLESS_HOOK_WAIT"] = "60"  # the hook waits for its capture to end (the tests read what landed)
+    (tmp_path / "user").mkdir()
+    return {"home": home, "workspace": workspace, "env": environ, "tmp": tmp_path}
+
+
+def hook(env: dict, event: str, transcript: Transcript | None, stdin: bytes | None = None,
+         **fields: object) -> subprocess.CompletedProcess:
+    payload = {"session_id": transcript.session if transcript else SESSION,
+               "transcript_path": str(transcript.path) if transcript else "", "cwd": str(env["workspace"]),
+               "hook_event_name": event, **fields}
+    return subprocess.run(endless_command() + ["hook", "claude", event],
+                          input=json.dumps(payload).encode() if stdin is None else stdin,
+                          capture_output=True, env=env["env"], cwd=env["workspace"], timeout=120)
+
+
+def endless(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(endless_command() + list(args), capture_output=True, text=True, env=env["env"],
+                          cwd=env["workspace"], timeout=120)
+
+
+def history(env: dict) -> list[dict]:
+    done = endless(env, "history", "--json", "--limit", "200")
+    if done.returncode:
+        return []
+    return json.loads(done.stdout)["turns"]
+
+
+def test_hooks_capture_each_finished_turn_once_and_leave_the_one_going(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    t.write(t.noise(), t.prompt("Fix the PELICAN-42 billing export, the totals are off by one"))
+    done = hook(env, "UserPromptSubmit", t, prompt="Fix the PELICAN-42 billing export")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert history(env) == []  # the turn is still going: nothing of it is logged yet
+    call, call_id = t.call("Edit", {"file_path": str(env["workspace"] / "export.py"), "old_string": "a",
+                                    "new_string": "b"})
+    t.write(call, t.result(call_id, "The file export.py has been updated."),
+            t.reply("Fixed: the totals loop started at 1; it starts at 0 now."))
+    assert hook(env, "Stop", t, stop_hook_active=False).returncode == 0
+    turns = history(env)
+    assert [[e["kind"] for e in turn["entries"]] for turn in turns] == [["user", "trace", "reply"]]
+    assert "export.py" in turns[0]["entries"][1]["text"] and turns[0]["sessionId"] == SESSION
+    assert hook(env, "Stop", t).returncode == 0  # fired again: nothing new
+    t.write(t.prompt("Now add a test for the export totals"), t.reply("Added test_export_totals."))
+    assert hook(env, "SessionEnd", t, reason="prompt_input_exit").returncode == 0
+    turns = history(env)
+    assert [turn["entries"][0]["text"] for turn in turns] == [
+        "Fix the PELICAN-42 billing export, the totals are off by one", "Now add a test for the export totals"]
+    # A later import of the same transcript finds every turn there already.
+    done = endless(env, "import", str(t.path))
+    assert done.returncode == 0 and "imported 0 turns" in done.stdout and "2 turns were there" in done.stdout
+    found = endless(env, "search", "--json", "PELICAN-42")
+    assert found.returncode == 0 and len(json.loads(found.stdout)["hits"]) == 1
+
+
+def test_a_resumed_session_that_copies_its_events_adds_nothing_twice(env: dict) -> None:
+    first = Transcript(env["tmp"] / "user/.claude/projects/-w/a.jsonl", env["workspace"])
+    events = [first.prompt("Plan the migration of the ledger tables"), first.reply("Three steps: copy, check, swap.")]
+    first.write(*events)
+    assert hook(env, "SessionEnd", first, reason="other").returncode == 0
+    # A resumed session is a new file and a new session id, holding the earlier events again.
+    second = Transcript(env["tmp"] / "user/.claude/projects/-w/b.jsonl", env["workspace"], session="b" * 36)
+    second.write(*[{**e, "sessionId": second.session} for e in events],
+                 second.prompt("Go on with step two"), second.reply("Checked: the row counts agree."))
+    assert hook(env, "SessionEnd", second, reason="other").returncode == 0
+    texts = [turn["entries"][0]["text"] for turn in history(env)]
+    assert texts == ["Plan the migration of the ledger tables", "Go on with step two"]
+
+
+def test_a_torn_last_line_waits_for_the_rest_of_it(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    last = json.dumps(t.reply("The deploy finished at 14:02.")).encode()
+    t.write(t.prompt("Did the deploy finish?"), torn=last[:30])
+    assert hook(env, "Stop", t).returncode == 0
+    assert history(env) == []  # its reply is not whole yet: the turn waits
+    t.write(torn=last[30:] + b"\n")
+    assert hook(env, "Stop", t).returncode == 0
+    (turn,) = history(env)
+    assert [e["kind"] for e in turn["entries"]] == ["user", "reply"]
+    assert turn["entries"][1]["text"] == "The deploy finished at 14:02."
+
+
+def test_a_hook_never_fails_its_host_and_says_why_in_the_log(env: dict) -> None:
+    for stdin in (b"not json at all", b"[1, 2]", b"\xff\xfe", b""):
+        done = hook(env, "Stop", None, stdin=stdin)
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), stdin
+    missing = hook(env, "Stop", None, transcript_path=str(env["tmp"] / "nowhere.jsonl"))
+    assert (missing.returncode, missing.stdout, missing.stderr) == (0, b"", b"")
+    text = (env["home"] / "logs" / "agents.log").read_text()
+    assert "is not JSON" in text and "not a JSON object" in text
+
+
+def _git(workspace: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(workspace), "-c", "user.email=t@example.com", "-c", "user.name=T",
+                           *args], capture_output=True, text=True, check=True).stdout
+
+
+def _start(env: dict, session: str = "c" * 36) -> str:
+    done = hook(env, "SessionStart", None, session_id=session, source="startup")
+    assert done.returncode == 0 and done.stderr == b""
+    return json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] if done.stdout.strip() else ""
+
+
+def test_the_hand_over_says_where_work_stopped_and_the_files_on_disk_win(env: dict) -> None:
+    ws = env["workspace"]
+    _git(ws, "init", "-q", "-b", "main")
+    (ws / "kept.py").write_text("x = 1\n")
+    (ws / "undone.py").write_text("y = 1\n")
+    _git(ws, "add", ".")
+    _git(ws, "commit", "-qm", "start")
+    assert _start(env) == ""  # an empty memory: nothing to hand over
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", ws)
+    events = [t.prompt("Make the export handle refunds (objective: refunds in the CSV)")]
+    for name in ("kept.py", "undone.py", "fresh.py"):
+        call, call_id = t.call("Write" if name == "fresh.py" else "Edit", {"file_path": str(ws / name)})
+        events += [call, t.result(call_id, f"updated {name}")]
+    call, call_id = t.call("Bash", {"command": "pytest -q"})
+    events += [call, t.result(call_id, "2 failed: test_refund_rows", error=True)]
+    events.append(t.reply("Refund rows are written; two tests still fail on the sign of the amount."))
+    t.write(*events)
+    (ws / "kept.py").write_text("x = 2\n")  # the session's edits, as they were on disk
+    (ws / "undone.py").write_text("y = 2\n")
+    (ws / "fresh.py").write_text("z = 1\n")
+    assert hook(env, "Stop", t).returncode == 0
+    assert hook(env, "SessionEnd", t, reason="logout").returncode == 0
+    _git(ws, "checkout", "--", "undone.py")  # someone took one change back since
+    text = _start(env)
+    assert text.startswith("[Endless] This folder's memory holds 1 turn")
+    assert "Claude Code 3ccf8fa8" in text and "how it stopped: ended (logout)" in text
+    assert "Last request: Make the export handle refunds" in text
+    assert "two tests still fail on the sign" in text and "test_refund_rows" in text
+    assert "kept.py: changed, not committed" in text
+    assert "undone.py: same as the last commit, so its change is no longer there (reverted)" in text
+    assert "fresh.py: new, not committed" in text
+    assert "branch main" in text and "recall_search" in text
+    assert len(text.encode()) <= 4096
+
+
+def test_a_usage_limit_and_a_killed_session_are_told_as_such(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    notice = t.reply("Claude AI usage limit reached|1796420000")
+    notice["isApiErrorMessage"] = True
+    t.write(t.prompt("Rename the ledger columns"), notice)
+    assert hook(env, "Stop", t).returncode == 0
+    text = _start(env)
+    assert "how it stopped: usage limit (Claude AI usage limit reached" in text
+    other = Transcript(env["tmp"] / "user/.claude/projects/-w/k.jsonl", env["workspace"], session="d" * 36)
+    other.write(other.prompt("Split the ledger module"), other.reply("Splitting into read and write halves."))
+    assert hook(env, "Stop", other).returncode == 0
+    other.write(other.prompt("Now move the tests"))
+    assert hook(env, "UserPromptSubmit", other).returncode == 0  # and then the process was killed
+    text = _start(env)
+    assert "Claude Code dddddddd" in text and "it stopped in the middle of a turn" in text
+
+
+def test_install_and_uninstall_give_back_the_files_byte_for_byte(env: dict) -> None:
+    ws, user = env["workspace"], Path(env["env"]["HOME"])
+    local = ws / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    mine = b'{\n    "permissions": {"allow": ["Bash(ls:*)"]},\n    "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}\n}\n'
+    local.write_bytes(mine)
+    state = b'{"numStartups": 3, "projects": {"/elsewhere": {"mcpServers": {}}}}'
+    (user / ".claude.json").write_bytes(state)
+    done = endless(env, "claude", "install")
+    assert done.returncode == 0, done.stderr
+    settings = json.loads(local.read_bytes())
+    assert settings["permissions"] == {"allow": ["Bash(ls:*)"]}
+    assert settings["hooks"]["Stop"][0]["hooks"][0]["command"] == "say done"
+    assert all(any("-m endless hook claude " + event in h["command"] for g in settings["hooks"][event]
+                   for h in g["hooks"]) for event in ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact",
+                                                      "SessionEnd"))
+    server = json.loads((user / ".claude.json").read_bytes())["projects"][str(ws)]["mcpServers"]["endless"]
+    assert server["args"] == ["-m", "endless", "mcp", "--workspace", str(ws)]
+    assert server["env"]["ENDLESS_HOME"] == str(env["home"])
+    assert endless(env, "claude", "install").returncode == 0  # twice: still one hook per event
+    settings = json.loads(local.read_bytes())
+    assert sum("endless hook" in h["command"] for g in settings["hooks"]["Stop"] for h in g["hooks"]) == 1
+    status = json.loads(endless(env, "claude", "status").stdout)
+    assert status["missingHooks"] == [] and status["mcpServer"] is True
+    done = endless(env, "claude", "uninstall")
+    assert done.returncode == 0 and "restored as it was before install" in done.stdout
+    assert local.read_bytes() == mine and (user / ".claude.json").read_bytes() == state
+    assert "nothing to take back" in endless(env, "claude", "uninstall").stdout
+
+
+def test_uninstall_after_an_edit_takes_out_only_endless_entries(env: dict) -> None:
+    ws, user = env["workspace"], Path(env["env"]["HOME"])
+    assert endless(env, "claude", "install").returncode == 0
+    local = ws / ".claude" / "settings.local.json"
+    settings = json.loads(local.read_bytes())
+    settings["model"] = "opus"  # the person's own change since
+    local.write_text(json.dumps(settings))
+    claude_json = json.loads((user / ".claude.json").read_bytes())
+    claude_json["numStartups"] = 9  # Claude Code rewrites its state file all the time
+    (user / ".claude.json").write_text(json.dumps(claude_json))
+    done = endless(env, "claude", "uninstall")
+    assert done.returncode == 0 and "only Endless's entries taken out" in done.stdout
+    assert json.loads(local.read_bytes()) == {"model": "opus"}
+    left = json.loads((user / ".claude.json").read_bytes())
+    assert left["numStartups"] == 9 and "endless" not in left["projects"][str(ws)].get("mcpServers", {})
+
+
+def test_install_refuses_a_damaged_settings_file_and_changes_nothing(env: dict) -> None:
+    local = env["workspace"] / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_bytes(b'{"hooks": ')
+    done = endless(env, "claude", "install")
+    assert done.returncode == 2 and "settings.local.json is not valid JSON" in done.stderr
+    assert "nothing was changed" in done.stderr and done.stdout == ""
+    assert local.read_bytes() == b'{"hooks": ' and not (Path(env["env"]["HOME"]) / ".claude.json").exists()

@@ -25,6 +25,7 @@ from endless.core.settings import Settings
 from endless.core.store.keys import workspace_key
 from endless.faces.importers.codex import CodexState, codex_entries, read_codex, rollout_cwd
 from endless.faces.importers.formats import FormatError, detect, json_lines
+from endless.faces.importers.importer import claude_project_name
 from commands import endless_command, fresh_home
 from paths import FIXTURES
 
@@ -283,7 +284,9 @@ def test_agent_codex_finds_this_folders_rollouts_and_search_finds_them(place, tm
 
 def test_agent_claude_finds_the_transcripts_of_this_folder(place, tmp_path) -> None:
     config = tmp_path / "claude-config"
-    encoded = str(place[1].resolve()).replace("/", "-").replace(".", "-")
+    # The name Claude Code 2.1.197 gave /tmp/cx/my.proj_x: -tmp-cx-my-proj-x (every other character a dash).
+    encoded = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(place[1].resolve()))
+    assert claude_project_name("/tmp/cx/my.proj_x") == "-tmp-cx-my-proj-x"
     (config / "projects" / encoded).mkdir(parents=True)
     shutil.copy(FIXTURES / "import" / "claude_session.jsonl", config / "projects" / encoded / "s.jsonl")
     proc = run(place, "import", "--agent", "claude", env={"CLAUDE_CONFIG_DIR": str(config)})

@@ -543,8 +543,9 @@ def agent_sources(agent: str, project: str | None) -> list[Path]:
 
 
 def claude_project_name(folder: str) -> str:
-    """The name Claude Code gives a folder's transcripts folder: its absolute path, ``/`` and ``.`` as ``-``."""
-    return str(Path(folder).resolve()).replace("/", "-").replace(".", "-")
+    """The name Claude Code gives a folder's transcripts folder: its absolute path with every character
+    but ASCII letters and digits as ``-`` (``/tmp/my.proj_x`` → ``-tmp-my-proj-x``, Claude Code 2.1.197)."""
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in str(Path(folder).resolve()))
 
 
 def _hermes_workspace_sessions(path: Path, project: str | None) -> list[str]:
@@ -908,8 +909,7 @@ def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: C
 
 def add_import_parser(sub: Any) -> None:
     parser = sub.add_parser("import", help="import earlier conversations (JSONL, Claude Code, Codex, Hermes state.db)",
-                            epilog=("examples:\n  endless import ~/.hermes/state.db --dry-run\n"
-                                    "  endless import --agent codex\n  endless import ~/.codex/sessions --all-sessions"),
+                            epilog="example:\n  endless import ~/.hermes/state.db --dry-run",
                             formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("Import conversations into a memory: a generic JSONL "
                                          "({role, content, at?, session?, title?} per line), Claude Code "

@@ -23,7 +23,7 @@ from endless.core import settings as limits
 from endless.core.settings import IMPORT_SCAN_BLOCK, MOMENT_MAX, MOMENT_MIN
 from endless.core.words import count
 
-FORMATS = ("auto", "generic", "claude", "hermes")
+FORMATS = ("auto", "generic", "claude", "hermes", "codex")
 GENERIC_ROLES = ("user", "assistant", "tool", "note")
 _GENERIC_FIELDS = frozenset({"role", "content", "at", "session", "title", "name"})
 HERMES_JSON_PREFIX = "\x00json:"  # how Hermes stores structured content in a TEXT column
@@ -137,6 +137,9 @@ def _json_lines(path: Path, stretch: Stretch = WHOLE) -> Iterator[tuple[str, Any
                 yield f"{name}:{number}", value
     except OSError as exc:
         raise FormatError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+json_lines = _json_lines  # the same reader for the readers in modules of their own (codex)
 
 
 def _bounded_lines(handle: Any) -> Iterator[bytes]:
@@ -259,7 +262,8 @@ def _marked_lines(path: Path, marker: bytes) -> Iterator[bytes]:
 
 
 def detect(path: Path) -> str:
-    """``hermes`` for an SQLite file, ``claude`` for a Claude Code transcript, else ``generic``."""
+    """``hermes`` for an SQLite file, ``claude`` for a Claude Code transcript, ``codex`` for a Codex
+    rollout (its first line a ``session_meta`` record), else ``generic``."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(len(SQLITE_MAGIC))
@@ -274,6 +278,8 @@ def detect(path: Path) -> str:
                         first = orjson.loads(raw)
                     except orjson.JSONDecodeError:
                         return "generic"  # the generic reader names the bad line
+                    if isinstance(first, dict) and first.get("type") == "session_meta" and "payload" in first:
+                        return "codex"
                     if isinstance(first, dict) and "role" not in first and isinstance(first.get("type"), str) and (
                             first["type"] in CLAUDE_TYPES or isinstance(first.get("sessionId"), str)):
                         return "claude"  # (each release adds event types; every event names its session)
@@ -579,4 +585,8 @@ def read(path: Path, fmt: str, sessions: list[str] | None = None) -> tuple[str, 
         return fmt, read_claude(path)
     if fmt == "hermes":
         return fmt, read_hermes(path, sessions)
+    if fmt == "codex":
+        from endless.faces.importers.codex import read_codex  # (it reads lines with this module's reader)
+
+        return fmt, read_codex(path)
     raise FormatError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")

@@ -404,19 +404,70 @@ Source = tuple[Path, str, Iterator[Entry]]  # (path, format read as, its entries
 
 
 def open_sources(paths: list[Path], fmt: str, sessions: list[str] | None, project: str | None,
-                 all_sessions: bool) -> list[Source]:
-    """Each source with the format it is read as; its entries are read (and checked) by :func:`make_plan`."""
+                 all_sessions: bool, left_out: list[Path] | None = None) -> list[Source]:
+    """Each source with the format it is read as; its entries are read (and checked) by :func:`make_plan`.
+
+    Codex rollouts are scoped like Hermes sessions: only those run in the
+    memory's workspace (or named with ``--session``) are read, unless
+    ``all_sessions``; the others are added to ``left_out``.
+    """
     from endless.faces.importers.formats import detect
 
     out = []
+    rollouts: list[tuple[Path, str | None]] = []  # every Codex rollout met, with its folder
     for path in _expand(paths):
         kind = detect(path) if fmt == "auto" and path.exists() else fmt
         chosen = sessions
         if kind == "hermes" and chosen is None and not all_sessions:
             chosen = _hermes_workspace_sessions(path, project)
+        if kind == "codex" and not all_sessions:
+            cwd = _rollout_in_scope(path, project, sessions)
+            rollouts.append((path, cwd))
+            if cwd is not None:
+                if left_out is not None:
+                    left_out.append(path)
+                continue
         used, entries = read(path, kind, chosen)
         out.append((path, used, entries))
+    if rollouts and not out:  # (with other sources, the left-out rollouts are only said)
+        raise FormatError(_no_rollout_here(rollouts, project, sessions))
     return out
+
+
+def _rollout_in_scope(path: Path, project: str | None, sessions: list[str] | None) -> str | None:
+    """None when the rollout is to be read: its session is one of ``sessions`` or (none given) it ran
+    in ``project``; else the folder it ran in (``"?"`` when it names none), to say why it is left out."""
+    from endless.faces.importers.codex import rollout_meta, session_of_name
+
+    meta = rollout_meta(path)
+    cwd = meta.get("cwd") if isinstance(meta.get("cwd"), str) and meta.get("cwd") else None
+    if sessions is not None:
+        return None if (meta.get("id") or session_of_name(path)) in sessions else (cwd or "?")
+    if project is None:
+        return None
+    if cwd is not None and same_folder(cwd, project):
+        return None
+    return cwd or "?"
+
+
+def same_folder(one: str, other: str) -> bool:
+    """Whether two paths name one folder (real paths compared: links and ``..`` resolved)."""
+    return str(Path(one).resolve()) == str(Path(other).resolve())
+
+
+def _no_rollout_here(rollouts: list[tuple[Path, str | None]], project: str | None,
+                     sessions: list[str] | None) -> str:
+    folders = Counter(cwd for _, cwd in rollouts)
+    shown = ", ".join(f"{folder} ({n})" if folder != "?" else f"no folder named ({n})"
+                      for folder, n in folders.most_common(3))
+    more = f" and {count(len(folders) - 3, 'other folder')}" if len(folders) > 3 else ""
+    found = f"{count(len(rollouts), 'Codex rollout')} found, run in {shown}{more}"
+    if sessions is not None:
+        return (f"none of the {found} is session {', '.join(sessions)}; `--session ID` takes a rollout's "
+                "session id (its file name ends with it), or take them all with --all-sessions")
+    wanted = str(Path(project).resolve()) if project else "?"
+    return (f"{found}; none ran in {wanted}; import the memory of that folder with --workspace DIR, "
+            "pick rollouts with --session ID, or take them all with --all-sessions")
 
 
 def make_plan(sources: list[Source], settings: Settings, granularity: str, have: Presence,
@@ -459,16 +510,51 @@ class Counted:
 
 
 def _expand(paths: list[Path]) -> list[Path]:
+    """Files as given; a folder's .jsonl files, or, a folder holding none (Codex's ``sessions`` folder,
+    dated ``YYYY/MM/DD/``), the Codex rollouts anywhere below it, oldest first by name."""
     out = []
     for path in paths:
         if path.is_dir():
-            found = sorted(path.glob("*.jsonl"))
+            found = sorted(path.glob("*.jsonl")) or sorted(path.rglob("rollout-*.jsonl"), key=lambda p: p.name)
             if not found:
-                raise FormatError(f"{path}: a folder without .jsonl files")
+                raise FormatError(f"{path}: a folder without .jsonl files (nor Codex rollouts, rollout-*.jsonl, "
+                                  "in folders below it)")
             out += found
         else:
             out.append(path)
     return out
+
+
+AGENTS = ("codex", "claude")
+
+
+def agent_sources(agent: str, project: str | None) -> list[Path]:
+    """Where ``--agent`` finds its transcripts: Codex's sessions folder (every rollout, scoped to the
+    workspace by the reading), or Claude Code's project folder for the workspace."""
+    if agent == "codex":
+        home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+        folder = home / "sessions"
+        if not folder.is_dir():
+            raise FormatError(f"no Codex sessions folder at {folder} (Codex keeps its rollouts there; set "
+                              "CODEX_HOME if yours is elsewhere, or give the rollouts' folder as PATH)")
+        return [folder]
+    if agent == "claude":
+        if project is None:
+            raise FormatError("--agent claude finds the transcripts of a workspace folder; give it with "
+                              "--workspace DIR (not --memory), or give the transcripts as PATH")
+        home = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+        folder = home / "projects" / claude_project_name(project)
+        if not folder.is_dir() or not any(folder.glob("*.jsonl")):
+            raise FormatError(f"no Claude Code transcripts for {project} at {folder} (Claude Code keeps a "
+                              "folder's sessions there once it ran in it; give the transcripts as PATH otherwise)")
+        return [folder]
+    raise FormatError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
+
+
+def claude_project_name(folder: str) -> str:
+    """The name Claude Code gives a folder's transcripts folder: its absolute path with every character
+    but ASCII letters and digits as ``-`` (``/tmp/my.proj_x`` → ``-tmp-my-proj-x``, Claude Code 2.1.197)."""
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in str(Path(folder).resolve()))
 
 
 def _hermes_workspace_sessions(path: Path, project: str | None) -> list[str]:
@@ -722,9 +808,19 @@ def _import(args: argparse.Namespace) -> int:
         target = memory.memory_id if memory else key_of(args).memory_id
         granularity = memory.granularity if memory else settings.granularity
         writer = choose_writer(args.writer, settings)  # a ChoiceError: said below, exit 2
+        if not args.paths and not args.agent:
+            print("[endless.import] nothing to import: give the files or folders as PATH, or --agent codex "
+                  "(or claude) to find that agent's transcripts of this folder", file=sys.stderr)
+            return EXIT_USAGE
         try:
-            sources = open_sources([Path(p) for p in args.paths], args.format, args.session or None, project,
-                                   args.all_sessions)
+            paths = [Path(p) for p in args.paths]
+            if args.agent:
+                paths += agent_sources(args.agent, project)
+            left_out: list[Path] = []
+            sources = open_sources(paths, args.format, args.session or None, project, args.all_sessions, left_out)
+            if left_out:
+                print(f"[endless.import] left out {count(len(left_out), 'Codex rollout')} run in other folders "
+                      "(take them with --all-sessions)", file=sys.stderr)
             # Every source is read to its end here, before the memory is opened for writing.
             have = present(memory) if memory else Presence()
             plan = make_plan(sources, settings, granularity, have,
@@ -829,20 +925,27 @@ def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: C
 
 
 def add_import_parser(sub: Any) -> None:
-    parser = sub.add_parser("import", help="import earlier conversations (JSONL, Claude Code, Hermes state.db)",
+    parser = sub.add_parser("import", help="import earlier conversations (JSONL, Claude Code, Codex, Hermes state.db)",
                             epilog="example:\n  endless import ~/.hermes/state.db --dry-run",
                             formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=("Import conversations into a memory: a generic JSONL "
                                          "({role, content, at?, session?, title?} per line), Claude Code "
-                                         "session transcripts (.jsonl files or their folder) or Hermes sessions "
-                                         "from a state.db. Turns already in the memory are skipped; running "
+                                         "session transcripts (.jsonl files or their folder), Codex rollouts "
+                                         "(files, or ~/.codex/sessions: those run in the workspace) or Hermes "
+                                         "sessions from a state.db. Turns already in the memory are skipped; running "
                                          "the same import again adds nothing and resumes an interrupted one."))
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files (or folders of .jsonl files) to import")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="files (or folders of .jsonl files, or Codex's sessions folder) to import")
     add_memory_arguments(parser)
     parser.add_argument("--format", choices=FORMATS, default="auto", help="the sources' format (default: detect)")
+    parser.add_argument("--agent", choices=AGENTS, default=None,
+                        help=("find the agent's own transcripts of the workspace: codex (rollouts in "
+                              "$CODEX_HOME/sessions, default ~/.codex/sessions), claude (~/.claude/projects/…)"))
     parser.add_argument("--session", action="append", metavar="ID",
-                        help="Hermes: import this session (repeatable; default: the sessions run in the workspace)")
-    parser.add_argument("--all-sessions", action="store_true", help="Hermes: import every session of the state.db")
+                        help=("Hermes, Codex: import this session (repeatable; default: the sessions run in the "
+                              "workspace)"))
+    parser.add_argument("--all-sessions", action="store_true",
+                        help="Hermes, Codex: import every session, whatever folder it ran in")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the turns and messages that would be added and the writer's estimated cost")
     parser.add_argument("--json", action="store_true", help="print the summary (and with --dry-run the turns) as JSON")

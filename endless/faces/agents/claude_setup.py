@@ -25,7 +25,7 @@ from endless.faces.agents import edits
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
 SERVER = "endless"  # the MCP server's name in Claude Code
-MARK = "-m endless hook claude "  # how Endless's own hook commands are known again
+MARK = "-m endless hook "  # how Endless's own hook commands are known again (Claude Code's and Codex's)
 HOOK_TIMEOUT = 10  # seconds Claude Code gives a hook (ours return in under one)
 CARRIED_ENV = ("ENDLESS_HOME", "ENDLESS_CONFIG")
 
@@ -39,8 +39,8 @@ def _prefix() -> str:
     return (f"env {' '.join(carried)} " if carried else "") + f"{shlex.quote(sys.executable)} "
 
 
-def hook_command(event: str) -> str:
-    return f"{_prefix()}-m endless hook claude {event}"
+def hook_command(event: str, agent: str = "claude") -> str:
+    return f"{_prefix()}-m endless hook {agent} {event}"
 
 
 def server_entry(workspace: Path | None) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def files_for(scope: str, workspace: Path) -> tuple[Path, Path]:
     return workspace / ".claude" / "settings.local.json", _home() / ".claude.json"
 
 
-def _load(path: Path) -> dict[str, Any]:
+def load_json(path: Path) -> dict[str, Any]:
     data = edits.read_bytes(path)
     if data is None or not data.strip():
         return {}
@@ -77,7 +77,7 @@ def _load(path: Path) -> dict[str, Any]:
     return value
 
 
-def _dump(value: dict[str, Any]) -> bytes:
+def dump_json(value: dict[str, Any]) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
 
 
@@ -85,17 +85,18 @@ def _ours(hook: Any) -> bool:
     return isinstance(hook, dict) and MARK in str(hook.get("command", ""))
 
 
-def with_hooks(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings with Endless's hook on each event (an older one of ours replaced)."""
+def with_hooks(settings: dict[str, Any], agent: str = "claude", events: tuple[str, ...] = EVENTS) -> dict[str, Any]:
+    """The settings with Endless's hook on each event (an older one of ours replaced): Claude Code's
+    settings and Codex's ``hooks.json`` share this shape (event, matcher groups, command hooks)."""
     out = without_ours(settings)
     hooks = out.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise SetupError("the settings' \"hooks\" is not an object; fix it and run the command again")
-    for event in EVENTS:
+    for event in events:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise SetupError(f"the settings' hooks.{event} is not a list; fix it and run the command again")
-        groups.append({"hooks": [{"type": "command", "command": hook_command(event), "timeout": HOOK_TIMEOUT}]})
+        groups.append({"hooks": [{"type": "command", "command": hook_command(event, agent), "timeout": HOOK_TIMEOUT}]})
     return out
 
 
@@ -150,27 +151,35 @@ def with_server(config: dict[str, Any], project: Path | None) -> dict[str, Any]:
     servers = _servers_of(out, project, make=True)
     assert servers is not None
     existing = servers.get(SERVER)
-    if existing is not None and not _our_server(existing):
+    if existing is not None and not is_our_server(existing):
         raise SetupError(f"an MCP server named {SERVER!r} that is not Endless's is configured there; "
                          "rename it and run the command again; nothing was changed")
     servers[SERVER] = server_entry(project)
     return out
 
 
-def _our_server(entry: Any) -> bool:
+def is_our_server(entry: Any) -> bool:
     args = entry.get("args") if isinstance(entry, dict) else None
     return isinstance(args, list) and args[:3] == ["-m", "endless", "mcp"]
 
 
 def without_server(config: dict[str, Any], project: Path | None) -> dict[str, Any] | None:
     servers = _servers_of(config, project, make=False)
-    if servers is None or not _our_server(servers.get(SERVER)):
+    if servers is None or not is_our_server(servers.get(SERVER)):
         return None
     out = orjson.loads(orjson.dumps(config))
     servers = _servers_of(out, project, make=False)
     assert servers is not None
     del servers[SERVER]
     return out
+
+
+def status_of_hooks(settings: dict[str, Any], events: tuple[str, ...]) -> list[str]:
+    """The events among ``events`` that carry one of Endless's hooks."""
+    hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
+    return sorted(event for event, groups in hooks.items() if event in events and isinstance(groups, list) and any(
+        isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(_ours(h) for h in g["hooks"])
+        for g in groups))
 
 
 def install_name(scope: str, workspace: Path) -> str:
@@ -182,11 +191,11 @@ def install(root: Path, scope: str, workspace: Path) -> list[str]:
     before either is written."""
     settings_path, servers_path = files_for(scope, workspace)
     project = workspace if scope == "project" else None
-    settings = with_hooks(_load(settings_path))
-    servers = with_server(_load(servers_path), project)
+    settings = with_hooks(load_json(settings_path))
+    servers = with_server(load_json(servers_path), project)
     name = install_name(scope, workspace)
     for path, value in ((settings_path, settings), (servers_path, servers)):
-        data = _dump(value)
+        data = dump_json(value)
         if edits.read_bytes(path) != data:
             edits.write(root, name, path, data)
     return [str(settings_path), str(servers_path)]
@@ -206,9 +215,9 @@ def uninstall(root: Path, scope: str, workspace: Path) -> list[str]:
             return None
         if path.name.startswith("settings"):
             kept = without_ours(value)
-            return None if kept == value else _dump(kept)
+            return None if kept == value else dump_json(kept)
         kept_servers = without_server(value, workspace if scope == "project" else None)
-        return None if kept_servers is None else _dump(kept_servers)
+        return None if kept_servers is None else dump_json(kept_servers)
 
     return edits.undo(root, name, strip)
 
@@ -217,15 +226,12 @@ def status(root: Path, scope: str, workspace: Path) -> dict[str, Any]:
     """What is installed: the hooks found in the settings file, the server in its file."""
     settings_path, servers_path = files_for(scope, workspace)
     try:
-        settings, servers = _load(settings_path), _load(servers_path)
+        settings, servers = load_json(settings_path), load_json(servers_path)
     except SetupError as exc:
         return {"scope": scope, "error": str(exc)}
-    hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
-    found = sorted(event for event, groups in hooks.items() if isinstance(groups, list) and any(
-        isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(_ours(h) for h in g["hooks"])
-        for g in groups))
+    found = status_of_hooks(settings, EVENTS)
     found_servers = _servers_of(servers, workspace if scope == "project" else None, make=False) or {}
     server = found_servers.get(SERVER)
     return {"scope": scope, "settings": str(settings_path), "hooks": found, "missingHooks":
-            [e for e in EVENTS if e not in found], "mcpFile": str(servers_path), "mcpServer": _our_server(server),
+            [e for e in EVENTS if e not in found], "mcpFile": str(servers_path), "mcpServer": is_our_server(server),
             "recorded": bool(edits.installed(root, install_name(scope, workspace)))}

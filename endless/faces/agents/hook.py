@@ -117,12 +117,8 @@ def _run(agent: str, event: str, raw: bytes, env: dict[str, str], root: Path) ->
 
 
 def _session_start_output(agent: str, text: str) -> str:
-    """Claude Code adds a SessionStart hook's ``additionalContext`` to the model's context (its plain
-    stdout too; the JSON form says which event it answers)."""
-    if agent == "claude":
-        return orjson.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                                    "additionalContext": text}}).decode()
-    return text
+    """Claude Code and Codex both add a SessionStart hook's ``additionalContext`` to the model's context."""
+    return orjson.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}).decode()
 
 
 def _start_capture(agent: str, transcript: str, hook: HookInput, turn_over: bool, final: bool, stopped: str,

@@ -103,6 +103,21 @@ def rollout_meta(path: Path) -> dict:
 
 
 def codex_entries(record: Any, where: str, state: CodexState) -> list[Entry]:
+    """The entries one rollout line holds, each naming its line as its event id (see :func:`_entries`).
+
+    Codex gives its items no id of their own, and a resumed session appends to its
+    file, so a line's place in its session is what an import and a live capture of
+    the same rollout agree on: the same turn, the same id, logged once.
+    """
+    entries = _entries(record, where, state)
+    if entries:
+        line = where.rsplit(":", 1)[-1]
+        for entry in entries:
+            entry.uid = entry.uid or f"codex:{state.session}:{line}"
+    return entries
+
+
+def _entries(record: Any, where: str, state: CodexState) -> list[Entry]:
     """The entries one rollout line holds (most hold none), updating ``state``.
 
     A line that is no object with a ``type`` and a ``payload`` object is a

@@ -1,4 +1,4 @@
-"""Claude Code: live capture by its hooks, the hand-over at a session start, install and uninstall.
+"""Claude Code and Codex: live capture by their hooks, the hand-over at a session start, install and uninstall.
 
 The hooks are run as Claude Code runs them: ``endless hook claude EVENT`` as a
 process, the hook's JSON on stdin.  Transcripts are written in the shape the
@@ -279,3 +279,90 @@ def test_install_refuses_a_damaged_settings_file_and_changes_nothing(env: dict) 
     assert done.returncode == 2 and "settings.local.json is not valid JSON" in done.stderr
     assert "nothing was changed" in done.stderr and done.stdout == ""
     assert local.read_bytes() == b'{"hooks": ' and not (Path(env["env"]["HOME"]) / ".claude.json").exists()
+
+
+# -- Codex's files ---------------------------------------------------------------------------------
+
+
+def _codex_env(env: dict) -> Path:
+    home = env["tmp"] / "codex-home"
+    home.mkdir(exist_ok=True)
+    env["env"]["CODEX_HOME"] = str(home)
+    return home
+
+
+def test_codex_install_and_uninstall_give_back_config_toml_byte_for_byte(env: dict) -> None:
+    home = _codex_env(env)
+    mine = (b'# my settings\nmodel = "gpt-x"\nnotify = ["say", "done"]\n\n[features]\nweb_search = true\n\n'
+            b'[mcp_servers.docs]\ncommand = "docs-mcp"\n')
+    (home / "config.toml").write_bytes(mine)
+    done = endless(env, "codex", "install")
+    assert done.returncode == 0, done.stderr
+    assert "your own notify program stays" in done.stderr
+    import tomllib
+
+    config = tomllib.loads((home / "config.toml").read_text())
+    assert config["notify"] == ["say", "done"] and config["features"] == {"web_search": True, "codex_hooks": True}
+    assert config["mcp_servers"]["docs"] == {"command": "docs-mcp"}
+    assert config["mcp_servers"]["endless"]["args"] == ["-m", "endless", "mcp"]
+    assert config["mcp_servers"]["endless"]["env"] == {"ENDLESS_HOME": str(env["home"])}
+    hooks = json.loads((home / "hooks.json").read_bytes())["hooks"]
+    assert sorted(hooks) == ["PreCompact", "SessionStart", "Stop", "UserPromptSubmit"]
+    assert "-m endless hook codex Stop" in hooks["Stop"][0]["hooks"][0]["command"]
+    assert endless(env, "codex", "install").returncode == 0  # twice: the same files
+    done = endless(env, "codex", "uninstall")
+    assert done.returncode == 0 and "restored as it was before install" in done.stdout
+    assert (home / "config.toml").read_bytes() == mine and not (home / "hooks.json").exists()
+
+
+def test_codex_uninstall_after_an_edit_keeps_the_persons_lines(env: dict) -> None:
+    home = _codex_env(env)
+    assert endless(env, "codex", "install").returncode == 0
+    import tomllib
+
+    config = tomllib.loads((home / "config.toml").read_text())
+    assert config["notify"][-4:] == ["endless", "hook", "codex", "notify"]
+    with open(home / "config.toml", "a") as handle:
+        handle.write('\n[profiles.fast]\nmodel = "gpt-mini"\n')
+    done = endless(env, "codex", "uninstall")
+    assert done.returncode == 0 and "only Endless's entries taken out" in done.stdout
+    assert tomllib.loads((home / "config.toml").read_text()) == {"profiles": {"fast": {"model": "gpt-mini"}}}
+
+
+def test_codex_install_refuses_a_damaged_config_and_a_foreign_server(env: dict) -> None:
+    home = _codex_env(env)
+    (home / "config.toml").write_bytes(b"model = \n")
+    done = endless(env, "codex", "install")
+    assert done.returncode == 2 and "config.toml is not valid TOML" in done.stderr
+    assert (home / "config.toml").read_bytes() == b"model = \n" and not (home / "hooks.json").exists()
+    (home / "config.toml").write_bytes(b'[mcp_servers.endless]\ncommand = "something-else"\n')
+    done = endless(env, "codex", "install")
+    assert done.returncode == 2 and "not Endless's" in done.stderr
+
+
+def test_codex_notify_captures_a_rollout_turn(env: dict, tmp_path: Path) -> None:
+    home = _codex_env(env)
+    day = home / "sessions" / "2026" / "12" / "04"
+    day.mkdir(parents=True)
+    session = "01a242b2-20f7-7542-84fb-2a82884e19ca"
+    rollout = day / f"rollout-2026-12-04T20-15-00-{session}.jsonl"
+    lines = [
+        {"timestamp": "2026-12-04T20:15:00.000Z", "type": "session_meta",
+         "payload": {"id": session, "cwd": str(env["workspace"]), "originator": "codex_exec", "cli_version": "0.171.0"}},
+        {"timestamp": "2026-12-04T20:15:01.000Z", "type": "response_item",
+         "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Rotate the HERON key"}]}},
+        {"timestamp": "2026-12-04T20:15:02.000Z", "type": "response_item",
+         "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Rotated."}]}},
+    ]
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    notice = json.dumps({"type": "agent-turn-complete", "thread-id": session, "turn-id": "1",
+                         "cwd": str(env["workspace"]), "input-messages": ["Rotate the HERON key"],
+                         "last-assistant-message": "Rotated."})
+    for _ in range(2):  # told twice: logged once
+        done = subprocess.run(endless_command() + ["hook", "codex", "notify", notice], capture_output=True,
+                              env=env["env"], cwd=env["workspace"], timeout=120)
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    (turn,) = history(env)
+    assert [(e["kind"], e["text"]) for e in turn["entries"]] == [("user", "Rotate the HERON key"), ("reply", "Rotated.")]
+    imported = endless(env, "import", str(rollout))
+    assert imported.returncode == 0 and "imported 0 turns" in imported.stdout, imported.stdout + imported.stderr

@@ -366,3 +366,29 @@ def test_codex_notify_captures_a_rollout_turn(env: dict, tmp_path: Path) -> None
     assert [(e["kind"], e["text"]) for e in turn["entries"]] == [("user", "Rotate the HERON key"), ("reply", "Rotated.")]
     imported = endless(env, "import", str(rollout))
     assert imported.returncode == 0 and "imported 0 turns" in imported.stdout, imported.stdout + imported.stderr
+
+
+def test_a_hook_naming_a_file_outside_the_hosts_folders_captures_nothing(env: dict) -> None:
+    secret = env["tmp"] / "elsewhere" / "notes.jsonl"
+    t = Transcript(secret, env["workspace"])
+    t.write(t.prompt("the launch codes are 0000"), t.reply("Noted."))
+    done = hook(env, "SessionEnd", t, reason="other")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert history(env) == []
+    assert "is not in" in (env["home"] / "logs" / "agents.log").read_text()
+
+
+def test_the_hand_over_never_shows_a_secret(env: dict) -> None:
+    ws = env["workspace"]
+    _git(ws, "init", "-q", "-b", "main")
+    (ws / "a.txt").write_text("a\n")
+    _git(ws, "add", ".")
+    _git(ws, "commit", "-qm", "set AWS key AKIAIOSFODNN7EXAMPLE for the deploy")
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", ws)
+    call, call_id = t.call("Bash", {"command": "deploy"})
+    t.write(t.prompt("Deploy with token ghp_abcdefghijklmnopqrstuvwxyz0123456789"), call,
+            t.result(call_id, "denied for ghp_abcdefghijklmnopqrstuvwxyz0123456789", error=True), t.reply("Denied."))
+    assert hook(env, "SessionEnd", t, reason="other").returncode == 0
+    text = _start(env)
+    assert "Last request: Deploy with token" in text and "Recent tool failures" in text
+    assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in text and "AKIAIOSFODNN7EXAMPLE" not in text

@@ -19,6 +19,7 @@ from pathlib import Path
 from endless.core import moments
 from endless.core.errors import NoMemory
 from endless.core.memory import Memory
+from endless.core.privacy import redact
 from endless.core.settings import HANDOVER_BYTES, HANDOVER_GIT_SECONDS, load_settings
 from endless.core.store import workspace_key
 from endless.core.words import count
@@ -83,7 +84,9 @@ def handover_text(workspace: Path, agent: str, session: str, root: Path) -> str:
         if not memory.turns:
             return ""
         sessions = [s for s in read_sessions(root, memory.memory_id) if s.session != session]
-        return _block(memory, workspace, sessions, time.time())
+        text = _block(memory, workspace, sessions, time.time())
+        # What the memory holds is redacted already; file names, commit subjects and failures are not.
+        return redact.redact(text).text if settings.redact_secrets else text
     finally:
         memory.close()
 

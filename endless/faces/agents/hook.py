@@ -101,6 +101,10 @@ def _run(agent: str, event: str, raw: bytes, env: dict[str, str], root: Path) ->
     events = CLAUDE_EVENTS if agent == "claude" else CODEX_EVENTS
     captures, turn_over, final = events.get(hook.event, (False, False, False))
     transcript = hook.transcript or (_codex_rollout(hook.session) if agent == "codex" else "")
+    refused = _refusal(agent, transcript, hook.workspace, env) if captures and transcript else ""
+    if refused:
+        log(f"{agent} {hook.event} hook: {refused}; nothing captured", logging.WARNING)
+        return ""
     if captures and transcript:
         stopped = ""
         if hook.event == "SessionEnd":
@@ -113,6 +117,30 @@ def _run(agent: str, event: str, raw: bytes, env: dict[str, str], root: Path) ->
 
         text = handover_text(hook.workspace, agent, hook.session, root)
         return _session_start_output(agent, text) if text else ""
+    return ""
+
+
+def agent_folders(agent: str, env: dict[str, str]) -> list[Path]:
+    """Where the host keeps its transcripts: a hook is trusted to name a file there only."""
+    home = Path(env.get("HOME") or Path.home())
+    if agent == "claude":
+        return [Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude") / "projects"]
+    return [Path(env.get("CODEX_HOME") or home / ".codex") / "sessions"]
+
+
+def _refusal(agent: str, transcript: str, workspace: Path, env: dict[str, str]) -> str:
+    """Why a hook's input must not be captured ('' when it may): a transcript outside the host's own
+    folders (any file could be named: it would be read into the memory), a folder not the user's."""
+    path = Path(transcript).resolve()
+    if not any(path.is_relative_to(folder.resolve()) for folder in agent_folders(agent, env)):
+        return (f"the transcript {path} is not in {agent_folders(agent, env)[0]}, where the host keeps its "
+                "transcripts")
+    try:
+        owner = os.stat(workspace).st_uid
+    except OSError:
+        return f"the folder {workspace} does not exist"
+    if not workspace.is_dir() or owner != os.getuid():
+        return f"the folder {workspace} is not a folder of this user"
     return ""
 
 

@@ -170,6 +170,9 @@ class Settings:
     # Secrets (API keys, tokens, private keys, passwords in URLs) replaced by [redacted: kind] before
     # a message is kept (endless.core.privacy.redact); the turn that carried them reaches the model as sent.
     redact_secrets: bool = True
+    # Coding agents (endless.faces.importers.live): a Claude Code session's sub-agents captured as chats of
+    # their own beside it (their transcripts under <session>/subagents/), or left out.
+    capture_subagents: bool = True
     # Retention (endless.core.privacy.forget): messages older than this many days are forgotten automatically
     # by the process running the writer (not set: kept forever).
     forget_after_days: float | None = None
@@ -280,6 +283,7 @@ MEANINGS: dict[str, str] = {
     "search_hits_rpc": "most hits of one RPC or CLI search",
     "recall_search": "whether the chat model is offered the recall_search tool",
     "redact_secrets": "replace API keys, tokens, private keys and passwords by [redacted: kind] before a message is kept",
+    "capture_subagents": "capture a Claude Code session's sub-agents as chats of their own (false: leave them out)",
     "forget_after_days": "messages older than this many days are forgotten automatically (not set: kept forever)",
     "lease_renew_seconds": "seconds between renewals of the writer lease",
     "lease_expiry_seconds": "a writer lease not renewed for this long is taken over",

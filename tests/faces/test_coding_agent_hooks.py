@@ -392,3 +392,75 @@ def test_the_hand_over_never_shows_a_secret(env: dict) -> None:
     text = _start(env)
     assert "Last request: Deploy with token" in text and "Recent tool failures" in text
     assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in text and "AKIAIOSFODNN7EXAMPLE" not in text
+
+
+def test_a_sub_agent_is_captured_as_a_chat_of_its_own(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    call, call_id = t.call("Agent", {"description": "audit", "prompt": "Audit the PELICAN exports"})
+    t.write(t.prompt("Have a helper audit the exports"), call)
+    helper = Transcript(env["tmp"] / "user/.claude/projects/-w/s/subagents/agent-ae8ef42c.jsonl", env["workspace"])
+    events = [helper.prompt("Audit the PELICAN exports"), helper.reply("Two exports skip refunds.")]
+    helper.write(*[{**e, "isSidechain": True, "agentId": "ae8ef42cd8f52c1a5"} for e in events])
+    t.write(t.result(call_id, "Two exports skip refunds."), t.reply("The helper found two exports skipping refunds."))
+    assert hook(env, "Stop", t).returncode == 0
+    turns = history(env)
+    titles = sorted(turn["sessionTitle"] for turn in turns)
+    assert titles == ["Claude Code 3ccf8fa8", "Claude Code 3ccf8fa8, sub-agent ae8ef42c"]
+    sub = next(turn for turn in turns if "sub-agent" in turn["sessionTitle"])
+    assert [e["text"] for e in sub["entries"]] == ["Audit the PELICAN exports", "Two exports skip refunds."]
+    assert hook(env, "SessionEnd", t, reason="other").returncode == 0
+    assert len(history(env)) == 2  # each once
+
+
+def test_two_sessions_of_one_folder_at_once_each_turn_once(env: dict) -> None:
+    sessions = [Transcript(env["tmp"] / f"user/.claude/projects/-w/{k}.jsonl", env["workspace"], session=f"{k}" * 36)
+                for k in "ab"]
+    for round_ in range(3):
+        for t in sessions:
+            t.write(t.prompt(f"session {t.session[0]} step {round_}"), t.reply(f"done {t.session[0]} {round_}"))
+        running = [subprocess.Popen(endless_command() + ["hook", "claude", "Stop"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env["env"],
+                                    cwd=env["workspace"])
+                   for t in sessions for _ in range(2)]  # each hook fired twice, all at once
+        payloads = [json.dumps({"session_id": t.session, "transcript_path": str(t.path), "cwd": str(env["workspace"]),
+                                "hook_event_name": "Stop"}).encode() for t in sessions for _ in range(2)]
+        for proc, payload in zip(running, payloads):
+            out, err = proc.communicate(payload, timeout=120)
+            assert (proc.returncode, out, err) == (0, b"", b"")
+    texts = sorted(turn["entries"][0]["text"] for turn in history(env))
+    assert texts == sorted(f"session {k} step {r}" for k in "ab" for r in range(3))
+
+
+def test_a_capture_killed_mid_way_is_finished_by_the_next_with_each_turn_once(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    events = []
+    for k in range(6000):
+        events += [t.prompt(f"question number {k} about the ledger"), t.reply(f"answer number {k}")]
+    t.write(*events)
+    command = endless_command() + ["capture", "--agent", "claude", "--transcript", str(t.path), "--workspace",
+                                   str(env["workspace"]), "--final"]
+    proc = subprocess.Popen(command, env=env["env"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    memories = env["home"] / "memories"
+    deadline = time.monotonic() + 60
+    while not list(memories.glob("*/turns.turn.v1.jsonl")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)  # polling a real condition (the log exists), not a timed wait
+    proc.kill()
+    proc.wait(30)
+    done = subprocess.run(command + ["--json"], env=env["env"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    texts = [turn["entries"][0]["text"] for turn in history_all(env)]
+    assert texts == [f"question number {k} about the ledger" for k in range(6000)]
+
+
+def history_all(env: dict) -> list[dict]:
+    """Every turn, paging back (``history`` gives at most 200 a page)."""
+    turns, before = [], None
+    while True:
+        args = ["history", "--json", "--limit", "200"] + (["--before", str(before)] if before is not None else [])
+        page = json.loads(endless(env, *args).stdout)
+        turns = page["turns"] + turns
+        if not page.get("next") and "next" not in page:
+            return turns
+        before = page["turns"][0]["turn"]
+        if before == 0:
+            return turns

@@ -405,9 +405,10 @@ def claude_entries(record: Any, where: str, summary: str = "", fallback_session:
     session = record.get("sessionId") or fallback_session
     if not isinstance(session, str):
         raise FormatError(f"{where}: sessionId must be a text")
+    title = summary or f"Claude Code {session[:8]}"
     if sidechain and isinstance(record.get("agentId"), str):
         session = f"{session}/agent-{record['agentId']}"
-    title = summary or f"Claude Code {session[:8]}"
+        title = f"{title}, sub-agent {record['agentId'][:8]}"
     uid = record.get("uuid") if isinstance(record.get("uuid"), str) else None
     at = parse_time(record.get("timestamp"), where)
     said = "user" if kind == "user" else "assistant"

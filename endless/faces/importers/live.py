@@ -169,10 +169,24 @@ def capture(transcript: Path, agent: str, workspace: Path, *, final: bool = Fals
     with FileLock(str(lock_path), timeout=CAPTURE_LOCK_SECONDS):
         memory = Memory.open(workspace_key(None, workspace), settings=settings, root=root, create=True)
         try:
-            return _capture_locked(memory, root, transcript, agent, workspace, final, turn_over, sidechain,
+            done = _capture_locked(memory, root, transcript, agent, workspace, final, turn_over, sidechain,
                                    event, session, stopped)
         finally:
             memory.close()
+    if agent == "claude" and not sidechain and settings.capture_subagents:
+        for helper in subagent_transcripts(transcript):  # each its own chat, captured like the session
+            capture(helper, agent, workspace, final=final, turn_over=turn_over, sidechain=True, settings=settings,
+                    root=root)
+    return done
+
+
+def subagent_transcripts(transcript: Path) -> list[Path]:
+    """A Claude Code session's sub-agent transcripts (``<session>/subagents/agent-*.jsonl`` beside it)."""
+    folder = transcript.with_suffix("") / "subagents"
+    try:
+        return sorted(folder.glob("agent-*.jsonl"))
+    except OSError:
+        return []
 
 
 def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, workspace: Path, final: bool,
@@ -211,7 +225,8 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
         landed, messages, skipped = done.turns, done.messages, done.skipped + plan.skipped
     _save_place(root, transcript, kept)
     sid = session or (closed[-1].session if closed else "") or transcript.stem
-    _note(root, memory, agent, sid, transcript, workspace, reading, landed, event, stopped)
+    if not sidechain:  # (a sub-agent's work is told with its session's)
+        _note(root, memory, agent, sid, transcript, workspace, reading, landed, event, stopped)
     if landed:
         log(f"{transcript.name}: {landed} turn(s), {messages} message(s) into memory {memory.memory_id}")
     return Captured(landed, messages, skipped, kept)

@@ -3,8 +3,9 @@
 For each transcript length (Claude Code's shape, a prompt, a tool call, its
 result and a reply per turn) the transcript is first captured whole, then one
 more turn is appended and ``endless hook claude Stop`` runs as Claude Code runs
-it (its JSON on stdin), ``--calls`` times: the hook's wall time (median, p99)
-with the capture it waits for, and the capture alone (``endless capture``).
+it (its JSON on stdin), ``--calls`` times: the hook's wall time (median, p99;
+it starts the capture and returns), and the capture it starts, alone, waited
+for (``endless capture``).
 Then the hand-over (``endless hook claude SessionStart``): its wall time and
 its size.  Each call reads only what is new, so the times should not grow
 with the transcript; the ratio column divides by the smallest length's.
@@ -69,7 +70,7 @@ def main() -> None:
             transcript = user / ".claude" / "projects" / "-work" / "s.jsonl"
             transcript.parent.mkdir(parents=True)
             session = str(uuid.uuid4())
-            env = {**os.environ, "ENDLESS_HOME": str(base / "home"), "HOME": str(user), "ENDLESS_HOOK_WAIT": "600",
+            env = {**os.environ, "ENDLESS_HOME": str(base / "home"), "HOME": str(user), "ENDLESS_HOOK_WAIT": "0",
                    "XDG_CONFIG_HOME": str(base / "xdg")}
             at = time.time() - 86400
             with open(transcript, "w") as handle:
@@ -86,6 +87,8 @@ def main() -> None:
                     for event in turn_events(session, str(workspace), lines + 2 * k, time.time()):
                         handle.write(json.dumps(event) + "\n")
                 hooks.append(run(endless + ["hook", "claude", "Stop"], env, payload)[0])
+                run(endless + ["capture", "--agent", "claude", "--transcript", str(transcript), "--workspace",
+                               str(workspace), "--turn-over"], env)  # waits for the hook's own (one at a time)
                 with open(transcript, "a") as handle:
                     for event in turn_events(session, str(workspace), lines + 2 * k + 1, time.time()):
                         handle.write(json.dumps(event) + "\n")
@@ -95,8 +98,7 @@ def main() -> None:
                                 "hook_event_name": "SessionStart", "source": "startup"}).encode()
             handover_times, size = [], 0
             for _ in range(5):
-                seconds, out = run(endless + ["hook", "claude", "SessionStart"], {**env, "ENDLESS_HOOK_WAIT": "0"},
-                                   start)
+                seconds, out = run(endless + ["hook", "claude", "SessionStart"], env, start)
                 handover_times.append(seconds)
                 size = len(json.loads(out)["hookSpecificOutput"]["additionalContext"].encode()) if out.strip() else 0
             rows.append((lines, first, statistics.median(hooks), percentile(hooks, 0.99),

@@ -50,9 +50,10 @@ IMPORT_SCAN_BLOCK = 8 << 20  # bytes read at once when an import source is searc
 # shorter): past it the line is a bad line, so a source without newlines (/dev/zero) is refused after
 # reading this much, instead of growing in memory until the process dies.
 IMPORT_LINE_BYTES_MAX = 64 << 20
-# Coding agents' hooks (Claude Code, Codex): a hook returns within HOOK_WAIT_SECONDS whatever happens (the
-# capture it started goes on alone past it); a capture waits this long for another of the same transcript.
-HOOK_WAIT_SECONDS = 0.8
+# Coding agents' hooks (Claude Code, Codex): a hook waits HOOK_WAIT_SECONDS at most for the capture it started
+# (none: the host goes on at once, the capture in its own process); a capture waits CAPTURE_LOCK_SECONDS for
+# another capture of the same transcript.
+HOOK_WAIT_SECONDS = 0.0
 HOOK_INPUT_MAX = 4 << 20  # bytes of a hook's JSON read at most (a Stop hook carries the last reply)
 CAPTURE_LOCK_SECONDS = 60.0
 CAPTURE_READ_MAX = 512 << 20  # bytes of a transcript read in one capture (the rest: the next one)

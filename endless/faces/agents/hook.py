@@ -2,8 +2,9 @@
 
 A hook must never block or break the agent that runs it: it reads the host's
 JSON, starts ``endless capture`` for the transcript in a process of its own
-(detached, so it outlives the hook) and waits for it at most
-``HOOK_WAIT_SECONDS``; at a session's start it prints the hand-over.  Whatever
+(detached, so it outlives the hook) and returns without waiting for it
+(``ENDLESS_HOOK_WAIT`` seconds: tests wait to read what landed); at a
+session's start it prints the hand-over.  Whatever
 goes wrong is written to Endless's own log (``agents.log`` under the memory
 root), never to the agent's screen, and the hook exits 0.
 """
@@ -169,6 +170,8 @@ def _start_capture(agent: str, transcript: str, hook: HookInput, turn_over: bool
         wait = float(env.get(WAIT_ENV, HOOK_WAIT_SECONDS))
     except ValueError:
         wait = HOOK_WAIT_SECONDS
+    if wait <= 0:
+        return
     try:
         code = child.wait(timeout=wait)
         if code:

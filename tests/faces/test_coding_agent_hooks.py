@@ -464,3 +464,19 @@ def history_all(env: dict) -> list[dict]:
         before = page["turns"][0]["turn"]
         if before == 0:
             return turns
+
+
+def test_a_line_that_cannot_be_read_is_left_out_counted_and_shown_by_doctor(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    t.write(t.prompt("first question"), t.reply("first answer"))
+    with open(t.path, "ab") as handle:
+        handle.write(b'{"type": "user", "message": {"content": \n')  # a line no JSON reader can take
+        handle.write(b'{"type": "assistant", "message": 7}\n')  # JSON, but no event of a transcript
+    t.write(t.prompt("second question"), t.reply("second answer"))
+    for _ in range(2):  # captured twice: each bad line counted once
+        assert hook(env, "SessionEnd", t, reason="other").returncode == 0
+    assert [turn["entries"][0]["text"] for turn in history(env)] == ["first question", "second question"]
+    doctor = endless(env, "doctor", "--json")
+    checks = {c["check"]: c for c in json.loads(doctor.stdout)["findings"]}
+    assert checks["agents.capture"]["message"].startswith("1 transcript of claude captured")
+    assert checks["agents.skipped"]["message"].startswith("2 transcript lines could not be read")

@@ -604,7 +604,33 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
                            f"run Endless as the memory's owner, or give it back: chmod -R u+rwX {folder / name}", name)
     check_writer_route(report, settings, environ)
     check_hermes(report, environ)
+    check_agents(report, root)
     return report
+
+
+def check_agents(report: Report, root: Path) -> None:
+    """What live capture of Claude Code and Codex has read on this machine, and what it had to leave out."""
+    from endless.faces.kit.agent_sessions import all_places
+
+    places = all_places(root)
+    if not places:
+        return
+    behind = [p for p in places if _size(p.path) is not None and _size(p.path) > p.offset]
+    skipped = sum(p.skipped for p in places)
+    agents = ", ".join(sorted({p.agent for p in places if p.agent})) or "coding agents"
+    report.add("agents.capture", "ok", f"{count(len(places), 'transcript')} of {agents} captured; "
+               f"{count(len(behind), 'transcript')} with a turn still going or not yet read")
+    if skipped:
+        report.add("agents.skipped", "warning", f"{count(skipped, 'transcript line')} could not be read and "
+                   "{} left out (see logs/agents.log under the memory root)".format(agree(skipped, "was", "were")),
+                   "nothing to repair: the rest of each transcript was captured")
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
 
 
 def repair(settings: Settings, memory_ids: Iterable[str] | None = None) -> list[str]:

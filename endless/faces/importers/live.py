@@ -18,10 +18,9 @@ importer's, like every other way in.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -33,26 +32,15 @@ from endless.core.store import Presence, durable, workspace_key
 from endless.faces.importers import formats
 from endless.faces.importers.formats import Entry, FormatError
 from endless.faces.importers.importer import Plan, commit, group
-from endless.faces.kit.agent_sessions import Session, note_session
+from endless.faces.kit.agent_sessions import Place, Session, note_session, place_path, read_place, save_place
 
 AGENTS = ("claude", "codex")
-PLACES = "agents/places"  # under the memory root: one place per transcript read (this machine's own)
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 LIMIT_WORDS = ("usage limit", "rate limit", "limit reached", "quota", "credit balance")
 
 
 def log(message: str) -> None:
     durable.log("capture", message)
-
-
-@dataclass
-class Place:
-    """Where the reading of one transcript stopped: the first byte (and line) not committed yet."""
-
-    path: str
-    offset: int = 0
-    line: int = 1
-    inode: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,26 +60,8 @@ class _Reading:
     end: int = 0  # just past the last whole line
     end_line: int = 1
     limit_hit: str = ""  # the host's own notice that a usage limit stopped the agent
-
-
-def place_path(root: Path, transcript: Path) -> Path:
-    digest = hashlib.sha256(str(transcript).encode()).hexdigest()[:24]
-    return root / PLACES / f"{digest}.json"
-
-
-def read_place(root: Path, transcript: Path) -> Place:
-    try:
-        raw = orjson.loads(durable.read_all(place_path(root, transcript)))
-        place = Place(**{k: raw[k] for k in ("path", "offset", "line", "inode")})
-    except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError):
-        return Place(str(transcript))
-    return place if place.path == str(transcript) else Place(str(transcript))
-
-
-def _save_place(root: Path, transcript: Path, place: Place) -> None:
-    path = place_path(root, transcript)
-    durable.make_dir(path.parent)
-    durable.replace_file(path, orjson.dumps(asdict(place)))
+    skipped: int = 0  # lines that could not be read (left out, counted: doctor shows them)
+    bad: dict[int, int] = field(default_factory=dict)  # such a line -> its byte offset
 
 
 def _read_new(transcript: Path, place: Place, agent: str, sidechain: bool) -> _Reading:
@@ -114,6 +84,8 @@ def _read_new(transcript: Path, place: Place, agent: str, sidechain: bool) -> _R
             record = orjson.loads(raw)
         except orjson.JSONDecodeError:
             log(f"{where}: not JSON; left out")
+            reading.skipped += 1
+            reading.bad[number - 1] = reading.starts[number - 1]
             continue
         try:
             if agent == "claude":
@@ -123,8 +95,14 @@ def _read_new(transcript: Path, place: Place, agent: str, sidechain: bool) -> _R
                 reading.entries += _codex_entries(record, where, state)
         except FormatError as exc:
             log(f"{exc}; left out")
+            reading.skipped += 1
+            reading.bad[number - 1] = reading.starts[number - 1]
     reading.end, reading.end_line = offset, number
     return reading
+
+
+def _skipped_before(reading: _Reading, offset: int) -> int:
+    return sum(1 for line, start in reading.bad.items() if start < offset)
 
 
 def _limit_notice(record: object) -> str:
@@ -213,6 +191,9 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
         kept = Place(str(transcript), reading.starts[first_line], first_line, st.st_ino)
     else:
         kept = Place(str(transcript), reading.end, reading.end_line, st.st_ino)
+    # Lines left out are counted once: those before the place kept were read for the last time.
+    kept.skipped = place.skipped + (reading.skipped if not current else _skipped_before(reading, kept.offset))
+    kept.agent, kept.memory = agent, memory.memory_id
     landed = skipped = messages = 0
     if closed:
         have = Presence(scanned=memory.turns)  # ids decide here: counting every turn held costs the whole log
@@ -223,7 +204,7 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
             plan.flush()
             done = commit(memory, plan, False, None, have)
         landed, messages, skipped = done.turns, done.messages, done.skipped + plan.skipped
-    _save_place(root, transcript, kept)
+    save_place(root, transcript, kept)
     sid = session or (closed[-1].session if closed else "") or transcript.stem
     if not sidechain:  # (a sub-agent's work is told with its session's)
         _note(root, memory, agent, sid, transcript, workspace, reading, landed, event, stopped)

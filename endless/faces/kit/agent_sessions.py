@@ -1,4 +1,5 @@
-"""What each coding-agent session did last in a memory: written by live capture, read by the hand-over.
+"""What live capture keeps of coding agents: each session's last doings (read by the hand-over) and each
+transcript's place (read by doctor).
 
 Kept under the memory root of this machine (``agents/sessions/<memory id>.json``),
 beside the memory and not in it: it names transcripts and hook events of this
@@ -7,6 +8,7 @@ machine's agents, and the hand-over reads it without opening the memory's log.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -17,6 +19,7 @@ from endless.core.settings import CAPTURE_LOCK_SECONDS
 from endless.core.store import durable
 
 SESSIONS = "agents/sessions"  # under the memory root
+PLACES = "agents/places"  # under the memory root: where each transcript's reading stopped (this machine's own)
 KEPT = 20  # sessions remembered per memory, the newest
 
 
@@ -73,3 +76,56 @@ def note_session(root: Path, memory_id: str, change: Callable[[Session], None], 
         change(found)
         sessions = (sessions + [found])[-KEPT:]
         durable.replace_file(path, orjson.dumps([asdict(s) for s in sessions]))
+
+
+@dataclass
+class Place:
+    """Where the reading of one transcript stopped: the first byte (and line) not committed yet."""
+
+    path: str
+    offset: int = 0
+    line: int = 1
+    inode: int = 0
+    skipped: int = 0  # lines that could not be read, left out
+    agent: str = ""
+    memory: str = ""
+
+
+def place_path(root: Path, transcript: Path) -> Path:
+    digest = hashlib.sha256(str(transcript).encode()).hexdigest()[:24]
+    return root / PLACES / f"{digest}.json"
+
+
+def read_place(root: Path, transcript: Path) -> Place:
+    try:
+        place = _place(orjson.loads(durable.read_all(place_path(root, transcript))))
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return Place(str(transcript))
+    return place if place is not None and place.path == str(transcript) else Place(str(transcript))
+
+
+def _place(raw: object) -> Place | None:
+    try:
+        return Place(**raw) if isinstance(raw, dict) else None
+    except TypeError:
+        return None
+
+
+def save_place(root: Path, transcript: Path, place: Place) -> None:
+    path = place_path(root, transcript)
+    durable.make_dir(path.parent)
+    durable.replace_file(path, orjson.dumps(asdict(place)))
+
+
+def all_places(root: Path) -> list[Place]:
+    """Every transcript this machine captured (for doctor)."""
+    folder = root / PLACES
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            place = _place(orjson.loads(path.read_bytes()))
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if place is not None:
+            found.append(place)
+    return found

@@ -32,11 +32,15 @@ def folder(tmp_path: Path):
     user = tmp_path / "user"
     user.mkdir()
     env.update(HOME=str(user), CODEX_HOME=str(user / ".codex"), ENDLESS_HOOK_WAIT="60", SIM_API_KEY="x",
-               ANTHROPIC_API_KEY="sk-sim", ENABLE_TOOL_SEARCH="false", DISABLE_AUTOUPDATER="1")
+               ANTHROPIC_API_KEY="sk-sim", ENABLE_TOOL_SEARCH="false", DISABLE_AUTOUPDATER="1",
+               MCP_CONNECTION_NONBLOCKING="false")  # a headless run waits for its MCP servers (2.1.332 does not by default)
     (user / ".codex").mkdir()
     git = ["git", "-C", str(workspace), "-c", "user.email=t@example.com", "-c", "user.name=T"]
     subprocess.run(git + ["init", "-q", "-b", "main"], check=True)
     (workspace / "ledger.py").write_text("TOTAL = 0\n")
+    for name in ("README.md", "src/main.py", "notes/todo.txt", "pyproject.toml"):  # what the scripted Write picks
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(f"{name}, as committed\n")
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "the ledger"], check=True)
     log = tmp_path / "requests.jsonl"
@@ -123,12 +127,16 @@ def test_work_moves_from_claude_code_to_codex_and_back_without_being_lost(folder
     assert [t["entries"][0]["text"] for t in first] == [
         "We are fixing the PELICAN-42 ledger totals. [[call:Write]] [[reply:200]]"]
     assert [e["kind"] for e in first[0]["entries"]] == ["user", "trace", "reply"]
+    written = json.loads(first[0]["entries"][1]["text"].split("\n")[0].split(" ", 2)[2])["file_path"]
+    # Someone takes Claude's change back before Codex starts: the hand-over must not call it done.
+    subprocess.run(["git", "-C", str(workspace), "checkout", "--", "."], check=True)
     # Codex, next, in the same folder: its SessionStart hook hands over (hooks must be trusted in Codex's
     # /hooks first; a headless run says so with its own flag), and its turn is captured.
     ran = codex(folder, "Where did the last session stop? [[tools:0]] [[reply:120]]", "--skip-git-repo-check",
                 "--dangerously-bypass-hook-trust")
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert requests_holding(log, "This folder's memory holds 1 turn") >= 1  # the hand-over reached Codex's model
+    assert requests_holding(log, f"{written}: same as the last commit, so its change is no longer there (reverted)") >= 1
     assert requests_holding(log, "PELICAN-42 ledger totals") >= 2
     second = turns(folder)
     assert [t["entries"][0]["text"] for t in second][1:] == ["Where did the last session stop? [[tools:0]] [[reply:120]]"]
@@ -143,8 +151,21 @@ def test_work_moves_from_claude_code_to_codex_and_back_without_being_lost(folder
     ran = claude(folder, "What was the rollback plan? [[call:mcp__endless__recall_search]] [[reply:200]]")
     assert ran.returncode == 0, ran.stderr[-2000:]
     last = turns(folder)[-1]
-    trace = next(e["text"] for e in last["entries"] if e["kind"] == "trace")
+    trace = next((e["text"] for e in last["entries"] if e["kind"] == "trace"), str(last))
     assert "mcp__endless__recall_search" in trace and "result:" in trace
+    # Another folder's memory knows nothing of this one.
+    other = workspace.parent / "other"
+    other.mkdir()
+    subprocess.run(["git", "-C", str(other), "init", "-q"], check=True)
+    before = requests_holding(log, "[Endless]")
+    ran = subprocess.run([CODEX, "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
+                          "Anything here? [[tools:0]] [[reply:40]]"], cwd=other, env=env, capture_output=True,
+                         text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert requests_holding(log, "[Endless]") == before  # no hand-over: its memory was empty
+    found = subprocess.run(endless_command() + ["search", "--workspace", str(other), "PELICAN-42"],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert "PELICAN-42" not in found.stdout
     # Uninstalling gives every file back.
     for agent in ("claude", "codex"):
         assert endless(folder, agent, "uninstall").returncode == 0

@@ -28,6 +28,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("doctor",), "endless.faces.cli.doctor", "add_doctor_parser"),
     (("import",), "endless.faces.importers.importer", "add_import_parser"),
     (("capture",), "endless.faces.importers.live", "add_capture_parser"),
+    (("catch-up",), "endless.faces.cli.catch_up", "add_catch_up_parser"),
     (("claude", "codex", "hook"), "endless.faces.agents.commands", "add_agent_parsers"),
     (("chat",), "endless.faces.cli.chat", "add_chat_parser"),
     (("memories", "view", "zoom", "date", "search", "history"), "endless.faces.kit.read_commands", "add_read_parsers"),

@@ -40,6 +40,9 @@ INDEX_BATCH_MESSAGES = 20_000
 INDEX_PARSE_GROUP = 512  # log lines parsed with one map; a reader that stops early parsed at most this many more
 INDEX_BUSY_SECONDS = 5.0
 INDEX_PROGRESS_STEPS = 2_000
+# After an import the offline writer writes its lines in the same command when that takes about this long at
+# most; longer, or by a model, a detached `endless catch-up` does it (`endless doctor` shows it running).
+IMPORT_CATCH_UP_INLINE_SECONDS = 30.0
 IMPORT_FOLLOWER_FROM = 20_000  # messages: an import this long leaves its search index to a helper process
 PLAN_HALVES_FROM = 4 << 20  # bytes: a generic import source this long is planned by two processes, a half each
 # The first half's share of such a source's bytes: the second half's process also checks each line's
@@ -174,6 +177,9 @@ class Settings:
     # Coding agents (endless.faces.importers.live): a Claude Code session's sub-agents captured as chats of
     # their own beside it (their transcripts under <session>/subagents/), or left out.
     capture_subagents: bool = True
+    # After `endless import`, its lines written by the same command when the offline writer is quick enough,
+    # else by a detached `endless catch-up` (false: left for `endless catch-up` or a chat's writer).
+    import_catch_up: bool = False
     # Retention (endless.core.privacy.forget): messages older than this many days are forgotten automatically
     # by the process running the writer (not set: kept forever).
     forget_after_days: float | None = None
@@ -284,6 +290,7 @@ MEANINGS: dict[str, str] = {
     "search_hits_rpc": "most hits of one RPC or CLI search",
     "recall_search": "whether the chat model is offered the recall_search tool",
     "redact_secrets": "replace API keys, tokens, private keys and passwords by [redacted: kind] before a message is kept",
+    "import_catch_up": "after an import, write its lines (here when quick, else in a background endless catch-up)",
     "capture_subagents": "capture a Claude Code session's sub-agents as chats of their own (false: leave them out)",
     "forget_after_days": "messages older than this many days are forgotten automatically (not set: kept forever)",
     "lease_renew_seconds": "seconds between renewals of the writer lease",

@@ -77,7 +77,7 @@ def add_agent_parsers(sub: Any) -> None:
                                              "session live into the folder's memory and hand over at a session's "
                                              f"start, and the MCP server with zoom, date and recall_search ({files}). "
                                              "Uninstall takes back exactly what install added."),
-                                epilog=f"example:\n  endless {agent} install\n  endless {agent} uninstall",
+                                epilog=f"example:\n  endless {agent} install",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
         parser.add_argument("action", choices=("install", "uninstall", "status"))
         parser.add_argument("--scope", choices=("project", "user"), default="project",
@@ -90,7 +90,8 @@ def add_agent_parsers(sub: Any) -> None:
                                        "folder's memory in the background and, at a session's start, prints the "
                                        "hand-over. Always exits 0; problems go to agents.log under the memory root."),
                           epilog="example:\n  echo '{\"session_id\":\"…\",\"transcript_path\":\"…\",\"cwd\":\".\"}' | "
-                                 "endless hook claude Stop")
+                                 "endless hook claude Stop",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     hook.add_argument("agent", choices=("claude", "codex"))
     hook.add_argument("event", help="the hook event (SessionStart, UserPromptSubmit, Stop, PreCompact, SessionEnd; "
                                     "Codex's notify program: notify)")

@@ -875,15 +875,15 @@ def _import(args: argparse.Namespace) -> int:
         if landed:
             guess = left_after(memory, plan, writer, time.time())
             summary["writer"] = guess.to_json()
-        if args.json:
-            sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
-        else:
-            skipped = summary["skipped"]
+        skipped = summary["skipped"]
+        if not args.json:
             sys.stdout.write(f"imported {count(landed, 'turn')} ({count(done.messages, 'message')}) into memory "
                              f"{memory.memory_id}; {count(skipped, 'turn')} "
                              f"{agree(skipped, 'was', 'were')} there already\n")
-            if guess is not None:
-                sys.stdout.write(f"catching up: {guess.sentence()}; `endless doctor` shows the progress\n")
+        if guess is not None and guess.lines:
+            summary["catchUp"] = _catch_up_after(args, memory, guess)
+        if args.json:
+            sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         return EXIT_OK
     except ChoiceError as exc:
         print(f"[endless.import] {exc}", file=sys.stderr)
@@ -902,6 +902,35 @@ def _import(args: argparse.Namespace) -> int:
             plan.close()
         if memory is not None:
             memory.close()
+
+
+def _catch_up_after(args: argparse.Namespace, memory: Memory, guess: CatchUp) -> dict:
+    """Get the import's lines written: here when the offline writer is quick enough, else by a detached
+    ``endless catch-up`` (none with ``--no-catch-up``); says which, and returns it for ``--json``."""
+    import subprocess
+
+    from endless.core.settings import IMPORT_CATCH_UP_INLINE_SECONDS
+
+    said = (lambda text: None) if args.json else (lambda text: sys.stdout.write(text + "\n"))
+    if args.no_catch_up or not memory.settings.import_catch_up:
+        said(f"catching up: {guess.sentence()}; `endless doctor` shows the progress, `endless catch-up` writes "
+             "them now")
+        return {"how": "left", "lines": guess.lines}
+    quick = guess.writer == "offline" and guess.seconds is not None and guess.seconds <= IMPORT_CATCH_UP_INLINE_SECONDS
+    if quick:
+        from endless.faces.kit.catching_up import catch_up
+
+        done = catch_up(memory, "offline", sys.stderr.isatty() and not args.no_progress)
+        said(f"wrote {count(done['written'], 'line')} by the offline writer in {done['seconds']:.1f} s"
+             + (f"; {count(done['left'], 'line')} left to a chat's writer" if done["left"] else ""))
+        return {"how": "written", **done}
+    command = [sys.executable, "-m", "endless", "catch-up", "--memory", memory.memory_id, "--no-progress",
+               "--writer", guess.writer]
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    said(f"catching up: {guess.sentence()}; started `endless catch-up` in the background (pid {child.pid}); "
+         "`endless doctor` shows the progress, `endless catch-up` runs it in the foreground")
+    return {"how": "background", "pid": child.pid, "lines": guess.lines}
 
 
 def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: CatchUp, target: str,
@@ -950,6 +979,9 @@ def add_import_parser(sub: Any) -> None:
                         help="print the turns and messages that would be added and the writer's estimated cost")
     parser.add_argument("--json", action="store_true", help="print the summary (and with --dry-run the turns) as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--no-catch-up", action="store_true",
+                        help="leave the imported messages' lines unwritten even when the import_catch_up setting "
+                             "is on (`endless catch-up` writes them later)")
     parser.add_argument("--writer", choices=WRITERS, default=None,
                         help=("who writes the imported messages' lines: offline (free, no model, minutes) or "
                               "model (the writer_route, in the background, under the spend cap); default: "

@@ -290,12 +290,15 @@ def _capture_command(args) -> int:
 
 
 def add_capture_parser(sub) -> None:
+    import argparse
+
     parser = sub.add_parser("capture", help="capture what a Claude Code or Codex transcript gained (hooks run it)",
                             description=("Read a coding agent's transcript from where the last capture stopped and "
                                          "commit its finished turns into the memory of the workspace. Installed "
                                          "hooks run it (`endless claude install`, `endless codex install`); "
                                          "running it by hand is safe: nothing is logged twice."),
-                            epilog="example:\n  endless capture --agent claude --transcript ~/.claude/projects/X/S.jsonl")
+                            epilog="example:\n  endless capture --agent claude --transcript ~/.claude/projects/X/S.jsonl",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agent", required=True, choices=AGENTS, help="whose transcript it is")
     parser.add_argument("--transcript", required=True, metavar="FILE", help="the transcript (JSONL) to read")
     parser.add_argument("--workspace", metavar="DIR", help="the folder whose memory it goes into (default: here)")

@@ -169,6 +169,11 @@ class Progress:
     failing: Failure | None = None  # the writer's calls fail (since when, why)
     now: float = 0.0  # when this was measured (for the failure's age)
 
+    def left_sentence(self) -> str:
+        """What is left, without a pace (said when nothing is writing)."""
+        return (f"{count(self.lines_left, 'line')} left to write ({count(self.messages_without_line, 'message')} "
+                f"without a line of {agree(self.messages_without_line, 'its', 'their')} own)")
+
     def sentence(self) -> str:
         if self.lines_left == 0:
             return "every line is written"

@@ -196,7 +196,12 @@ def test_pending_writer_work(env, memory) -> None:
     writer = findings(report, "memory.writer")[0]
     assert code == 0 and writer["status"] == "ok"
     assert "catching up: 1 line left to write (1 message without a line of its own)" in writer["message"]
-    assert "done in about" in writer["message"]
+    assert "nothing is writing them now" in writer["message"] and "done in about" not in writer["message"]
+    assert "`endless catch-up`" in writer["fix"]
+    assert memory.take_lease()  # a writer pool runs for it now (this process holds its lease): a pace is told
+    code, report = doctor(env)
+    writer = findings(report, "memory.writer")[0]
+    assert "done in about" in writer["message"] and "nothing is writing" not in writer["message"]
     memory.commit_turn("s2", "Paste", [Message("user", "another: " + "y " * 6000, 2001.0)])
     code, report = doctor(env)
     writer = findings(report, "memory.writer")[0]

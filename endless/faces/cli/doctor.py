@@ -334,6 +334,7 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
         report.add("memory.lock", "ok", f"memory {mid}: the change lock is free", memory=mid)
     lease = Lease(folder, expiry=settings.lease_expiry_seconds)
     info = lease.read()
+    writing = info is not None and lease.holder_alive(info) and now - info.renewed < settings.lease_expiry_seconds
     if info is None:
         report.add("memory.lease", "ok", f"memory {mid}: no writer pool is running", memory=mid)
     else:
@@ -380,13 +381,16 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                    "messages are kept word for word meanwhile and the writer retries by itself", mid)
     else:
         status = "warning" if over > 0 else "ok"
+        # An ETA would be false when nothing runs the writer for this memory now: say so, and what to run.
+        said = (catching.sentence() if writing else
+                f"{catching.left_sentence()}; nothing is writing them now (no writer runs for this memory)")
+        fix = "run `endless catch-up` to write them now (or the next chat here does)" if not writing else (
+            "the writer pool runs with the next chat in this workspace, or with `endless serve`" if over > 0 else None)
         report.add("memory.writer", status,
-                   f"memory {mid}: catching up: {catching.sentence()}"
+                   f"memory {mid}: catching up: {said}"
                    + (f"; the recent block is past its {settings.recent_block_bytes:,} bytes, so turns show "
                       "a shortened history until the writer catches up"
-                      if over > 0 else ""),
-                   "the writer pool runs with the next chat in this workspace, or with `endless serve`"
-                   if over > 0 else None, mid)
+                      if over > 0 else ""), fix, mid)
     from endless.writer.spend import is_paused
     from endless.writer.usage import UsageLog
 

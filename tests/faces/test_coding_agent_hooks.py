@@ -480,3 +480,18 @@ def test_a_line_that_cannot_be_read_is_left_out_counted_and_shown_by_doctor(env:
     checks = {c["check"]: c for c in json.loads(doctor.stdout)["findings"]}
     assert checks["agents.capture"]["message"].startswith("1 transcript of claude captured")
     assert checks["agents.skipped"]["message"].startswith("2 transcript lines could not be read")
+
+
+def test_a_hook_with_a_broken_setup_still_exits_0_in_silence(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    t.write(t.prompt("hello"), t.reply("hi"))
+    config = Path(env["env"]["XDG_CONFIG_HOME"]) / "endless" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("line_budget = [oops\n")  # a settings file that cannot be read
+    done = hook(env, "Stop", t)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    config.unlink()
+    env["env"]["ENDLESS_HOME"] = "/proc/endless-cannot-live-here"  # a root nothing can be written in
+    for event in ("Stop", "SessionStart"):
+        done = hook(env, event, t, source="startup")
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), event

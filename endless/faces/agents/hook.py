@@ -83,11 +83,22 @@ def _to_log_file(root: Path) -> logging.Handler:
 
 
 def run(agent: str, event: str, raw: bytes, env: dict[str, str] | None = None) -> str:
-    """Do what the hook asks; return what it prints (the hand-over at a session start, else '')."""
+    """Do what the hook asks; return what it prints (the hand-over at a session start, else '').
+
+    Nothing raises out of here: a settings file that cannot be read, a memory root that cannot be
+    written (its log either), a full disk: the agent goes on, and the log says why where it can.
+    """
     env = dict(os.environ) if env is None else env
-    settings = load_settings()
-    root = settings.memory_root()
-    with diagnostics.diverted_to(_to_log_file(root)) as handler:
+    try:
+        settings = load_settings()
+        root = settings.memory_root()
+    except Exception:
+        return ""
+    try:
+        handler: logging.Handler = _to_log_file(root)
+    except Exception:
+        handler = logging.NullHandler()
+    with diagnostics.diverted_to(handler):
         try:
             return _run(agent, event, raw, env, root)
         except Exception as exc:  # the agent goes on whatever happens here

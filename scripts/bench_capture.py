@@ -61,6 +61,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=15)
     args = parser.parse_args()
     endless = [sys.executable, "-m", "endless"]
+    # The floor every hook pays: this Python starting and ending, measured in the same run.
+    bare = statistics.median(run([sys.executable, "-c", "pass"], dict(os.environ))[0] for _ in range(args.calls))
     rows = []
     for lines in [int(x) for x in args.lines.split(",")]:
         with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
@@ -104,12 +106,13 @@ def main() -> None:
             rows.append((lines, first, statistics.median(hooks), percentile(hooks, 0.99),
                          statistics.median(captures), statistics.median(handover_times), size))
     base_hook = rows[0][2]
-    print("| transcript lines | first capture s | hook median ms | hook p99 ms | hook ÷ smallest | "
+    print(f"bare Python start and exit: {bare * 1000:.0f} ms median")
+    print("| transcript lines | first capture s | hook median ms | hook p99 ms | hook ÷ smallest | hook ÷ bare Python | "
           "capture median ms | hand-over median ms | hand-over bytes |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for lines, first, median, p99, capture, handover, size in rows:
         print(f"| {lines:,} | {first:.2f} | {median * 1000:.0f} | {p99 * 1000:.0f} | {median / base_hook:.2f} | "
-              f"{capture * 1000:.0f} | {handover * 1000:.0f} | {size:,} |")
+              f"{median / bare:.1f} | {capture * 1000:.0f} | {handover * 1000:.0f} | {size:,} |")
 
 
 if __name__ == "__main__":

@@ -471,7 +471,7 @@ def is_postgres_url(store: str) -> bool:
 
 
 def masked_store(store: str) -> str:
-    """The ``store`` setting as it may be shown or logged: ``postgresql://user:***@host/db``.
+    """The ``store`` setting as it may be shown or logged: the URL with its password replaced by ``***``.
 
     The password and every query parameter (one may be ``password=``, or a key file) are
     left out; what remains says which server and database, enough to act on an error."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
 from typing import Any, Iterator, Sequence
 
 import psycopg
@@ -87,12 +88,15 @@ class Database:
     Each :class:`endless.core.store.postgres.PostgresStore` has its own two
     connections: this one for reads and writes, another held by its change lock
     while a change runs (a session-level advisory lock lives as long as the
-    connection that took it)."""
+    connection that took it).  ``guard`` is held around each statement and each transaction: the
+    threads of one process sharing a handle (a chat's turn, the writer pool) never run a statement
+    inside another's transaction."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.shown = masked_store(url)
         self._conn: psycopg.Connection | None = None
+        self.guard = threading.RLock()
 
     def connect(self) -> psycopg.Connection:
         """A new autocommit connection, or :class:`StoreUnavailable` saying what to do."""
@@ -125,14 +129,15 @@ class Database:
 
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), doing: str = "reading") -> list[tuple]:
         try:
-            cursor = self.conn.execute(sql, params)
-            return cursor.fetchall() if cursor.description is not None else []
+            with self.guard:
+                cursor = self.conn.execute(sql, params)
+                return cursor.fetchall() if cursor.description is not None else []
         except psycopg.Error as exc:
             raise self.failed(exc, doing) from None
 
     def ensure_schema(self) -> None:
         try:
-            with self.conn.transaction():
+            with self.guard, self.conn.transaction():
                 self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 self.conn.execute(SCHEMA)
         except psycopg.Error as exc:
@@ -161,6 +166,7 @@ class _snapshot:
         self._tx: Any = None
 
     def __enter__(self) -> psycopg.Connection:
+        self.db.guard.acquire()
         try:
             conn = self.db.conn
             self._tx = conn.transaction()
@@ -168,13 +174,19 @@ class _snapshot:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             return conn
         except psycopg.Error as exc:
+            self.db.guard.release()
             raise self.db.failed(exc, "reading") from None
+        except BaseException:
+            self.db.guard.release()
+            raise
 
     def __exit__(self, *exc: Any) -> None:
         try:
             self._tx.__exit__(*exc)
         except psycopg.Error as error:
             raise self.db.failed(error, "reading") from None
+        finally:
+            self.db.guard.release()
 
 
 def lock_timed_out(exc: BaseException) -> bool:

@@ -217,8 +217,8 @@ class Replica:
             return
         key = {"m": self.memory, "s": self.stream}
         try:
-            conn = self.db.conn
-            with conn.transaction():
+            with self.db.guard, self.db.conn.transaction():
+                conn = self.db.conn
                 seq = conn.execute("SELECT patches FROM endless_streams WHERE memory = %(m)s AND stream = %(s)s "
                                    "FOR UPDATE", key).fetchone()[0]
                 for start, data in writes:

@@ -37,13 +37,22 @@ from endless.core.settings import STORE_FETCH_ROWS, STORE_ROW_BYTES
 from endless.core.store import durable
 from endless.core.store.pg_db import Database, StoreConflict, StoreUnavailable, log
 
+# One statement, so one transaction and one round trip: the stream's row is locked and moved on only
+# from the end the appender read, and the rows land at the addresses that follow.  An append that need
+# not be durable before it returns (``sync`` False: the tree's free lines, derived from the log just
+# committed, as the file store leaves them unfsynced) commits without waiting for the WAL's flush
+# (``synchronous_commit`` off for this transaction only); it is still all or nothing.
 _APPEND = """
-WITH s AS (
+WITH durability AS (
+    SELECT set_config('synchronous_commit',
+                      CASE WHEN %(sync)s THEN current_setting('synchronous_commit') ELSE 'off' END, true)),
+s AS (
     UPDATE endless_streams SET end_offset = end_offset + %(n)s
     WHERE memory = %(m)s AND stream = %(s)s AND (%(e)s::bigint IS NULL OR end_offset = %(e)s::bigint)
     RETURNING end_offset - %(n)s AS base)
 INSERT INTO endless_bytes (memory, stream, at, data)
-SELECT %(m)s, %(s)s, s.base + u.rel, u.data FROM s, unnest(%(rels)s::bigint[], %(datas)s::bytea[]) AS u(rel, data)
+SELECT %(m)s, %(s)s, s.base + u.rel, u.data
+FROM durability, s, unnest(%(rels)s::bigint[], %(datas)s::bytea[]) AS u(rel, data)
 RETURNING at"""
 
 _STATE = "SELECT end_offset, patches, generation FROM endless_streams WHERE memory = %s AND stream = %s"
@@ -82,6 +91,7 @@ class Replica:
         self.meta_path = path.with_name(path.name + ".pg.json")
         self.lock_path = path.with_name(path.name + ".pg.lock")
         self._meta: dict | None = None
+        self._made = False  # the copy's folder exists (made once, not looked for at every append)
 
     # -- the local copy's bookkeeping ------------------------------------------------------------
 
@@ -107,7 +117,9 @@ class Replica:
 
     def _locked(self) -> "_Flock":
         """The copy's local lock: processes of this machine sharing one memory folder write it one at a time."""
-        durable.make_dir(self.path.parent)
+        if not self._made:
+            durable.make_dir(self.path.parent)
+            self._made = True
         return _Flock(self.lock_path)
 
     # -- opening ---------------------------------------------------------------------------------
@@ -183,7 +195,7 @@ class Replica:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def append(self, lines: list[bytes], expect: int | None) -> int:
+    def append(self, lines: list[bytes], expect: int | None, sync: bool = True) -> int:
         """Store ``lines`` after the stream's end in one transaction, then in the local copy; returns
         the address of the first.  ``expect``: the end the caller read under the lock (the log's
         ids follow on from it); if the stream ends elsewhere nothing is stored (:class:`StoreConflict`)."""
@@ -192,7 +204,7 @@ class Replica:
             return self.size()
         rels, datas = chunks(lines)
         n = rels[-1] + len(datas[-1])
-        rows = self.db.rows(_APPEND, {"n": n, "m": self.memory, "s": self.stream, "e": expect,
+        rows = self.db.rows(_APPEND, {"n": n, "m": self.memory, "s": self.stream, "e": expect, "sync": sync,
                                       "rels": rels, "datas": datas}, f"storing to the {self.stream}")
         if not rows:
             raise StoreConflict(f"the {self.stream} of memory {self.memory} in the store {self.db.shown} grew "

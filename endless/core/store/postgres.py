@@ -70,7 +70,7 @@ class PgOrderLog(OrderLog):
         return super().catch_up(write_index)
 
     def append_bytes(self, lines: list[bytes], sync: bool) -> int:
-        return self.replica.append(lines, expect=self.end)
+        return self.replica.append(lines, expect=self.end, sync=sync)
 
     def stored_end(self) -> int:
         self.replica.pull()
@@ -112,7 +112,7 @@ class PgTreeStore(TreeStore):
     def append_bytes(self, lines: list[bytes], sync: bool) -> int:
         # (no expected end: a line is stored once and the first one wins, so one appended after
         # another machine's is still right; the tree then reads what it did not write)
-        return self.replica.append(lines, expect=None)
+        return self.replica.append(lines, expect=None, sync=sync)
 
     def stored_end(self) -> int:
         self.replica.pull()
@@ -144,6 +144,7 @@ class _Held:
         self.threads = threading.RLock()
         self.depth = 0
         self.users = 0
+        self.timed: object = None  # the connection whose lock_timeout is set
 
 
 _HELD: dict[tuple[str, int], _Held] = {}
@@ -168,7 +169,9 @@ class AdvisoryLock:
         if held.depth == 0:
             try:
                 conn = held.db.conn
-                conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self.timeout * 1000)}ms",))
+                if held.timed is not conn:  # (once per connection: a change pays one round trip to lock)
+                    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self.timeout * 1000)}ms",))
+                    held.timed = conn
                 conn.execute("SELECT pg_advisory_lock(%s)", (held.key,))
             except psycopg.Error as exc:
                 held.threads.release()

@@ -243,3 +243,38 @@ def test_a_memory_kept_in_files_is_refused_by_the_database_store_with_what_to_do
     assert "keeps its history in files" in str(caught.value)
     with Memory.open(key, root=tmp_path / "home", settings=Settings()) as memory:  # untouched
         assert memory.total == 1 and memory.message(0).text == "kept in files"
+
+
+def test_a_server_crash_mid_session_says_so_and_loses_nothing_acknowledged(tmp_path, pg_cluster, pg_store_url):
+    one, two = _machine(tmp_path, pg_store_url, "one"), _machine(tmp_path, pg_store_url, "two")
+    _commit(one, ["before the crash"], "s")
+    pg_cluster.stop("immediate")  # the server dies: no shutdown checkpoint, recovery at the next start
+    try:
+        with pytest.raises(StoreUnavailable) as caught:
+            _commit(one, ["while it is down"], "s")
+        assert "ENDLESS_STORE" in str(caught.value) and "Check that the server is running" in str(caught.value)
+    finally:
+        pg_cluster.start()
+    _commit(one, ["after the restart"], "s")  # both connections are opened again, nothing to do by hand
+    assert [text for _, text, _ in _read_all(two)] == ["before the crash", "after the restart"]
+    assert [i for i, _, _ in _read_all(one)] == [0, 1]
+    one.close()
+    two.close()
+
+
+def test_a_forget_is_refused_until_it_reaches_every_machine(tmp_path, pg_store_url):
+    from endless.core.errors import MemoryUseError
+    from endless.core.privacy import forget
+
+    key = workspace_key(None, str(tmp_path / "project"))
+    settings = Settings(store=pg_store_url)
+    with Memory.open(key, root=tmp_path / "laptop", settings=settings) as memory:
+        memory.commit_turn("s", "Chat", [Message("user", "my locker code is 4417", 1.0)])
+    with Memory.open(key, root=tmp_path / "desktop", settings=settings) as other:
+        assert other.message(0).text == "my locker code is 4417"  # the desktop has it in its search index too
+    with Memory.open(key, root=tmp_path / "laptop", settings=settings) as memory:
+        with pytest.raises(MemoryUseError, match="nothing was forgotten"):
+            forget.forget(memory, [0])
+        assert memory.message(0).text == "my locker code is 4417" and not memory.log.forgotten
+        with Memory.open(key, root=tmp_path / "laptop", settings=settings.replace(forget_after_days=1.0)) as aged:
+            assert forget.retention(aged) is None and aged.message(0).text.endswith("4417")

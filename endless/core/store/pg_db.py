@@ -122,18 +122,34 @@ class Database:
         so the next use opens a new one)."""
         if isinstance(exc, StoreUnavailable):
             return exc
-        if isinstance(exc, psycopg.OperationalError) and self._conn is not None:
+        if isinstance(exc, psycopg.OperationalError) and self.lost():
             self.close()
         return StoreUnavailable(f"the memory store {self.shown} failed while {doing}: {_reason(exc, self.url)}. "
                                 "Nothing that was acknowledged is lost; check the server and try again")
 
-    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), doing: str = "reading") -> list[tuple]:
-        try:
-            with self.guard:
-                cursor = self.conn.execute(sql, params)
-                return cursor.fetchall() if cursor.description is not None else []
-        except psycopg.Error as exc:
-            raise self.failed(exc, doing) from None
+    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), doing: str = "reading",
+             again: bool = True) -> list[tuple]:
+        """The statement's rows.  ``again``: it may run twice (a read, a compare-and-set), so a
+        connection found lost (the server restarted, a network cut) is opened anew and it runs once
+        more; a write that may have landed before the connection went is never sent twice."""
+        for attempt in (1, 2):
+            try:
+                with self.guard:
+                    cursor = self.conn.execute(sql, params)
+                    return cursor.fetchall() if cursor.description is not None else []
+            except psycopg.OperationalError as exc:
+                if attempt == 1 and again and self.lost():
+                    log(f"the connection to {self.shown} was lost ({_reason(exc, self.url)}); opening it again")
+                    self.close()
+                    continue
+                raise self.failed(exc, doing) from None
+            except psycopg.Error as exc:
+                raise self.failed(exc, doing) from None
+        raise AssertionError("unreachable")
+
+    def lost(self) -> bool:
+        """Whether the connection is gone (closed, or broken by the server or the network)."""
+        return self._conn is not None and (self._conn.closed or self._conn.broken)
 
     def ensure_schema(self) -> None:
         try:

@@ -205,7 +205,8 @@ class Replica:
         rels, datas = chunks(lines)
         n = rels[-1] + len(datas[-1])
         rows = self.db.rows(_APPEND, {"n": n, "m": self.memory, "s": self.stream, "e": expect, "sync": sync,
-                                      "rels": rels, "datas": datas}, f"storing to the {self.stream}")
+                                      "rels": rels, "datas": datas}, f"storing to the {self.stream}",
+                            again=False)
         if not rows:
             raise StoreConflict(f"the {self.stream} of memory {self.memory} in the store {self.db.shown} grew "
                                 "while this process held its lock (the lock's connection was lost); nothing was "

@@ -168,11 +168,7 @@ class AdvisoryLock:
                            f"for more than {self.timeout:.0f} s; if it hangs, stop this process")
         if held.depth == 0:
             try:
-                conn = held.db.conn
-                if held.timed is not conn:  # (once per connection: a change pays one round trip to lock)
-                    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self.timeout * 1000)}ms",))
-                    held.timed = conn
-                conn.execute("SELECT pg_advisory_lock(%s)", (held.key,))
+                self._lock_session(held)
             except psycopg.Error as exc:
                 held.threads.release()
                 if lock_timed_out(exc):
@@ -184,6 +180,22 @@ class AdvisoryLock:
                 raise
         held.depth += 1
         return self
+
+    def _lock_session(self, held: _Held) -> None:
+        """``pg_advisory_lock`` on the lock's connection; one found lost is opened again once (the lock
+        lived with it, so nothing is held twice)."""
+        for attempt in (1, 2):
+            conn = held.db.conn
+            try:
+                if held.timed is not conn:  # (once per connection: a change pays one round trip to lock)
+                    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self.timeout * 1000)}ms",))
+                    held.timed = conn
+                conn.execute("SELECT pg_advisory_lock(%s)", (held.key,))
+                return
+            except psycopg.OperationalError:
+                if attempt == 2 or not held.db.lost():
+                    raise
+                held.db.close()
 
     def __exit__(self, *exc: object) -> None:
         held = self._held
@@ -294,6 +306,10 @@ class RowLease:
 
 class PostgresStore:
     """A memory kept in a PostgreSQL database: the log, the tree, the lock and the lease (module doc)."""
+
+    # A forget patches the shared bytes, but the other machines' search indexes, views and forget
+    # registries are their own: until a forget reaches them, forgetting is refused (a later slice).
+    forgets_everywhere = False
 
     def __init__(self, folder: Path, granularity: str, settings: Settings, clock: Callable[[], float]) -> None:
         self.folder = folder

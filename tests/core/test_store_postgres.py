@@ -278,3 +278,39 @@ def test_a_forget_is_refused_until_it_reaches_every_machine(tmp_path, pg_store_u
         assert memory.message(0).text == "my locker code is 4417" and not memory.log.forgotten
         with Memory.open(key, root=tmp_path / "laptop", settings=settings.replace(forget_after_days=1.0)) as aged:
             assert forget.retention(aged) is None and aged.message(0).text.endswith("4417")
+
+
+def test_machines_as_real_processes_commit_at_once_into_one_order(tmp_path, pg_store_url):
+    """Three processes, each its own ENDLESS_HOME (three machines), commit at the same moment."""
+    project = str(tmp_path / "project")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_STORE": pg_store_url,
+           "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    env.pop("ENDLESS_HOME", None)
+    child = REPO / "tests" / "procs" / "pg_committer.py"
+    procs = [subprocess.Popen([sys.executable, str(child), str(tmp_path / f"home-{k}"), project, f"m{k}", "10"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) for k in range(3)]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "ready"
+        for proc in procs:  # every machine starts committing now
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        said = [proc.communicate(timeout=120)[0].split("\n") for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert all(proc.returncode == 0 for proc in procs)
+    made = [[line.split()[1] for line in lines if line.startswith("tid ")] for lines in said]
+    assert [len(m) for m in made] == [10, 10, 10]
+    with Memory.open(workspace_key(None, project), root=tmp_path / "reader", settings=Settings(store=pg_store_url)) as m:
+        assert m.total == 60
+        tids = [m.turn(t).tid for t in range(m.turns)]
+        texts = [m.message(i).text for i in range(m.total)]
+    assert sorted(tids) == sorted(t for host in made for t in host)  # each turn once
+    for k, host in enumerate(made):  # each machine's turns in its own order, both messages side by side
+        mine = [t for t in tids if t in set(host)]
+        assert mine == host
+    for i in range(0, 60, 2):
+        tag, n = texts[i].split(" asks ")
+        assert texts[i + 1] == f"{tag} hears {n}"

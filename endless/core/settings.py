@@ -50,6 +50,11 @@ IMPORT_SCAN_BLOCK = 8 << 20  # bytes read at once when an import source is searc
 # shorter): past it the line is a bad line, so a source without newlines (/dev/zero) is refused after
 # reading this much, instead of growing in memory until the process dies.
 IMPORT_LINE_BYTES_MAX = 64 << 20
+FOLLOWER_POLL_SECONDS = 0.2  # how often that helper looks for the import's new turns
+FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the rest (then the next search does)
+RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days
+FORGET_CHECKPOINT_TRIES = 20  # a forget's WAL checkpoint waits for readers this many times
+INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled only as pages are read)
 # The PostgreSQL store (endless.core.store.postgres): how long a connection may take to open, how long a
 # change waits for another machine's lock, the largest row one append stores (a bulk import is cut into
 # rows of about this size, whole records each), and the rows one read of the shared log fetches at once.
@@ -57,11 +62,6 @@ STORE_CONNECT_SECONDS = 10
 STORE_LOCK_SECONDS = 60.0
 STORE_ROW_BYTES = 4 << 20
 STORE_FETCH_ROWS = 64
-FOLLOWER_POLL_SECONDS = 0.2  # how often that helper looks for the import's new turns
-FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the rest (then the next search does)
-RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days
-FORGET_CHECKPOINT_TRIES = 20  # a forget's WAL checkpoint waits for readers this many times
-INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled only as pages are read)
 # A ranked search first ranks the messages holding all its words, at any size; the rest of a page
 # comes from the words OR'ed, which looks at every row holding one of them: that part takes the
 # rarest words while their rows stay under this many (measured on 2 cores: about 2 ms per 1,000 rows

@@ -314,3 +314,23 @@ def test_machines_as_real_processes_commit_at_once_into_one_order(tmp_path, pg_s
     for i in range(0, 60, 2):
         tag, n = texts[i].split(" asks ")
         assert texts[i + 1] == f"{tag} hears {n}"
+
+
+def test_a_local_copy_of_another_stream_is_made_again_and_a_longer_one_is_refused(tmp_path, pg_store_url):
+    one = _machine(tmp_path, pg_store_url, "one")
+    _commit(one, ["first life"], "s")
+    one.close()
+    admin = psycopg.connect(pg_store_url, autocommit=True)
+    for table in ("endless_bytes", "endless_streams"):  # the memory removed and made again in the database
+        admin.execute(f"DELETE FROM {table} WHERE memory = 'memory'")
+    again = _machine(tmp_path, pg_store_url, "one")  # the same local folder, a new stream
+    assert again.log.total == 0 and again.log.replica.size() == 0
+    _commit(again, ["second life"], "s")
+    assert [text for _, text, _ in _read_all(again)] == ["second life"]
+    again.close()
+    # The database restored from an older backup: the copy holds more than it. Nothing is thrown away.
+    admin.execute("UPDATE endless_streams SET end_offset = 0 WHERE memory = 'memory' AND stream = 'log'")
+    admin.execute("DELETE FROM endless_bytes WHERE memory = 'memory' AND stream = 'log'")
+    with pytest.raises(StoreUnavailable, match="holds .* bytes more than"):
+        _machine(tmp_path, pg_store_url, "one")
+    admin.close()

@@ -44,7 +44,7 @@ from typing import Callable
 import psycopg
 
 from endless.core.settings import STORE_LOCK_SECONDS, Settings
-from endless.core.store import checks
+from endless.core.store import checks, durable
 from endless.core.store.contract import Batch, check_mark_name
 from endless.core.store.journal import Journal
 from endless.core.store.locks import LockBusy
@@ -76,7 +76,7 @@ class PgOrderLog(OrderLog):
         self.replica.pull()
         return super().stored_end()
 
-    def tail_state(self):  # type: ignore[no-untyped-def]
+    def tail_state(self) -> durable.Tail:
         self.replica.pull()
         return super().tail_state()
 
@@ -118,7 +118,7 @@ class PgTreeStore(TreeStore):
         self.replica.pull()
         return super().stored_end()
 
-    def tail_state(self):  # type: ignore[no-untyped-def]
+    def tail_state(self) -> durable.Tail:
         self.replica.pull()
         return super().tail_state()
 

@@ -334,3 +334,25 @@ def test_a_local_copy_of_another_stream_is_made_again_and_a_longer_one_is_refuse
     with pytest.raises(StoreUnavailable, match="holds .* bytes more than"):
         _machine(tmp_path, pg_store_url, "one")
     admin.close()
+
+
+def test_endless_import_into_the_database_is_read_on_another_machine(tmp_path, pg_store_url):
+    source = tmp_path / "chat.jsonl"
+    with open(source, "wb") as handle:
+        for k in range(300):
+            handle.write(orjson.dumps({"role": "user", "content": f"question {k} about tulips", "at": 1.76e9 + 60 * k,
+                                       "session": f"s{k % 3}"}) + b"\n")
+            handle.write(orjson.dumps({"role": "assistant", "content": f"answer {k}", "at": 1.76e9 + 60 * k + 1,
+                                       "session": f"s{k % 3}"}) + b"\n")
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_HOME": str(tmp_path / "laptop"),
+           "ENDLESS_STORE": pg_store_url, "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    done = subprocess.run([sys.executable, "-m", "endless.cli", "import", "--workspace", str(workspace), str(source)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    with Memory.open(workspace_key(None, str(workspace)), root=tmp_path / "desktop",
+                     settings=Settings(store=pg_store_url)) as other:
+        assert other.total == 600
+        assert other.message(598).text == "question 299 about tulips" and other.message(599).text == "answer 299"
+        assert sorted({other.turn(t).session for t in range(other.turns)}) == ["s0", "s1", "s2"]

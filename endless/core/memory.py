@@ -24,10 +24,10 @@ from endless.core.privacy import forget, redact
 from endless.core.search import index as search_index
 from endless.core.search import upkeep as index_upkeep
 from endless.core.settings import Settings, load_settings
-from endless.core.store import (COMPLETED, STATUSES, Damage, EncodedTurn, FileStore, Key, Message, Store, Stored,
+from endless.core.store import (COMPLETED, STATUSES, Damage, EncodedTurn, Key, Message, Store, Stored,
                                 TurnInfo, TurnInProgress, TurnRecord, Waiters, check_kind, check_memory_id,
                                 close_orphans, decoded, durable, identity, keyfile, place_encoded, sessions,
-                                stored_from)
+                                open_store, stored_from)
 from endless.core.view import Part, ViewKeeper, tiling
 
 if TYPE_CHECKING:  # only the lease keeper waits: a read command never loads asyncio
@@ -49,7 +49,7 @@ class Memory:
         self.agent_name = agent_name or settings.agent_name
         self.clock = clock
         self.readonly = readonly
-        self.store: Store = FileStore(folder, granularity, settings, clock)
+        self.store: Store = open_store(folder, granularity, settings, clock)
         self.log, self.tree, self.lock, self.lease = self.store.log, self.store.tree, self.store.lock, self.store.lease
         self.quarantine = folder / "damaged.jsonl"
         self.reports: list[str] = []

@@ -67,6 +67,13 @@ FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the r
 RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days
 FORGET_CHECKPOINT_TRIES = 20  # a forget's WAL checkpoint waits for readers this many times
 INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled only as pages are read)
+# The PostgreSQL store (endless.core.store.postgres): how long a connection may take to open, how long a
+# change waits for another machine's lock, the largest row one append stores (a bulk import is cut into
+# rows of about this size, whole records each), and the rows one read of the shared log fetches at once.
+STORE_CONNECT_SECONDS = 10
+STORE_LOCK_SECONDS = 60.0
+STORE_ROW_BYTES = 4 << 20
+STORE_FETCH_ROWS = 64
 # A ranked search first ranks the messages holding all its words, at any size; the rest of a page
 # comes from the words OR'ed, which looks at every row holding one of them: that part takes the
 # rarest words while their rows stay under this many (measured on 2 cores: about 2 ms per 1,000 rows
@@ -191,6 +198,9 @@ class Settings:
     agent_name: str = "Assistant"
     person_tag: str = "you"
     home: str = ""
+    # Where memories are kept: empty, the files under ``home`` (the embedded store); a
+    # ``postgresql://`` URL, a PostgreSQL database shared by several machines (endless.core.store.postgres).
+    store: str = ""
     rpc_port: int = 8765
     # Hermes: past this many messages in Hermes's own transcript, it is compacted in place at a turn's start.
     hermes_transcript_messages: int = 120
@@ -299,6 +309,7 @@ MEANINGS: dict[str, str] = {
     "agent_name": "the agent's name in the lines",
     "person_tag": "the person's tag in the lines",
     "home": "where memories live (ENDLESS_HOME; not set: the XDG data dir + /endless)",
+    "store": "where memories are kept: empty for files under home, or a postgresql:// URL (password never shown)",
     "rpc_port": "port of the host RPC and History page on 127.0.0.1",
     "hermes_transcript_messages": "Hermes's own transcript is compacted in place past this many messages",
     "rpc_body_bytes": "largest RPC request body in bytes",
@@ -429,6 +440,9 @@ def _check(s: Settings) -> None:
                  "history_limit", "history_limit_max", "history_page_bytes"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be positive")
+    if s.store.strip() and not is_postgres_url(s.store):
+        problems.append(f"store must be empty (files under home) or a postgresql:// URL, not "
+                        f"{masked_store(s.store)!r}")
     if s.rpc_search_workers < 0:
         problems.append("rpc_search_workers must be 0 (automatic) or more")
     if s.view_floor >= s.view_ceiling:
@@ -466,5 +480,27 @@ def _check(s: Settings) -> None:
 
 
 def describe(settings: Settings) -> list[tuple[str, Any, str]]:
-    """(name, value, source) for every setting, for ``endless config``."""
-    return [(name, getattr(settings, name), settings.source(name)) for name in setting_names()]
+    """(name, value, source) for every setting, for ``endless config`` (the store's password masked)."""
+    return [(name, masked_store(settings.store) if name == "store" else getattr(settings, name),
+             settings.source(name)) for name in setting_names()]
+
+
+def is_postgres_url(store: str) -> bool:
+    """Whether the ``store`` setting names a PostgreSQL database (else: the files)."""
+    return store.strip().lower().startswith(("postgresql://", "postgres://"))
+
+
+def masked_store(store: str) -> str:
+    """The ``store`` setting as it may be shown or logged: the URL with its password replaced by ``***``.
+
+    The password and every query parameter (one may be ``password=``, or a key file) are
+    left out; what remains says which server and database, enough to act on an error."""
+    if not is_postgres_url(store):
+        return store
+    scheme, _, rest = store.strip().partition("://")
+    rest = rest.split("?", 1)[0].split("#", 1)[0]
+    at = rest.rfind("@")
+    if at < 0:
+        return f"{scheme}://{rest}"
+    user = rest[:at].split(":", 1)[0]
+    return f"{scheme}://{user}:***@{rest[at + 1:]}"

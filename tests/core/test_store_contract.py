@@ -32,12 +32,30 @@ def _file_backend(tmp_path: Path) -> Opener:
     return open_one
 
 
-BACKENDS = {"files": _file_backend}
+def _postgres_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Opener:
+    """Each handle a machine of its own: its own local folder (the copy of the log and the tree, the journals),
+    one database between them."""
+    url = request.getfixturevalue("pg_store_url")
+    from endless.core.store.postgres import PostgresStore
+
+    handles = iter(range(1_000))
+
+    def open_one(clock: Callable[[], float]) -> Store:
+        folder = tmp_path / f"machine-{next(handles)}" / "memory"
+        folder.mkdir(mode=0o700, parents=True)
+        store = PostgresStore(folder, "turn", Settings(store=url), clock)
+        store.load()
+        return store
+
+    return open_one
+
+
+BACKENDS = {"files": lambda tmp_path, request: _file_backend(tmp_path), "postgres": _postgres_backend}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
-    return BACKENDS[request.param](tmp_path)
+    return BACKENDS[request.param](tmp_path, request)
 
 
 class _Clock:

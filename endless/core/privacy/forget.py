@@ -200,6 +200,12 @@ def select(memory: Forgettable, *, ids: Iterable[int] = (), turns: Iterable[int]
     return sorted(m for m in chosen if m not in memory.log.forgotten and m < memory.total)
 
 
+def shares_forgets(memory: Forgettable) -> bool:
+    """Whether a forget here reaches every copy of the memory (not yet for the PostgreSQL store, whose
+    other machines keep search indexes and views of their own: issue 31)."""
+    return getattr(getattr(memory, "store", None), "forgets_everywhere", True)
+
+
 def retention(memory: Forgettable) -> Outcome | None:
     """Forget every message older than ``forget_after_days`` (the same forget, with its guarantees).
 
@@ -209,6 +215,10 @@ def retention(memory: Forgettable) -> Outcome | None:
     """
     days = memory.settings.forget_after_days
     if days is None or memory.readonly:
+        return None
+    if not shares_forgets(memory):
+        _log.warning("%s: forget_after_days is not applied to a memory kept in PostgreSQL yet (a forget would not "
+                     "reach the other machines' copies)", memory.memory_id)
         return None
     cutoff = memory.clock() - days * 86_400
     known = _known.setdefault(memory, _Known())
@@ -336,6 +346,10 @@ def forget(memory: Forgettable, ids: list[int], *, dry_run: bool = False, purge:
     thread of its own.
     """
     memory.check_writable()
+    if not dry_run and not shares_forgets(memory):
+        raise MemoryUseError("this memory is kept in PostgreSQL (ENDLESS_STORE), where a forget does not reach "
+                             "the other machines' search indexes and views yet; nothing was forgotten. To forget "
+                             "now, unset ENDLESS_STORE for a memory kept in files")
     start = time.monotonic()
     with memory.lock:
         memory.catch_up(locked=True)

@@ -30,6 +30,7 @@ _WHERE = {
     "iter_lines": "durable",
     "read_complete": "durable",
     "FileStore": "files",
+    "open_store": "choose",
     "files": "files",
     "Presence": "identity",
     "identity": "identity",
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
     from endless.core.store.durable import LinkRefused, iter_lines, read_complete
     from endless.core.store import files
     from endless.core.store.files import FileStore
+    from endless.core.store.choose import open_store
     from endless.core.store import identity
     from endless.core.store.identity import Presence, identity_key, messages_identity
     from endless.core.store import journal

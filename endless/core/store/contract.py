@@ -268,6 +268,12 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+def check_mark_name(name: str) -> None:
+    """A durable mark's name is one plain file name on every backend (so a memory moves between them)."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"a mark's name is one plain file name, not {name!r}")
+
+
 class Batch(Protocol):
     """Prepared turn records ready to append: their encoded lines and where each lands."""
 

@@ -15,7 +15,7 @@ from typing import Callable
 
 from endless.core.settings import Settings
 from endless.core.store import checks, durable
-from endless.core.store.contract import Batch
+from endless.core.store.contract import Batch, check_mark_name
 from endless.core.store.journal import Journal
 from endless.core.store.locks import ChangeLock, Lease
 from endless.core.store.log import OrderLog
@@ -90,8 +90,7 @@ class FileStore:
         self.tree.close()
 
     def _mark_path(self, name: str) -> Path:
-        if not name or "/" in name or name.startswith("."):
-            raise ValueError(f"a mark's name is one plain file name, not {name!r}")
+        check_mark_name(name)
         return durable.make_dir(self.folder / MARKS) / name
 
 

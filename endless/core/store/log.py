@@ -242,7 +242,7 @@ class OrderLog:
         What was just written need not be parsed back; only if the file did
         not end where this process last read it is it read instead.
         """
-        offset = durable.append_lines(self.path, lines, sync)
+        offset = self.append_bytes(lines, sync)
         if offset != self.end or (infos and infos[0].first != self.total):
             self.catch_up(True)
             return
@@ -257,6 +257,11 @@ class OrderLog:
         self.total = infos[-1].first + infos[-1].count if infos else self.total
         self.end = offset + sum(sizes)
         self.write_index()
+
+    def append_bytes(self, lines: list[bytes], sync: bool) -> int:
+        """Store encoded records after the last one; returns the address of the first (a backend
+        that keeps the log elsewhere stores them there first, see :mod:`endless.core.store.postgres`)."""
+        return durable.append_lines(self.path, lines, sync)
 
     # -- reading -------------------------------------------------------------------
 

@@ -259,7 +259,7 @@ class TreeStore:
         parts newly indexed.  ``texts`` None: the lines' texts are not in hand (an import's free
         lines, put together from bytes), so they are not cached either.
         """
-        offset = durable.append_lines(self.path, lines, sync)
+        offset = self.append_bytes(lines, sync)
         self.appended = None
         if offset != self.end:
             return self.catch_up(True)
@@ -310,6 +310,11 @@ class TreeStore:
             self._texts.popitem(last=False)
         self.write_index()
         return found
+
+    def append_bytes(self, lines: list[bytes], sync: bool) -> int:
+        """Store encoded lines after the last one; returns the address of the first (a backend that
+        keeps the tree elsewhere stores them there first, see :mod:`endless.core.store.postgres`)."""
+        return durable.append_lines(self.path, lines, sync)
 
     def _remember(self, part: tuple[int, int], text: str) -> None:
         self._texts[part] = text

@@ -204,10 +204,13 @@ def _files_now(files: list[str], git: _Git, top: Path | None, workspace: Path, s
         if status is not None:
             said.append(f"{shown}: " + ("new, not committed" if status == "??" else "changed, not committed"))
             continue
-        committed = git.run(top, "log", "-1", "--format=%h %s", *(
-            [f"--since=@{int(since)}"] if since else []), "--", relative) if since else None
-        if committed and committed.strip():
-            said.append(f"{shown}: committed ({_one_line(committed.strip(), 80)})")
+        # A commit of it made after the session began (git's --since is whole seconds and inclusive: a
+        # commit in the second the session began, but before it, is no commit of the session's change).
+        found = git.run(top, "log", "-1", "--format=%ct %h %s", f"--since=@{int(since)}", "--",
+                        relative) if since else None
+        stamp, _, committed = (found or "").strip().partition(" ")
+        if committed and stamp.isdigit() and int(stamp) >= since:
+            said.append(f"{shown}: committed ({_one_line(committed, 80)})")
         elif git.run(top, "check-ignore", "-q", "--", relative) is not None:
             said.append(f"{shown}: ignored by git, on disk")
         else:

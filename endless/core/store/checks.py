@@ -213,3 +213,27 @@ def _guess_part(line: bytes) -> str | None:
         return f"line {head['l']}/{head['i']}"
     except (ValueError, orjson.JSONDecodeError, KeyError, TypeError):
         return None
+
+
+class LogAndTreeChecks:
+    """The checks of a store whose log and tree are read from files of this machine (the file store's
+    own, or the PostgreSQL store's copies): ``self.log`` and ``self.tree``, checked as files are."""
+
+    log: OrderLog
+    tree: TreeStore
+
+    def sample(self, rng: random.Random, rows: int) -> None:
+        """At open: a few rows of the turn index and slots of the tree read back against the files."""
+        sample(self.log, self.tree, rng, rows)
+
+    def rows_past_end(self) -> list[tuple[int, ...]]:
+        """Turn-index rows (offset, length, first id, count, tid) describing turns past the log's end."""
+        return rows_past_end(self.log)
+
+    def claimed_total(self) -> int:
+        """The most messages the store's own indexes said the log held when they were loaded."""
+        return max(self.log.indexed_total, self.tree.free_upto)
+
+    def repair(self, found: Scan) -> list[str]:
+        """``endless doctor --repair``, under the lock: rebuild what ``found`` says disagrees."""
+        return repair(self.log, self.tree, found)

@@ -9,7 +9,6 @@ contract it keeps is :class:`endless.core.store.contract.Store`.
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 from typing import Callable
 
@@ -25,7 +24,7 @@ from endless.core.store.tree import TreeStore
 MARKS = "marks"  # the folder of small named records (durable_mark)
 
 
-class FileStore:
+class FileStore(checks.LogAndTreeChecks):
     """A memory folder's files: the log, the tree, the lock and the lease."""
 
     def __init__(self, folder: Path, granularity: str, settings: Settings, clock: Callable[[], float]) -> None:
@@ -54,22 +53,6 @@ class FileStore:
 
     def bulk_commit(self, batch: Batch, sync: bool = True) -> None:
         self.log.add(batch.lines, batch.infos, sync)
-
-    def sample(self, rng: random.Random, rows: int) -> None:
-        """At open: a few rows of the turn index and slots of the tree read back against the files."""
-        checks.sample(self.log, self.tree, rng, rows)
-
-    def rows_past_end(self) -> list[tuple[int, ...]]:
-        """Turn-index rows (offset, length, first id, count, tid) describing turns past the log's end."""
-        return checks.rows_past_end(self.log)
-
-    def claimed_total(self) -> int:
-        """The most messages the store's own indexes said the log held when they were loaded."""
-        return max(self.log.indexed_total, self.tree.free_upto)
-
-    def repair(self, found: checks.Scan) -> list[str]:
-        """``endless doctor --repair``, under the lock: rebuild what ``found`` says disagrees."""
-        return checks.repair(self.log, self.tree, found)
 
     def stamp(self) -> tuple:
         """A cheap value that changes whenever any process stored to the log or the tree (a reader that

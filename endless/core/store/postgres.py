@@ -33,7 +33,6 @@ slots index the local copy.
 
 from __future__ import annotations
 
-import random
 import secrets
 import shutil
 import threading
@@ -57,7 +56,26 @@ from endless.core.store.tree import TreeStore
 LOCAL = "pg"  # the memory folder's subfolder holding this machine's copy of the log and the tree
 
 
-class PgOrderLog(OrderLog):
+class _PulledFirst:
+    """What the log and the tree read of their stored state, read after this machine's copy is brought
+    up to date from the database (the copy is made whole from it: nothing is ever torn in it)."""
+
+    replica: Replica
+
+    def stored_end(self) -> int:
+        self.replica.pull()
+        return super().stored_end()  # type: ignore[misc]
+
+    def tail_state(self) -> durable.Tail:
+        self.replica.pull()
+        return super().tail_state()  # type: ignore[misc]
+
+    def repair_tail(self, quarantine: Path) -> str | None:
+        self.replica.pull()
+        return super().repair_tail(quarantine)  # type: ignore[misc]
+
+
+class PgOrderLog(_PulledFirst, OrderLog):
     """The order log, stored in the database and read from this machine's copy of it."""
 
     def __init__(self, folder: Path, granularity: str, db: Database, memory: str) -> None:
@@ -72,18 +90,6 @@ class PgOrderLog(OrderLog):
     def append_bytes(self, lines: list[bytes], sync: bool) -> int:
         return self.replica.append(lines, expect=self.end, sync=sync)
 
-    def stored_end(self) -> int:
-        self.replica.pull()
-        return super().stored_end()
-
-    def tail_state(self) -> durable.Tail:
-        self.replica.pull()
-        return super().tail_state()
-
-    def repair_tail(self, quarantine: Path) -> str | None:
-        self.replica.pull()  # the copy is made whole from the database: nothing is ever torn in it
-        return super().repair_tail(quarantine)
-
     def patch(self, writes: list, step: Callable[[str], None] = lambda name: None) -> None:
         self.replica.patch(writes, step)
 
@@ -92,7 +98,7 @@ class PgOrderLog(OrderLog):
         return self._where
 
 
-class PgTreeStore(TreeStore):
+class PgTreeStore(_PulledFirst, TreeStore):
     """The tree's lines, stored in the database and read from this machine's copy of them."""
 
     def __init__(self, folder: Path, granularity: str, db: Database, memory: str) -> None:
@@ -114,17 +120,6 @@ class PgTreeStore(TreeStore):
         # another machine's is still right; the tree then reads what it did not write)
         return self.replica.append(lines, expect=None, sync=sync)
 
-    def stored_end(self) -> int:
-        self.replica.pull()
-        return super().stored_end()
-
-    def tail_state(self) -> durable.Tail:
-        self.replica.pull()
-        return super().tail_state()
-
-    def repair_tail(self, quarantine: Path) -> str | None:
-        self.replica.pull()
-        return super().repair_tail(quarantine)
 
     def patch(self, writes: list, step: Callable[[str], None] = lambda name: None) -> None:
         self.replica.patch(writes, step)
@@ -304,7 +299,7 @@ class RowLease:
         self.token = None
 
 
-class PostgresStore:
+class PostgresStore(checks.LogAndTreeChecks):
     """A memory kept in a PostgreSQL database: the log, the tree, the lock and the lease (module doc)."""
 
     # A forget patches the shared bytes, but the other machines' search indexes, views and forget
@@ -365,23 +360,10 @@ class PostgresStore:
         return tuple(self.db.rows("SELECT stream, end_offset, patches FROM endless_streams WHERE memory = %s "
                                   "ORDER BY stream", (self.memory,)))
 
-    def sample(self, rng: random.Random, rows: int) -> None:
-        """At open: a few rows of this machine's turn index and tree slots read back against its copy."""
-        checks.sample(self.log, self.tree, rng, rows)
-
-    def rows_past_end(self) -> list[tuple[int, ...]]:
-        return checks.rows_past_end(self.log)
-
-    def claimed_total(self) -> int:
-        return max(self.log.indexed_total, self.tree.free_upto)
-
     def scan(self, past_end: list[tuple[int, int]]) -> checks.Scan:
         self.log.replica.pull()
         self.tree.replica.pull()
         return checks.scan(self.log, self.tree, past_end)
-
-    def repair(self, found: checks.Scan) -> list[str]:
-        return checks.repair(self.log, self.tree, found)
 
     def set_aside(self, beyond: Callable[[tuple[int, int]], bool], total: int, stale: list[tuple[int, ...]],
                   quarantine: Path) -> int:

@@ -77,6 +77,15 @@ def load_json(path: Path) -> dict[str, Any]:
     return value
 
 
+def json_object(data: bytes) -> dict[str, Any] | None:
+    """A file's bytes as the JSON object they hold, or None (what uninstall finds changed may be anything)."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def dump_json(value: dict[str, Any]) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
 
@@ -207,11 +216,8 @@ def uninstall(root: Path, scope: str, workspace: Path) -> list[str]:
         return []
 
     def strip(path: Path, data: bytes) -> bytes | None:
-        try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(value, dict):
+        value = json_object(data)
+        if value is None:
             return None
         if path.name.startswith("settings"):
             kept = without_ours(value)

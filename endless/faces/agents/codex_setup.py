@@ -132,11 +132,8 @@ def uninstall(root: Path, scope: str, workspace: Path) -> list[str]:
         if path.suffix == ".toml":
             kept = without_endless(data.decode("utf-8", "replace"))
             return None if kept is None else kept.encode()
-        try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(value, dict):
+        value = claude_setup.json_object(data)
+        if value is None:
             return None
         kept_hooks = claude_setup.without_ours(value)
         return None if kept_hooks == value else claude_setup.dump_json(kept_hooks)

@@ -155,8 +155,11 @@ def test_a_hook_never_fails_its_host_and_says_why_in_the_log(env: dict) -> None:
     for stdin in (b"not json at all", b"[1, 2]", b"\xff\xfe", b""):
         done = hook(env, "Stop", None, stdin=stdin)
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), stdin
-    missing = hook(env, "Stop", None, transcript_path=str(env["tmp"] / "nowhere.jsonl"))
+    missing = hook(env, "Stop", None, transcript_path=str(env["tmp"] / "user/.claude/projects/-w/gone.jsonl"))
     assert (missing.returncode, missing.stdout, missing.stderr) == (0, b"", b"")
+    by_hand = endless(env, "capture", "--agent", "claude", "--transcript", str(env["tmp"] / "gone.jsonl"))
+    assert by_hand.returncode == 2 and "no such transcript file" in by_hand.stderr
+    assert not (env["home"] / "memories").exists()  # nothing captured made no memory either
     text = (env["home"] / "logs" / "agents.log").read_text()
     assert "is not JSON" in text and "not a JSON object" in text
 

@@ -142,6 +142,9 @@ def capture(transcript: Path, agent: str, workspace: Path, *, final: bool = Fals
     settings = settings or load_settings()
     root = Path(root) if root is not None else settings.memory_root()
     transcript = Path(transcript).resolve()
+    if not transcript.is_file():  # before any memory is opened (or made) for it
+        log(f"{transcript}: no such transcript; nothing captured")
+        return Captured(0, 0, 0, Place(str(transcript)))
     lock_path = place_path(root, transcript).with_suffix(".lock")
     durable.make_dir(lock_path.parent)
     with FileLock(str(lock_path), timeout=CAPTURE_LOCK_SECONDS):
@@ -273,6 +276,10 @@ def _capture_command(args) -> int:
 
     if args.agent not in AGENTS:
         print(f"[endless.capture] --agent must be one of {', '.join(AGENTS)}", file=__import__("sys").stderr)
+        return EXIT_USAGE
+    if not Path(args.transcript).is_file():
+        print(f"[endless.capture] {args.transcript}: no such transcript file; give the path of a Claude Code "
+              "transcript (~/.claude/projects/…/SESSION.jsonl) or a Codex rollout", file=__import__("sys").stderr)
         return EXIT_USAGE
     try:
         done = capture(Path(args.transcript), args.agent, Path(args.workspace or ".").resolve(),

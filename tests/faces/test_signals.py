@@ -248,3 +248,38 @@ def test_import_stops_with_its_helpers(place, how, code, phase):
     assert proc.poll() is None, err.read_text()
     stop(proc, err, how, code, at_least=1)
     assert "stopped. The turns committed so far are kept" in err.read_text()
+
+
+@pytest.mark.parametrize("how,signum,code", [("ctrl-c", signal.SIGINT, 130), ("sigterm", signal.SIGTERM, 143)])
+def test_serve_stopped_as_its_server_starts(place, how, signum, code):
+    """A stop the moment ``endless serve`` prints its address lands while uvicorn sets up its loop, before its
+    own handlers: raised there, it escaped the loop with the start-up half done (a traceback, once in CI)."""
+    root, ws, env = place
+    for round_ in range(2):
+        err = root / f"stderr-start-{round_}.txt"
+        proc = subprocess.Popen([*endless_command(), "serve", "--port", "0"], cwd=ws, env=env,
+                                start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=err.open("wb"))
+        address = proc.stdout.readline()  # printed just before the server's loop starts
+        assert address.startswith(b"http://"), err.read_text()
+        proc.send_signal(signum)
+        assert proc.wait(BOUND) == code, err.read_text()
+        proc.stdout.close()
+        text = err.read_text(errors="replace")
+        assert "Traceback" not in text and "was destroyed" not in text, text
+
+
+def test_a_stop_inside_a_served_loop_is_noted_never_raised():
+    """What ``endless serve`` relies on around uvicorn's run: a stop asks the server to end and is kept for
+    the exit code; the handlers before the block come back after it."""
+    from endless.faces.kit.signals import stopped_code, stops_ask
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    asked = []
+    with stops_ask(lambda: asked.append(True)) as seen:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        signal.getsignal(signal.SIGTERM)  # a call: the handlers have run by the next line
+    assert seen == [signal.SIGTERM, signal.SIGINT] and asked == [True, True]
+    assert stopped_code(seen) == 143 and stopped_code([signal.SIGINT]) == 130 and stopped_code([]) == 0
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before

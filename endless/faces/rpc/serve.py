@@ -145,7 +145,8 @@ def _serve_command(args: argparse.Namespace) -> int:
     if not 0 <= port <= 65535:
         print(f"[endless.serve] --port must be from 0 to 65535, not {port}", file=sys.stderr)
         return 2
-    from endless.faces.kit.signals import Terminated, exit_code, raise_on_ctrl_c, raise_on_sigterm
+    from endless.faces.kit.signals import (Terminated, exit_code, raise_on_ctrl_c, raise_on_sigterm, stops_ask,
+                                           stopped_code)
 
     raise_on_sigterm()  # uvicorn shuts down on a signal, then raises it again: it lands below
     raise_on_ctrl_c()  # uvicorn stops on Ctrl-C even when it was ignored: a stop is 130, never 0
@@ -168,7 +169,9 @@ def _serve_command(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         # A Ctrl-C before uvicorn's loop started leaves its coroutine unrun: no warning about it.
         warnings.filterwarnings("ignore", message="coroutine .* was never awaited")
-        server.run(sockets=sockets)  # uvicorn's loop set-up; Ctrl-C ends it gracefully
+        with stops_ask(lambda: setattr(server, "should_exit", True)) as seen:
+            server.run(sockets=sockets)  # a stop, even one before uvicorn's own handlers, ends it gracefully
+        code = stopped_code(seen)
     except (KeyboardInterrupt, Terminated) as stop:
         code = exit_code(stop)
     finally:

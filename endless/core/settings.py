@@ -62,6 +62,10 @@ CAPTURE_LOCK_SECONDS = 60.0
 CAPTURE_READ_MAX = 512 << 20  # bytes of a transcript read in one capture (the rest: the next one)
 HANDOVER_BYTES = 4096  # the hand-over block at a session's start, at most
 HANDOVER_GIT_SECONDS = 1.5  # all its git commands together
+# How long Codex waits for an optional MCP server before a session's first request (its own default does not
+# wait, so Endless's tools, ready about 1 s after start, were missing from every `codex exec`); a server that
+# fails to start is not waited for, one that hangs costs this once per session.
+CODEX_MCP_GRACE_MS = 5000
 FOLLOWER_POLL_SECONDS = 0.2  # how often that helper looks for the import's new turns
 FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the rest (then the next search does)
 RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days

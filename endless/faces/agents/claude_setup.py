@@ -94,7 +94,8 @@ def _ours(hook: Any) -> bool:
     return isinstance(hook, dict) and MARK in str(hook.get("command", ""))
 
 
-def with_hooks(settings: dict[str, Any], agent: str = "claude", events: tuple[str, ...] = EVENTS) -> dict[str, Any]:
+def with_hooks(settings: dict[str, Any], agent: str = "claude", events: tuple[str, ...] = EVENTS,
+               timeouts: dict[str, int] | None = None) -> dict[str, Any]:
     """The settings with Endless's hook on each event (an older one of ours replaced): Claude Code's
     settings and Codex's ``hooks.json`` share this shape (event, matcher groups, command hooks)."""
     out = without_ours(settings)
@@ -105,7 +106,8 @@ def with_hooks(settings: dict[str, Any], agent: str = "claude", events: tuple[st
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise SetupError(f"the settings' hooks.{event} is not a list; fix it and run the command again")
-        groups.append({"hooks": [{"type": "command", "command": hook_command(event, agent), "timeout": HOOK_TIMEOUT}]})
+        timeout = (timeouts or {}).get(event, HOOK_TIMEOUT)
+        groups.append({"hooks": [{"type": "command", "command": hook_command(event, agent), "timeout": timeout}]})
     return out
 
 

@@ -151,7 +151,8 @@ def _block(memory: Memory, workspace: Path, sessions: list, now: float) -> str:
            f"(memory {memory.memory_id}). Where the last session left off:"]
     if last is not None and last.session == seen.session:
         name = AGENT_NAMES.get(last.agent, last.agent)
-        how = last.stopped or {"Stop": "unknown (its last turn ended; the session did not say it ended)",
+        ended = "unknown (its last turn ended; the session did not say it ended)"
+        how = last.stopped or {"Stop": ended, "notify": ended,
                                "UserPromptSubmit": "unknown (it stopped in the middle of a turn: killed, "
                                                    "crashed or cut off)"}.get(last.event, "unknown")
         out.append(f"- Last session: {name} {last.session[:8]}, last active {_ago(last.last_at, now)}; "

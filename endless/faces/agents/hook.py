@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -32,7 +33,8 @@ CLAUDE_EVENTS = {"SessionStart": (True, False, False), "UserPromptSubmit": (True
                  "Stop": (True, True, False), "SubagentStop": (True, True, False), "PreCompact": (True, False, False),
                  "SessionEnd": (True, True, True)}
 CODEX_EVENTS = {"SessionStart": (True, False, False), "UserPromptSubmit": (True, False, False),
-                "Stop": (True, True, False), "PreCompact": (True, False, False), "notify": (True, True, False)}
+                "Stop": (True, True, False), "PreCompact": (True, False, False), "notify": (True, True, False),
+                "SessionEnd": (True, True, True), "Interrupt": (True, True, True)}
 
 
 def log(message: str, level: int = logging.INFO) -> None:
@@ -123,7 +125,9 @@ def _run(agent: str, event: str, raw: bytes, env: dict[str, str], root: Path) ->
             stopped = f"ended ({hook.reason})" if hook.reason else "ended"
         elif hook.event == "PreCompact":
             stopped = "compacted its context"
-        _start_capture(agent, transcript, hook, turn_over, final, stopped, env)
+        elif hook.event == "Interrupt":  # (Codex: the person stopped the turn; its words so far are kept)
+            stopped = "interrupted by the person"
+        _start_capture(agent, transcript, hook, turn_over, final, stopped, env, root)
     if hook.event == "SessionStart":
         from endless.faces.agents.handover import handover_text
 
@@ -162,7 +166,7 @@ def _session_start_output(agent: str, text: str) -> str:
 
 
 def _start_capture(agent: str, transcript: str, hook: HookInput, turn_over: bool, final: bool, stopped: str,
-                   env: dict[str, str]) -> None:
+                   env: dict[str, str], root: Path) -> None:
     command = [sys.executable, "-m", "endless", "capture", "--agent", agent, "--transcript", transcript,
                "--workspace", str(hook.workspace), "--event", hook.event]
     if hook.session:
@@ -174,9 +178,17 @@ def _start_capture(agent: str, transcript: str, hook: HookInput, turn_over: bool
     if final:
         command.append("--final")
     started = time.monotonic()
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True, cwd=str(hook.workspace)
-                             if hook.workspace.is_dir() else None, env=env)
+    try:  # the capture's own diagnostics (and a crash's traceback) go to the same log
+        said: Any = open(root / LOG_FILE, "ab")
+    except OSError:
+        said = subprocess.DEVNULL
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=said,
+                                 start_new_session=True, cwd=str(hook.workspace) if hook.workspace.is_dir() else None,
+                                 env=env)
+    finally:
+        if said is not subprocess.DEVNULL:
+            said.close()
     try:
         wait = float(env.get(WAIT_ENV, HOOK_WAIT_SECONDS))
     except ValueError:

@@ -103,17 +103,20 @@ def rollout_meta(path: Path) -> dict:
 
 
 def codex_entries(record: Any, where: str, state: CodexState) -> list[Entry]:
-    """The entries one rollout line holds, each naming its line as its event id (see :func:`_entries`).
+    """The entries one rollout line holds, each naming its event id (see :func:`_entries`).
 
-    Codex gives its items no id of their own, and a resumed session appends to its
-    file, so a line's place in its session is what an import and a live capture of
-    the same rollout agree on: the same turn, the same id, logged once.
+    The id is the item's own (``payload.id``: 0.171 gives each message and call one), else
+    the line's place in its file, within the session: an import and a live capture of the
+    same rollout agree on it (the same turn, the same id, logged once), and an item Codex
+    writes again (a resumed session, a rollout rewritten) keeps its id where it has one.
     """
     entries = _entries(record, where, state)
     if entries:
-        line = where.rsplit(":", 1)[-1]
+        payload = record["payload"]
+        item = payload.get("id") if isinstance(payload.get("id"), str) and payload["id"] else None
+        ident = f"item:{item}" if item else f"line:{where.rsplit(':', 1)[-1]}"
         for entry in entries:
-            entry.uid = entry.uid or f"codex:{state.session}:{line}"
+            entry.uid = entry.uid or f"codex:{state.session}:{ident}"
     return entries
 
 

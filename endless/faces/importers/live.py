@@ -18,6 +18,7 @@ importer's, like every other way in.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from endless.faces.kit.agent_sessions import Place, Session, note_session, place
 
 AGENTS = ("claude", "codex")
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+MARK_BYTES = 256  # the bytes before a transcript's place that tell it was appended to, not rewritten
 LIMIT_WORDS = ("usage limit", "rate limit", "limit reached", "quota", "credit balance")
 
 
@@ -62,17 +64,35 @@ class _Reading:
     limit_hit: str = ""  # the host's own notice that a usage limit stopped the agent
     skipped: int = 0  # lines that could not be read (left out, counted: doctor shows them)
     bad: dict[int, int] = field(default_factory=dict)  # such a line -> its byte offset
+    title: str = ""  # a Codex session's title (its first request), kept with the place for the next read
+    rewritten: bool = False  # the bytes before the place are not those read last time
+    base: int = 0  # the file offset of ``data``
+    data: bytes = b""  # the bytes read: a few before the place, then what is new
+
+    def mark(self, offset: int) -> str:
+        """A fingerprint of the bytes just before ``offset`` (kept with the place: the next read checks that
+        the file still holds them there, else it was rewritten, not appended to)."""
+        return _mark(self.data[max(0, offset - MARK_BYTES - self.base):max(0, offset - self.base)]) if offset else ""
+
+
+def _mark(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
 
 
 def _read_new(transcript: Path, place: Place, agent: str, sidechain: bool) -> _Reading:
     """The whole lines past ``place`` and their entries (a torn last line is left for the next look)."""
     reading = _Reading(end=place.offset, end_line=place.line)
+    start = max(0, place.offset - MARK_BYTES)
     with open(transcript, "rb") as handle:
-        handle.seek(place.offset)
-        data = handle.read(CAPTURE_READ_MAX)
+        handle.seek(start)
+        reading.base, reading.data = start, handle.read(place.offset - start + CAPTURE_READ_MAX)
+    if place.mark and _mark(reading.data[:place.offset - start]) != place.mark:
+        reading.rewritten = True
+        return reading
+    data = reading.data[place.offset - start:]
     cut = data.rfind(b"\n") + 1
     offset, number = place.offset, place.line
-    state = _codex_state() if agent == "codex" else None
+    state = _codex_state(transcript, place) if agent == "codex" else None
     for raw in data[:cut].split(b"\n")[:-1]:
         reading.starts[number] = offset
         where = f"{transcript}:{number}"
@@ -98,6 +118,8 @@ def _read_new(transcript: Path, place: Place, agent: str, sidechain: bool) -> _R
             reading.skipped += 1
             reading.bad[number - 1] = reading.starts[number - 1]
     reading.end, reading.end_line = offset, number
+    if state is not None:
+        reading.title = state.title
     return reading
 
 
@@ -116,10 +138,20 @@ def _limit_notice(record: object) -> str:
     return text.strip()[:200] if any(word in text.lower() for word in LIMIT_WORDS) else ""
 
 
-def _codex_state() -> object:
-    from endless.faces.importers import codex  # (written alongside; loaded only for Codex)
+def _codex_state(transcript: Path, place: Place) -> object:
+    """What reading a rollout from ``place`` starts from: its session (the ``session_meta`` of its first
+    line, read again when the read starts past it, else the id in the file name: every turn's id and chat
+    depend on it) and the title found by an earlier read."""
+    from endless.faces.importers import codex  # (loaded only for Codex)
 
-    return codex.CodexState()
+    session = codex.session_of_name(transcript)
+    if place.offset > 0:
+        try:
+            found = codex.rollout_meta(transcript).get("id")
+        except FormatError:
+            found = None
+        session = found if isinstance(found, str) and found else session
+    return codex.CodexState(session=session, title=place.title)
 
 
 def _codex_entries(record: object, where: str, state: object) -> list[Entry]:
@@ -181,6 +213,10 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
     if place.inode != st.st_ino or st.st_size < place.offset:  # a new file there: read it from its start
         place = Place(str(transcript), 0, 1, st.st_ino)
     reading = _read_new(transcript, place, agent, sidechain)
+    if reading.rewritten:  # the same file, rewritten (shorter or longer): read again whole, ids keep it once
+        log(f"{transcript}: rewritten since the last capture; read again from its start")
+        place = Place(str(transcript), 0, 1, st.st_ino)
+        reading = _read_new(transcript, place, agent, sidechain)
     settings = memory.settings
     current: dict[str, list[Entry]] = {}
     closed = list(group(reading.entries, settings, memory.granularity, st.st_mtime, current, keep_open=True))
@@ -196,7 +232,8 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
         kept = Place(str(transcript), reading.end, reading.end_line, st.st_ino)
     # Lines left out are counted once: those before the place kept were read for the last time.
     kept.skipped = place.skipped + (reading.skipped if not current else _skipped_before(reading, kept.offset))
-    kept.agent, kept.memory = agent, memory.memory_id
+    kept.agent, kept.memory, kept.title = agent, memory.memory_id, reading.title
+    kept.mark = reading.mark(kept.offset)
     landed = skipped = messages = 0
     if closed:
         have = Presence(scanned=memory.turns)  # ids decide here: counting every turn held costs the whole log

@@ -208,6 +208,16 @@ def test_the_hand_over_says_where_work_stopped_and_the_files_on_disk_win(env: di
     assert "fresh.py: new, not committed" in text
     assert "branch main" in text and "recall_search" in text
     assert len(text.encode()) <= 4096
+    # A session that only reads comes next: the one after it still learns what the tree holds of the writes.
+    reader = Transcript(env["tmp"] / "user/.claude/projects/-w/r.jsonl", ws, session="e" * 36)
+    reader.clock = max(reader.clock, t.clock)  # it runs after the first (whose events were half a second apart)
+    reader.write(reader.prompt("What is left to do?"), reader.reply("The sign of refund amounts."))
+    assert hook(env, "SessionEnd", reader, reason="other").returncode == 0
+    _git(ws, "checkout", "--", "kept.py")
+    text = _start(env)
+    assert "Last session: Claude Code eeeeeeee" in text
+    assert "Files Claude Code 3ccf8fa8 (the last session wrote none) wrote" in text
+    assert "kept.py: same as the last commit, so its change is no longer there (reverted)" in text
 
 
 def test_a_usage_limit_and_a_killed_session_are_told_as_such(env: dict) -> None:
@@ -238,7 +248,7 @@ def test_install_and_uninstall_give_back_the_files_byte_for_byte(env: dict) -> N
     done = endless(env, "claude", "install")
     assert done.returncode == 0, done.stderr
     settings = json.loads(local.read_bytes())
-    assert settings["permissions"] == {"allow": ["Bash(ls:*)"]}
+    assert settings["permissions"] == {"allow": ["Bash(ls:*)", "mcp__endless"]}  # its tools only read
     assert settings["hooks"]["Stop"][0]["hooks"][0]["command"] == "say done"
     assert all(any("-m endless hook claude " + event in h["command"] for g in settings["hooks"][event]
                    for h in g["hooks"]) for event in ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact",
@@ -250,7 +260,7 @@ def test_install_and_uninstall_give_back_the_files_byte_for_byte(env: dict) -> N
     settings = json.loads(local.read_bytes())
     assert sum("endless hook" in h["command"] for g in settings["hooks"]["Stop"] for h in g["hooks"]) == 1
     status = json.loads(endless(env, "claude", "status").stdout)
-    assert status["missingHooks"] == [] and status["mcpServer"] is True
+    assert status["missingHooks"] == [] and status["mcpServer"] is True and status["toolsAllowed"] is True
     done = endless(env, "claude", "uninstall")
     assert done.returncode == 0 and "restored as it was before install" in done.stdout
     assert local.read_bytes() == mine and (user / ".claude.json").read_bytes() == state

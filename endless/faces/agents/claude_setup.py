@@ -25,6 +25,7 @@ from endless.faces.agents import edits
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
 SERVER = "endless"  # the MCP server's name in Claude Code
+ALLOW = f"mcp__{SERVER}"  # the permission rule for every tool of that server (they only read the memory)
 MARK = "-m endless hook "  # how Endless's own hook commands are known again (Claude Code's and Codex's)
 HOOK_TIMEOUT = 10  # seconds Claude Code gives a hook (ours return in under one)
 CARRIED_ENV = ("ENDLESS_HOME", "ENDLESS_CONFIG")
@@ -111,9 +112,31 @@ def with_hooks(settings: dict[str, Any], agent: str = "claude", events: tuple[st
     return out
 
 
+def with_permission(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings allowing Endless's MCP tools: they only read, and without the rule Claude Code asks
+    before each call (and a headless ``claude -p`` refuses it)."""
+    out = orjson.loads(orjson.dumps(settings))
+    permissions = out.setdefault("permissions", {})
+    if not isinstance(permissions, dict):
+        raise SetupError("the settings' \"permissions\" is not an object; fix it and run the command again")
+    allow = permissions.setdefault("allow", [])
+    if not isinstance(allow, list):
+        raise SetupError("the settings' permissions.allow is not a list; fix it and run the command again")
+    if ALLOW not in allow:
+        allow.append(ALLOW)
+    return out
+
+
 def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings with none of Endless's entries (what uninstall leaves of a file edited since)."""
     out = orjson.loads(orjson.dumps(settings))
+    permissions = out.get("permissions")
+    if isinstance(permissions, dict) and isinstance(permissions.get("allow"), list) and ALLOW in permissions["allow"]:
+        permissions["allow"] = [rule for rule in permissions["allow"] if rule != ALLOW]
+        if not permissions["allow"]:
+            del permissions["allow"]
+        if not permissions:
+            del out["permissions"]
     hooks = out.get("hooks")
     if isinstance(hooks, dict):
         for event in list(hooks):
@@ -193,6 +216,12 @@ def status_of_hooks(settings: dict[str, Any], events: tuple[str, ...]) -> list[s
         for g in groups))
 
 
+def _allowed(settings: dict[str, Any]) -> bool:
+    permissions = settings.get("permissions")
+    allow = permissions.get("allow") if isinstance(permissions, dict) else None
+    return isinstance(allow, list) and ALLOW in allow
+
+
 def install_name(scope: str, workspace: Path) -> str:
     return f"claude:{scope}" + (f":{workspace}" if scope == "project" else "")
 
@@ -202,7 +231,7 @@ def install(root: Path, scope: str, workspace: Path) -> list[str]:
     before either is written."""
     settings_path, servers_path = files_for(scope, workspace)
     project = workspace if scope == "project" else None
-    settings = with_hooks(load_json(settings_path))
+    settings = with_permission(with_hooks(load_json(settings_path)))
     servers = with_server(load_json(servers_path), project)
     name = install_name(scope, workspace)
     for path, value in ((settings_path, settings), (servers_path, servers)):
@@ -241,5 +270,5 @@ def status(root: Path, scope: str, workspace: Path) -> dict[str, Any]:
     found_servers = _servers_of(servers, workspace if scope == "project" else None, make=False) or {}
     server = found_servers.get(SERVER)
     return {"scope": scope, "settings": str(settings_path), "hooks": found, "missingHooks":
-            [e for e in EVENTS if e not in found], "mcpFile": str(servers_path), "mcpServer": is_our_server(server),
+            [e for e in EVENTS if e not in found], "toolsAllowed": _allowed(settings), "mcpFile": str(servers_path), "mcpServer": is_our_server(server),
             "recorded": bool(edits.installed(root, install_name(scope, workspace)))}

@@ -171,11 +171,15 @@ def _block(memory: Memory, workspace: Path, sessions: list, now: float) -> str:
     if failures:
         out.append("- Recent tool failures: " + "; ".join(_one_line(f, 120) for f in failures[-3:]))
     git, top = _git_now(workspace)
-    files = last.files if last is not None and last.session == seen.session else []
-    if files:
-        out.append("- Files it wrote, checked against the folder now (the files on disk win):")
-        out += [f"  - {line}" for line in _files_now(files, git, top, workspace,
-                                                     last.started if last is not None else None)]
+    # The files the last session wrote; when it wrote none (it only read, or asked), those of the newest
+    # session that did: the next agent must still learn what the tree holds of that work.
+    wrote = last if last is not None and last.session == seen.session and last.files else \
+        next((s for s in sorted(sessions, key=lambda s: s.last_at or 0.0, reverse=True) if s.files), None)
+    if wrote is not None:
+        who = "it" if wrote is last else \
+            f"{AGENT_NAMES.get(wrote.agent, wrote.agent)} {wrote.session[:8]} (the last session wrote none)"
+        out.append(f"- Files {who} wrote, checked against the folder now (the files on disk win):")
+        out += [f"  - {line}" for line in _files_now(wrote.files, git, top, workspace, wrote.started)]
     if git.ok:
         dirty = len(git.changed)
         out.append(f"- Repository now: branch {git.branch or '?'}, last commit {git.last or 'none'}; "

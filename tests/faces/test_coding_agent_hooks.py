@@ -658,3 +658,75 @@ def test_a_transcript_rewritten_in_place_is_read_again_and_each_turn_lands_once(
     assert [turn["entries"][0]["text"][:30] for turn in history(env)] == [
         "Rename the ledger columns", "Now the OSPREY report", "Archive the old ledger with ca", "And the last one"]
     assert "rewritten since the last capture; read again" in (env["home"] / "logs" / "agents.log").read_text()
+
+
+def test_a_codex_turn_that_fails_at_its_limit_is_kept_and_the_hand_over_says_why(env: dict) -> None:
+    """Codex 0.171 ends every turn with an ``event_msg`` ``task_complete``; a failed one carries its ``error``
+    (a real quota: ``codex_error_info.usage_limit_exceeded``; the simulator's 429s: a retry limit)."""
+    home = _codex_env(env)
+    rollout = Rollout(home, env["workspace"], "01a24897-1a19-7053-bce4-ad8075b2cfb0")
+    rollout.turn("Split the ledger module", "Split into read and write halves.")
+    rollout.write({"type": "response_item", "payload": {"type": "message", "id": "msg_q", "role": "user", "content": [
+        {"type": "input_text", "text": "Now move the tests"}]}},
+                  {"type": "event_msg", "payload": {"type": "task_complete", "last_agent_message": None, "error": {
+                      "message": "You've hit your usage limit. Try again at 9:05 PM.",
+                      "codex_error_info": {"usage_limit_exceeded": None}}}})
+    assert codex_hook(env, "Stop", rollout).returncode == 0
+    assert [turn["entries"][-1]["text"] for turn in history(env)] == [
+        "Split into read and write halves.", "Now move the tests"]  # the failed turn is kept, without a reply
+    assert "how it stopped: usage limit (You've hit your usage limit. Try again at 9:05 PM.)." in _start(env)
+    assert codex_hook(env, "SessionEnd", rollout, reason="other").returncode == 0
+    assert codex_hook(env, "SessionEnd", rollout, reason="other").returncode == 0  # told twice: said once
+    assert "how it stopped: usage limit (You've hit your usage limit. Try again at 9:05 PM.), then ended (other)." \
+        in _start(env)
+    rollout.turn("Try again", "Moved the tests.")  # the next turn ends well: the limit is past
+    assert codex_hook(env, "Stop", rollout).returncode == 0
+    assert "usage limit" not in _start(env)
+
+
+@pytest.mark.parametrize("whose", ["another user's", "no"])
+def test_a_hook_in_a_folder_that_is_not_the_users_captures_nothing(env: dict, whose: str) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    t.write(t.prompt("the launch codes are 0000"), t.reply("Noted."))
+    folder = env["tmp"] / "theirs"
+    if whose == "no":
+        said = "does not exist"
+    else:
+        import os
+
+        if os.getuid() != 0:
+            pytest.skip("needs root to give a folder to another user")
+        folder.mkdir()
+        os.chown(folder, 65534, 65534)
+        said = "is not a folder of this user"
+    done = hook(env, "SessionEnd", t, reason="other", cwd=str(folder))
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert history(env) == [] and not (env["home"] / "memories").exists()
+    assert said in (env["home"] / "logs" / "agents.log").read_text()
+
+
+def test_a_100_mb_transcript_is_captured_a_line_at_a_time_and_then_only_what_is_new(env: dict) -> None:
+    """Big tool results (a 5 MB file read, then a 70 MB line past the importer's 64 MB line limit): the
+    turns land, the line too long is left out and counted, and the next hook reads only what is new."""
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    rows = "".join(f"{i},{i * 3},{i % 2}\n" for i in range(330_000))  # about 5 MB
+    for n in range(5):
+        call, call_id = t.call("Bash", {"command": f"cat export_{n}.csv"})
+        t.write(t.prompt(f"Dump export {n}"), call, t.result(call_id, rows), t.reply(f"Export {n} has 330000 rows."))
+    call, call_id = t.call("Bash", {"command": "cat everything.csv"})
+    t.write(t.prompt("Dump everything"), call, t.result(call_id, "x" * (70 << 20)), t.reply("That was big."))
+    assert t.path.stat().st_size > 100_000_000
+    done = hook(env, "Stop", t)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    turns = history(env)
+    assert [turn["entries"][0]["text"] for turn in turns] == [f"Dump export {n}" for n in range(5)] + ["Dump everything"]
+    assert "[… " in turns[0]["entries"][1]["text"]  # the 5 MB result kept its two ends only
+    assert "That was big." == turns[-1]["entries"][-1]["text"]
+    log = (env["home"] / "logs" / "agents.log").read_text()
+    assert "s.jsonl:23: a line of 73,400," in log and "past 67,108,864; left out" in log
+    t.write(t.prompt("One more"), t.reply("Done."))
+    assert hook(env, "Stop", t).returncode == 0
+    assert [turn["entries"][0]["text"] for turn in history(env)][-1] == "One more"
+    doctor = json.loads(endless(env, "doctor", "--json").stdout)
+    skipped = next(c for c in doctor["findings"] if c["check"] == "agents.skipped")
+    assert skipped["message"].startswith("1 transcript line could not be read")

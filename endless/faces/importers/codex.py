@@ -120,6 +120,29 @@ def codex_entries(record: Any, where: str, state: CodexState) -> list[Entry]:
     return entries
 
 
+def turn_end(record: Any) -> str | None:
+    """How a turn ended, when this line is Codex's end of a turn (``event_msg`` ``task_complete``, checked
+    on 0.171): '' when it ended well, else a few words on why (``usage limit (…)``, ``rate limit (…)``,
+    ``error (…)``), from its ``error``; None for any other line."""
+    if not isinstance(record, dict) or record.get("type") != "event_msg":
+        return None
+    payload = record.get("payload")
+    if not isinstance(payload, dict) or payload.get("type") not in ("task_complete", "turn_aborted"):
+        return None
+    if payload["type"] == "turn_aborted":
+        return "interrupted"
+    error = payload.get("error")
+    if not isinstance(error, dict):
+        return ""
+    message = " ".join(str(error.get("message") or "").split())[:200]
+    info = orjson.dumps(error.get("codex_error_info") or {}).decode().lower()
+    if "usage_limit" in info or "usage limit" in message.lower() or "quota" in info:
+        return f"usage limit ({message})"
+    if "rate_limit" in info or "429" in info:
+        return f"rate limit ({message})"
+    return f"error ({message})"
+
+
 def _entries(record: Any, where: str, state: CodexState) -> list[Entry]:
     """The entries one rollout line holds (most hold none), updating ``state``.
 

@@ -23,12 +23,13 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import orjson
 
 from endless.core.memory import Memory
-from endless.core.settings import CAPTURE_LOCK_SECONDS, CAPTURE_READ_MAX, Settings, load_settings
+from endless.core.settings import (CAPTURE_LOCK_SECONDS, CAPTURE_READ_MAX, IMPORT_LINE_BYTES_MAX, IMPORT_SCAN_BLOCK,
+                                   Settings, load_settings)
 from endless.core.store import Presence, durable, workspace_key
 from endless.faces.importers import formats
 from endless.faces.importers.formats import Entry, FormatError
@@ -37,6 +38,7 @@ from endless.faces.kit.agent_sessions import Place, Session, note_session, place
 
 AGENTS = ("claude", "codex")
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+FAILED = ("usage limit", "rate limit", "error")  # how a session's note says its last turn failed
 MARK_BYTES = 256  # the bytes before a transcript's place that tell it was appended to, not rewritten
 LIMIT_WORDS = ("usage limit", "rate limit", "limit reached", "quota", "credit balance")
 
@@ -62,65 +64,99 @@ class _Reading:
     end: int = 0  # just past the last whole line
     end_line: int = 1
     limit_hit: str = ""  # the host's own notice that a usage limit stopped the agent
+    ended: str | None = None  # Codex: how the last turn read ended ('' well, else why); None: no end read since
     skipped: int = 0  # lines that could not be read (left out, counted: doctor shows them)
     bad: dict[int, int] = field(default_factory=dict)  # such a line -> its byte offset
     title: str = ""  # a Codex session's title (its first request), kept with the place for the next read
     rewritten: bool = False  # the bytes before the place are not those read last time
-    base: int = 0  # the file offset of ``data``
-    data: bytes = b""  # the bytes read: a few before the place, then what is new
-
-    def mark(self, offset: int) -> str:
-        """A fingerprint of the bytes just before ``offset`` (kept with the place: the next read checks that
-        the file still holds them there, else it was rewritten, not appended to)."""
-        return _mark(self.data[max(0, offset - MARK_BYTES - self.base):max(0, offset - self.base)]) if offset else ""
 
 
 def _mark(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=12).hexdigest()
 
 
+def _mark_at(handle: BinaryIO, offset: int) -> str:
+    """A fingerprint of the bytes just before ``offset`` (kept with the place: the next read checks that the
+    file still holds them there, else it was rewritten, not appended to)."""
+    if offset <= 0:
+        return ""
+    start = max(0, offset - MARK_BYTES)
+    return _mark(os.pread(handle.fileno(), offset - start, start))
+
+
 def _read_new(transcript: Path, place: Place, agent: str, sidechain: bool) -> _Reading:
-    """The whole lines past ``place`` and their entries (a torn last line is left for the next look)."""
+    """The whole lines past ``place`` and their entries (a torn last line is left for the next look).
+
+    Read a line at a time (a transcript of 100 MB is not held twice), at most ``CAPTURE_READ_MAX`` bytes
+    (the rest: the next capture); a line longer than the importer's limit is a bad line, skipped.
+    """
     reading = _Reading(end=place.offset, end_line=place.line)
-    start = max(0, place.offset - MARK_BYTES)
     with open(transcript, "rb") as handle:
-        handle.seek(start)
-        reading.base, reading.data = start, handle.read(place.offset - start + CAPTURE_READ_MAX)
-    if place.mark and _mark(reading.data[:place.offset - start]) != place.mark:
-        reading.rewritten = True
-        return reading
-    data = reading.data[place.offset - start:]
-    cut = data.rfind(b"\n") + 1
-    offset, number = place.offset, place.line
-    state = _codex_state(transcript, place) if agent == "codex" else None
-    for raw in data[:cut].split(b"\n")[:-1]:
-        reading.starts[number] = offset
-        where = f"{transcript}:{number}"
-        offset += len(raw) + 1
-        number += 1
-        if not raw.strip():
-            continue
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            log(f"{where}: not JSON; left out")
-            reading.skipped += 1
-            reading.bad[number - 1] = reading.starts[number - 1]
-            continue
-        try:
-            if agent == "claude":
-                reading.limit_hit = _limit_notice(record) or reading.limit_hit
-                reading.entries += formats.claude_entries(record, where, "", transcript.stem, sidechain)
-            else:
-                reading.entries += _codex_entries(record, where, state)
-        except FormatError as exc:
-            log(f"{exc}; left out")
-            reading.skipped += 1
-            reading.bad[number - 1] = reading.starts[number - 1]
+        if place.mark and _mark_at(handle, place.offset) != place.mark:
+            reading.rewritten = True
+            return reading
+        handle.seek(place.offset)
+        offset, number = place.offset, place.line
+        state = _codex_state(transcript, place) if agent == "codex" else None
+        while offset - place.offset < CAPTURE_READ_MAX:
+            raw = handle.readline(IMPORT_LINE_BYTES_MAX + 1)
+            if not raw.endswith(b"\n"):
+                if len(raw) <= IMPORT_LINE_BYTES_MAX:
+                    break  # the end, or a line the host is still writing
+                length = _rest_of_line(handle, len(raw))
+                if length is None:
+                    break  # an endless line still being written: looked at again next time
+                reading.starts[number] = offset
+                log(f"{transcript}:{number}: a line of {length:,} bytes, past {IMPORT_LINE_BYTES_MAX:,}; left out")
+                reading.skipped += 1
+                reading.bad[number] = offset
+                offset, number = offset + length, number + 1
+                continue
+            reading.starts[number] = offset
+            where = f"{transcript}:{number}"
+            offset += len(raw)
+            number += 1
+            if not raw.strip():
+                continue
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                log(f"{where}: not JSON; left out")
+                reading.skipped += 1
+                reading.bad[number - 1] = reading.starts[number - 1]
+                continue
+            try:
+                if agent == "claude":
+                    reading.limit_hit = _limit_notice(record) or reading.limit_hit
+                    reading.entries += formats.claude_entries(record, where, "", transcript.stem, sidechain)
+                else:
+                    reading.entries += _codex_entries(record, where, state)
+                    ended = _codex_turn_end(record)
+                    reading.ended = ended if ended is not None else (None if _said_something(record) else
+                                                                      reading.ended)
+            except FormatError as exc:
+                log(f"{exc}; left out")
+                reading.skipped += 1
+                reading.bad[number - 1] = reading.starts[number - 1]
     reading.end, reading.end_line = offset, number
     if state is not None:
         reading.title = state.title
     return reading
+
+
+def _rest_of_line(handle: BinaryIO, read: int) -> int | None:
+    """The whole length of a line whose first ``read`` bytes were read, its newline included (the handle
+    left past it); None when the file ends before the line does."""
+    length = read
+    while True:
+        block = handle.read(IMPORT_SCAN_BLOCK)
+        if not block:
+            return None
+        at = block.find(b"\n")
+        if at >= 0:
+            handle.seek(at + 1 - len(block), os.SEEK_CUR)
+            return length + at + 1
+        length += len(block)
 
 
 def _skipped_before(reading: _Reading, offset: int) -> int:
@@ -152,6 +188,17 @@ def _codex_state(transcript: Path, place: Place) -> object:
             found = None
         session = found if isinstance(found, str) and found else session
     return codex.CodexState(session=session, title=place.title)
+
+
+def _codex_turn_end(record: object) -> str | None:
+    from endless.faces.importers import codex
+
+    return codex.turn_end(record)
+
+
+def _said_something(record: object) -> bool:
+    """A rollout line of the conversation (after a turn's end, it starts the next turn)."""
+    return isinstance(record, dict) and record.get("type") == "response_item"
 
 
 def _codex_entries(record: object, where: str, state: object) -> list[Entry]:
@@ -222,7 +269,9 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
     closed = list(group(reading.entries, settings, memory.granularity, st.st_mtime, current, keep_open=True))
     # A stop ends the turn once its reply is written (the host may write it after the hook runs), or at once
     # when the host's own notice says a usage limit stopped it: that turn gets no reply.
-    if current and (final or (turn_over and (reading.limit_hit or all(turns[-1].role == "assistant"
+    # Codex writes where a turn ends (task_complete, whether it answered or failed): then it is over.
+    if current and (final or reading.ended is not None or (turn_over and (reading.limit_hit or all(
+            turns[-1].role == "assistant"
                                                                          for turns in current.values())))):
         closed += list(group([], settings, memory.granularity, st.st_mtime, current))
     if current:  # the turn still going is read again from its first line next time
@@ -233,7 +282,8 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
     # Lines left out are counted once: those before the place kept were read for the last time.
     kept.skipped = place.skipped + (reading.skipped if not current else _skipped_before(reading, kept.offset))
     kept.agent, kept.memory, kept.title = agent, memory.memory_id, reading.title
-    kept.mark = reading.mark(kept.offset)
+    with open(transcript, "rb") as handle:
+        kept.mark = _mark_at(handle, kept.offset)
     landed = skipped = messages = 0
     if closed:
         have = Presence(scanned=memory.turns)  # ids decide here: counting every turn held costs the whole log
@@ -265,10 +315,15 @@ def _note(root: Path, memory: Memory, agent: str, session: str, transcript: Path
             s.started = s.started if s.started is not None else min(times)
             s.last_at = max(times + ([s.last_at] if s.last_at else []))
         s.event = event or s.event
+        if reading.ended == "":
+            s.stopped = ""  # its last turn ended well (Codex said so): what stopped it before is past
         if reading.limit_hit:
             s.stopped = f"usage limit ({reading.limit_hit})"
-        elif stopped:
-            s.stopped = stopped
+        elif reading.ended:  # a Codex turn that failed: at its quota, a rate limit, an error
+            s.stopped = reading.ended
+        elif stopped:  # the session ended after its last turn failed: both are told
+            failed = s.stopped.split(", then ", 1)[0] if s.stopped.startswith(FAILED) else ""
+            s.stopped = f"{failed}, then {stopped}" if failed and stopped.startswith("ended") else stopped
         elif event in ("UserPromptSubmit", "SessionStart"):
             s.stopped = ""  # going again
         for path in files:

@@ -58,6 +58,7 @@ IMPORT_LINE_BYTES_MAX = 64 << 20
 # another capture of the same transcript.
 HOOK_WAIT_SECONDS = 0.0
 HOOK_INPUT_MAX = 4 << 20  # bytes of a hook's JSON read at most (a Stop hook carries the last reply)
+CAPTURE_NICE = 10  # a hook's capture runs this much below the agent's priority (it yields the CPU to the agent)
 CAPTURE_LOCK_SECONDS = 60.0
 CAPTURE_READ_MAX = 512 << 20  # bytes of a transcript read in one capture (the rest: the next one)
 HANDOVER_BYTES = 4096  # the hand-over block at a session's start, at most

@@ -77,7 +77,7 @@ def handover_text(workspace: Path, agent: str, session: str, root: Path) -> str:
     settings = load_settings()
     try:
         memory = Memory.open(workspace_key(None, workspace), settings=settings, root=root, readonly=True,
-                             create=False)
+                             create=False, views="skip")  # (turns and messages only)
     except NoMemory:
         return ""
     try:

@@ -227,7 +227,9 @@ def capture(transcript: Path, agent: str, workspace: Path, *, final: bool = Fals
     lock_path = place_path(root, transcript).with_suffix(".lock")
     durable.make_dir(lock_path.parent)
     with FileLock(str(lock_path), timeout=CAPTURE_LOCK_SECONDS):
-        memory = Memory.open(workspace_key(None, workspace), settings=settings, root=root, create=True)
+        # Commits only: the views' merges are planned by whoever opens the memory next to write or chat.
+        memory = Memory.open(workspace_key(None, workspace), settings=settings, root=root, create=True,
+                             views="append")
         try:
             done = _capture_locked(memory, root, transcript, agent, workspace, final, turn_over, sidechain,
                                    event, session, stopped)
@@ -292,7 +294,7 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
             for turn in closed:
                 plan.add(turn)
             plan.flush()
-            done = commit(memory, plan, False, None, have)
+            done = commit(memory, plan, False, None, have, plan_views=False)
         landed, messages, skipped = done.turns, done.messages, done.skipped + plan.skipped
     save_place(root, transcript, kept)
     sid = session or (closed[-1].session if closed else "") or transcript.stem
@@ -369,6 +371,11 @@ def _capture_command(args) -> int:
     if args.agent not in AGENTS:
         print(f"[endless.capture] --agent must be one of {', '.join(AGENTS)}", file=__import__("sys").stderr)
         return EXIT_USAGE
+    if args.nice > 0:
+        try:
+            os.nice(args.nice)
+        except OSError:
+            pass  # (not allowed here: the capture runs at the agent's priority)
     if not Path(args.transcript).is_file():
         print(f"[endless.capture] {args.transcript}: no such transcript file; give the path of a Claude Code "
               "transcript (~/.claude/projects/…/SESSION.jsonl) or a Codex rollout", file=__import__("sys").stderr)
@@ -408,4 +415,6 @@ def add_capture_parser(sub) -> None:
     parser.add_argument("--final", action="store_true", help="the session ended: commit every turn read")
     parser.add_argument("--sidechain", action="store_true", help="a sub-agent's transcript (its own chat)")
     parser.add_argument("--json", action="store_true", help="print what landed as JSON")
+    parser.add_argument("--nice", type=int, default=0, metavar="N",
+                        help="run N steps below the current priority (hooks: yield the CPU to the agent)")
     parser.set_defaults(run=_capture_command)

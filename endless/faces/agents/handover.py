@@ -54,11 +54,15 @@ class _Git:
 
 def _git_now(folder: Path) -> tuple[_Git, Path | None]:
     git = _Git(deadline=time.monotonic() + HANDOVER_GIT_SECONDS)
-    top = git.run(folder, "rev-parse", "--show-toplevel")
-    if top is None:
-        return git, None
+    found = git.run(folder, "rev-parse", "--show-toplevel", "--abbrev-ref", "HEAD")  # (one process: two answers)
+    if found is None:
+        top = git.run(folder, "rev-parse", "--show-toplevel")  # a repository without a commit has no HEAD yet
+        if top is None:
+            return git, None
+        found = top + "\n"
+    top, _, branch = found.partition("\n")
     git.ok = True
-    git.branch = (git.run(folder, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
+    git.branch = branch.strip()
     git.last = (git.run(folder, "log", "-1", "--format=%h %s (%cr)") or "").strip()
     status = git.run(folder, "status", "--porcelain=v1", "-z", "--untracked-files=all") or ""
     for item in status.split("\0"):

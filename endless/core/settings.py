@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -361,6 +360,8 @@ def load_settings(
     settings = Settings()
     toml_path = path if path is not None else config_path(env)
     if toml_path.exists():
+        import tomllib  # (only when there is a file: it loads datetime, a cost every hook process would pay)
+
         try:
             data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

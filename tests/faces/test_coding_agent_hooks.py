@@ -730,3 +730,15 @@ def test_a_100_mb_transcript_is_captured_a_line_at_a_time_and_then_only_what_is_
     doctor = json.loads(endless(env, "doctor", "--json").stdout)
     skipped = next(c for c in doctor["findings"] if c["check"] == "agents.skipped")
     assert skipped["message"].startswith("1 transcript line could not be read")
+
+
+def test_a_failure_in_a_turn_read_twice_is_told_once(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    call, call_id = t.call("Bash", {"command": "pytest -q"})
+    t.write(t.prompt("Run the tests"), call, t.result(call_id, "1 failed: test_heron_totals", error=True))
+    assert hook(env, "PreCompact", t, trigger="auto").returncode == 0  # mid-turn: read, left open
+    t.write(t.reply("One test fails on the HERON totals."))
+    assert hook(env, "Stop", t).returncode == 0  # the turn read again, whole
+    text = _start(env)
+    assert text.count("1 failed: test_heron_totals") == 1, text
+    assert "how it stopped: unknown (its last turn ended" in text  # it went on after the compaction

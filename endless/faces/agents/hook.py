@@ -126,7 +126,7 @@ def _run(agent: str, event: str, raw: bytes, env: dict[str, str], root: Path) ->
         if hook.event == "SessionEnd":
             stopped = f"ended ({hook.reason})" if hook.reason else "ended"
         elif hook.event == "PreCompact":
-            stopped = "compacted its context"
+            stopped = "compacted its context"  # (live.COMPACTED: cleared once a turn ends after it)
         elif hook.event == "Interrupt":  # (Codex: the person stopped the turn; its words so far are kept)
             stopped = "interrupted by the person"
         _start_capture(agent, transcript, hook, turn_over, final, stopped, env, root)

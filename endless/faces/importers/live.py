@@ -39,6 +39,7 @@ from endless.faces.kit.agent_sessions import Place, Session, note_session, place
 AGENTS = ("claude", "codex")
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 FAILED = ("usage limit", "rate limit", "error")  # how a session's note says its last turn failed
+COMPACTED = "compacted its context"  # the note a PreCompact hook leaves
 MARK_BYTES = 256  # the bytes before a transcript's place that tell it was appended to, not rewritten
 LIMIT_WORDS = ("usage limit", "rate limit", "limit reached", "quota", "credit balance")
 
@@ -272,12 +273,11 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
     # A stop ends the turn once its reply is written (the host may write it after the hook runs), or at once
     # when the host's own notice says a usage limit stopped it: that turn gets no reply.
     # Codex writes where a turn ends (task_complete, whether it answered or failed): then it is over.
-    if current and (final or reading.ended is not None or (turn_over and (reading.limit_hit or all(
-            turns[-1].role == "assistant"
-                                                                         for turns in current.values())))):
+    answered = all(turns[-1].role == "assistant" for turns in current.values())
+    if current and (final or reading.ended is not None or (turn_over and (reading.limit_hit or answered))):
         closed += list(group([], settings, memory.granularity, st.st_mtime, current))
     if current:  # the turn still going is read again from its first line next time
-        first_line = min(int(turns[0].where.rsplit(":", 1)[1]) for turns in current.values())
+        first_line = min(_line_of(turns[0]) for turns in current.values())
         kept = Place(str(transcript), reading.starts[first_line], first_line, st.st_ino)
     else:
         kept = Place(str(transcript), reading.end, reading.end_line, st.st_ino)
@@ -299,18 +299,19 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
     save_place(root, transcript, kept)
     sid = session or (closed[-1].session if closed else "") or transcript.stem
     if not sidechain:  # (a sub-agent's work is told with its session's)
-        _note(root, memory, agent, sid, transcript, workspace, reading, landed, event, stopped)
+        _note(root, memory, agent, sid, transcript, workspace, reading, landed, event, stopped, kept.line)
     if landed:
         log(f"{transcript.name}: {landed} turn(s), {messages} message(s) into memory {memory.memory_id}")
     return Captured(landed, messages, skipped, kept)
 
 
 def _note(root: Path, memory: Memory, agent: str, session: str, transcript: Path, workspace: Path,
-          reading: _Reading, landed: int, event: str, stopped: str) -> None:
+          reading: _Reading, landed: int, event: str, stopped: str, kept_line: int) -> None:
     times = [e.at for e in reading.entries if e.at is not None]
     files = list(_files_written(reading.entries))
+    # (the turn still going is read again next time: its failures are counted then, once)
     failures = [f"{e.text[8:160].strip()}" for e in reading.entries
-                if e.role == "result" and e.text.startswith("(error) ")]
+                if e.role == "result" and e.text.startswith("(error) ") and _line_of(e) < kept_line]
 
     def change(s: Session) -> None:
         if times:
@@ -328,6 +329,8 @@ def _note(root: Path, memory: Memory, agent: str, session: str, transcript: Path
             s.stopped = f"{failed}, then {stopped}" if failed and stopped.startswith("ended") else stopped
         elif event in ("UserPromptSubmit", "SessionStart"):
             s.stopped = ""  # going again
+        elif event in ("Stop", "notify") and s.stopped == COMPACTED:
+            s.stopped = ""  # a turn ended after the compaction: it went on
         for path in files:
             if path in s.files:
                 s.files.remove(path)
@@ -337,6 +340,10 @@ def _note(root: Path, memory: Memory, agent: str, session: str, transcript: Path
         s.turns += landed
 
     note_session(root, memory.memory_id, change, agent, session, str(transcript), str(workspace))
+
+
+def _line_of(entry: Entry) -> int:
+    return int(entry.where.rsplit(":", 1)[1])
 
 
 def _files_written(entries: list[Entry]) -> Iterator[str]:

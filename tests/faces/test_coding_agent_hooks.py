@@ -742,3 +742,18 @@ def test_a_failure_in_a_turn_read_twice_is_told_once(env: dict) -> None:
     text = _start(env)
     assert text.count("1 failed: test_heron_totals") == 1, text
     assert "how it stopped: unknown (its last turn ended" in text  # it went on after the compaction
+
+
+def test_in_a_repository_the_settings_file_install_writes_stays_out_of_git(env: dict) -> None:
+    """The hooks name this machine's Python and memory root: `git add .` must not commit them."""
+    ws = env["workspace"]
+    _git(ws, "init", "-q", "-b", "main")
+    exclude = ws / ".git" / "info" / "exclude"
+    before = exclude.read_bytes()
+    assert endless(env, "claude", "install").returncode == 0
+    assert _git(ws, "status", "--porcelain", "--untracked-files=all") == ""
+    assert exclude.read_bytes().startswith(before) and b"/.claude/settings.local.json\n" in exclude.read_bytes()
+    assert endless(env, "claude", "install").returncode == 0  # twice: the line once
+    assert exclude.read_bytes().count(b"settings.local.json") == 1
+    done = endless(env, "claude", "uninstall")
+    assert done.returncode == 0 and exclude.read_bytes() == before

@@ -216,7 +216,7 @@ def test_the_hand_over_says_where_work_stopped_and_the_files_on_disk_win(env: di
     _git(ws, "checkout", "--", "kept.py")
     text = _start(env)
     assert "Last session: Claude Code eeeeeeee" in text
-    assert "Files Claude Code 3ccf8fa8 (the last session wrote none) wrote" in text
+    assert "Files written by Claude Code 3ccf8fa8 (the last session wrote none), checked against" in text
     assert "kept.py: same as the last commit, so its change is no longer there (reverted)" in text
 
 

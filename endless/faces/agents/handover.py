@@ -180,9 +180,9 @@ def _block(memory: Memory, workspace: Path, sessions: list, now: float) -> str:
     wrote = last if last is not None and last.session == seen.session and last.files else \
         next((s for s in sorted(sessions, key=lambda s: s.last_at or 0.0, reverse=True) if s.files), None)
     if wrote is not None:
-        who = "it" if wrote is last else \
-            f"{AGENT_NAMES.get(wrote.agent, wrote.agent)} {wrote.session[:8]} (the last session wrote none)"
-        out.append(f"- Files {who} wrote, checked against the folder now (the files on disk win):")
+        who = "it wrote" if wrote is last else \
+            f"written by {AGENT_NAMES.get(wrote.agent, wrote.agent)} {wrote.session[:8]} (the last session wrote none)"
+        out.append(f"- Files {who}, checked against the folder now (the files on disk win):")
         out += [f"  - {line}" for line in _files_now(wrote.files, git, top, workspace, wrote.started)]
     if git.ok:
         dirty = len(git.changed)

@@ -82,7 +82,7 @@ def _to_log_file(root: Path) -> logging.Handler:
     path = root / LOG_FILE
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s [%(name)s] %(message)s"))
+    handler.setFormatter(logging.Formatter(diagnostics.LOG_FILE_FORMAT))
     return handler
 
 
@@ -121,6 +121,8 @@ def _run(agent: str, event: str, raw: bytes, env: dict[str, str], root: Path) ->
     if refused:
         log(f"{agent} {hook.event} hook: {refused}; nothing captured", logging.WARNING)
         return ""
+    if captures and transcript and not os.path.isfile(transcript):
+        captures = False  # (a session's first hooks come before its host writes the transcript)
     if captures and transcript:
         stopped = ""
         if hook.event == "SessionEnd":

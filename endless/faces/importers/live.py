@@ -383,6 +383,20 @@ def _capture_command(args) -> int:
             os.nice(args.nice)
         except OSError:
             pass  # (not allowed here: the capture runs at the agent's priority)
+    if args.event:  # run by a hook: its stderr is agents.log, where each line says when
+        import logging
+        import sys
+
+        from endless.core import diagnostics
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(diagnostics.LOG_FILE_FORMAT))
+        with diagnostics.diverted_to(handler):
+            return _capture_run(args, EXIT_OK, EXIT_FAILED, EXIT_USAGE)
+    return _capture_run(args, EXIT_OK, EXIT_FAILED, EXIT_USAGE)
+
+
+def _capture_run(args, EXIT_OK: int, EXIT_FAILED: int, EXIT_USAGE: int) -> int:
     if not Path(args.transcript).is_file():
         print(f"[endless.capture] {args.transcript}: no such transcript file; give the path of a Claude Code "
               "transcript (~/.claude/projects/…/SESSION.jsonl) or a Codex rollout", file=__import__("sys").stderr)

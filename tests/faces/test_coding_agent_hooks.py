@@ -584,6 +584,8 @@ def test_a_codex_turn_the_person_interrupts_is_kept_and_told_so(env: dict) -> No
     (turn,) = history(env)
     assert turn["entries"][0]["text"] == "Rewrite the HERON importer"
     assert "how it stopped: interrupted by the person." in _start(env)
+    assert codex_hook(env, "SessionEnd", rollout, reason="other").returncode == 0  # as codex exec does next
+    assert "how it stopped: interrupted by the person, then ended (other)." in _start(env)
 
 
 def test_sub_agents_are_left_out_when_the_setting_says_so(env: dict) -> None:

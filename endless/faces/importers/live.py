@@ -38,7 +38,8 @@ from endless.faces.kit.agent_sessions import Place, Session, note_session, place
 
 AGENTS = ("claude", "codex")
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
-FAILED = ("usage limit", "rate limit", "error")  # how a session's note says its last turn failed
+# How a session's note says its last turn did not end well: a session's end after it adds to it.
+FAILED = ("usage limit", "rate limit", "error", "interrupted")
 COMPACTED = "compacted its context"  # the note a PreCompact hook leaves
 MARK_BYTES = 256  # the bytes before a transcript's place that tell it was appended to, not rewritten
 LIMIT_WORDS = ("usage limit", "rate limit", "limit reached", "quota", "credit balance")
@@ -324,7 +325,7 @@ def _note(root: Path, memory: Memory, agent: str, session: str, transcript: Path
             s.stopped = f"usage limit ({reading.limit_hit})"
         elif reading.ended:  # a Codex turn that failed: at its quota, a rate limit, an error
             s.stopped = reading.ended
-        elif stopped:  # the session ended after its last turn failed: both are told
+        elif stopped:  # the session ended after its last turn failed (or was interrupted): both are told
             failed = s.stopped.split(", then ", 1)[0] if s.stopped.startswith(FAILED) else ""
             s.stopped = f"{failed}, then {stopped}" if failed and stopped.startswith("ended") else stopped
         elif event in ("UserPromptSubmit", "SessionStart"):

@@ -79,6 +79,22 @@ STORE_FETCH_ROWS = 64
 # rarest words while their rows stay under this many (measured on 2 cores: about 2 ms per 1,000 rows
 # at 1M messages).  STOPWORDS (below) are dropped first.
 SEARCH_POSTINGS_MAX = 12_000
+# Ranking a question (endless.core.search.ranking): the best this many messages holding any of its
+# words are scored again with the messages around them in their chat: a message within
+# SEARCH_NEIGHBOUR_WIDTH of a hit in the same chat gains SEARCH_NEIGHBOUR_WEIGHT of that hit's score
+# (times SEARCH_NEIGHBOUR_DECAY for each step past the first), since an answer is often the reply to
+# the message that holds the question's words.  A message inside a time the question names ("last
+# Tuesday") has its score times 1 + SEARCH_TIME_BOOST.  Measured by scripts/bench_meaning.py.
+SEARCH_POOL = 300
+SEARCH_NEIGHBOUR_WIDTH = 2
+SEARCH_NEIGHBOUR_WEIGHT = 0.7
+SEARCH_NEIGHBOUR_DECAY = 0.5
+SEARCH_TIME_BOOST = 1.0
+# Pseudo-relevance feedback: the words most typical of the best SEARCH_FEEDBACK_DOCS messages (at most
+# SEARCH_FEEDBACK_WORDS of them) are searched for too, their scores weighed SEARCH_FEEDBACK_WEIGHT.
+SEARCH_FEEDBACK_DOCS = 10
+SEARCH_FEEDBACK_WORDS = 8
+SEARCH_FEEDBACK_WEIGHT = 0.3
 KEPT_CLAIM_SECONDS = 6 * 3600.0  # a turn's claim on kept messages lapses after this long (its process alive)
 KEPT_SHARE_BYTES = 2_000  # a kept message's bytes in a head where the kept ones do not fit whole (zoom reads the rest)
 SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it
@@ -94,6 +110,12 @@ that's the their theirs them themselves then there there's these they this those
 until up very was wasn't we were weren't what what's when where which while who whom why will with won't
 would wouldn't you your yours yourself yourselves also ever tell said say says know remember recall
 again please thing things something anything did does whats
+""".split())
+# Words that frame a question rather than name what it asks about ("what kind of…", "how likely…"):
+# dropped from a ranked query, like STOPWORDS, when other words remain.
+QUESTION_WORDS = frozenset("""
+likely kind kinds type types sort sorts way ways think thinks thought much many often long ago
+happen happened happening get got go went going make made give gave take took come came specific
 """.split())
 # Seconds the offline writer takes for a line on this project's 2-core reference machine (measured:
 # 1.6 ms a message line, 2.1 ms a merge, plus the store), for the import's estimate.

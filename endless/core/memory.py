@@ -40,6 +40,7 @@ def memories_dir(root: Path) -> Path:
 
 class Memory:
     """An open memory.  Use :meth:`open`; close it when done."""
+    expand_query: Callable[[str], Sequence[str]] | None = None  # a question's other words (endless.writer.expand)
 
     def __init__(self, folder: Path, root: Path, key: Key, settings: Settings, granularity: str,
                  agent_name: str | None, clock: Callable[[], float], readonly: bool) -> None:

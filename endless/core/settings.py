@@ -95,6 +95,12 @@ SEARCH_TIME_BOOST = 1.0
 SEARCH_FEEDBACK_DOCS = 10
 SEARCH_FEEDBACK_WORDS = 8
 SEARCH_FEEDBACK_WEIGHT = 0.3
+# Query expansion by the writer's model (endless.writer.expand): at most this many of its words are
+# searched, weighed as much as the question's own (a guess at the answer's words, not measured here:
+# no model answers offline); the call gets this many seconds, else the search goes on without it.
+SEARCH_EXPANSION_WORDS = 12
+SEARCH_EXPANSION_WEIGHT = 1.0
+SEARCH_EXPANSION_SECONDS = 8.0
 KEPT_CLAIM_SECONDS = 6 * 3600.0  # a turn's claim on kept messages lapses after this long (its process alive)
 KEPT_SHARE_BYTES = 2_000  # a kept message's bytes in a head where the kept ones do not fit whole (zoom reads the rest)
 SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it

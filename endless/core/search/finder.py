@@ -15,7 +15,7 @@ import re
 import sqlite3
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import orjson
 
@@ -66,7 +66,7 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
            chat: object = None, kind: object = None, since: object = None, before: object = None,
            scope: object = None, below: int | None = None,
            clock: Callable[[], float] = time.monotonic, ranking: rank.Ranking = rank.DEFAULT,
-           now: float | None = None) -> Result:
+           now: float | None = None, expand: Callable[[str], Sequence[str]] | None = None) -> Result:
     """Hits ``skip .. skip+limit`` and whether more exist; a stopped search says how far it got.
 
     The first page starts with the chats whose title matches (kind ``title``,
@@ -84,18 +84,19 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
 
     Ranked words are ranked as ``ranking`` says (:mod:`endless.core.search.ranking`);
     ``now`` is when the question is asked (default: the wall clock), for the
-    times it names ("yesterday").
+    times it names ("yesterday"); ``expand`` gives a question's other words
+    (a model's: ``Memory.expand_query``).
     """
     asked = time.time() if now is None else now
     try:
         result = _search(corpus, query, skip, limit, seconds, chat=chat, kind=kind, since=since, before=before,
-                         scope=scope, below=below, clock=clock, ranking=ranking, now=asked)
+                         scope=scope, below=below, clock=clock, ranking=ranking, now=asked, expand=expand)
     except _Damaged as damaged:
         corpus.wrong.clear()
         corpus.index.discard(damaged.error)
         result = _search(corpus, query, skip, limit, seconds, chat=chat,
                          kind=kind, since=since, before=before, scope=scope, below=below, clock=clock, retried=True,
-                         ranking=ranking, now=asked)
+                         ranking=ranking, now=asked, expand=expand)
     else:
         if corpus.wrong:
             corpus.index.discard(f"{count(len(corpus.wrong), 'row')} the order log contradicts, at message "
@@ -103,7 +104,7 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
             corpus.wrong.clear()
             result = _search(corpus, query, skip, limit, seconds, chat=chat,
                              kind=kind, since=since, before=before, scope=scope, below=below, clock=clock,
-                             retried=True, ranking=ranking, now=asked)
+                             retried=True, ranking=ranking, now=asked, expand=expand)
             corpus.wrong.clear()  # (rebuilt from the log this time: what is still contradicted is dropped)
     if skip == 0 and kind is None and ql.scope(scope) != "lines":
         q, filters = ql.parse(query), ql.filters(chat, kind, since, before, result.below)
@@ -169,7 +170,8 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
             chat: object = None, kind: object = None, since: object = None, before: object = None,
             scope: object = None, below: int | None = None,
             clock: Callable[[], float] = time.monotonic, retried: bool = False,
-            ranking: rank.Ranking = rank.DEFAULT, now: float = 0.0) -> Result:
+            ranking: rank.Ranking = rank.DEFAULT, now: float = 0.0,
+            expand: Callable[[str], Sequence[str]] | None = None) -> Result:
     try:
         q = ql.parse(query)
         where = ql.scope(scope)
@@ -206,7 +208,7 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
         if q.mode == ql.PHRASE:
             _phrase(corpus, q, filters, where, skip, limit, deadline, result)
         else:
-            _ranked(corpus, q, filters, where, skip, limit, deadline, result, ranking, now)
+            _ranked(corpus, q, filters, where, skip, limit, deadline, result, ranking, now, expand)
     except si.Stopped:
         result.stopped_at = pinned
     except (sqlite3.Error, OSError) as exc:
@@ -228,7 +230,8 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
 # -- ranked words --------------------------------------------------------------------------------
 
 def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: int, limit: int,
-            deadline: float, result: Result, ranking: rank.Ranking, now: float) -> None:
+            deadline: float, result: Result, ranking: rank.Ranking, now: float,
+            expand: Callable[[str], Sequence[str]] | None) -> None:
     """Messages ranked by :mod:`endless.core.search.ranking`; summary lines by BM25, all words first."""
     want = skip + limit + 1
     rows: list[tuple[int, float, str, int]] = []  # (tier, lower is better, table, key)
@@ -238,7 +241,8 @@ def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: 
             return None if found is None else found[0]["m"][found[1]].get("x")
 
         rows += [(r.tier, -r.score, "words", r.key)
-                 for r in rank.messages(corpus.index, q, filters, want, deadline, now, ranking, text_of)]
+                 for r in rank.messages(corpus.index, q, filters, want, deadline, now, ranking, text_of,
+                                     expand)]
     if where in ("lines", "both") and filters.kinds is None and filters.chat is None:
         words, _ = rank.question(q, now, ranking)
         every, anyof = rank.match_expressions(corpus.index, words, q.phrases)

@@ -7,10 +7,10 @@ BM25 over the question's words finds the message that asked, not the one
 that answered.  So the ranking (measured by scripts/bench_meaning.py, on our
 own harder corpus and on a public long-dialogue benchmark) does, in order:
 
-1. **Question words.**  Words that frame a question ("what kind of", "how
-   likely") are dropped like stop words, when other words remain; a time the
-   question names is read as a range of time (:mod:`endless.core.search.when`)
-   and its words taken out.
+1. **Times.**  A time the query names is read as a range of time
+   (:mod:`endless.core.search.when`) and its words taken out.  (Dropping the
+   words that frame a question, "what kind of", "how likely", like stop words
+   is built and off: measured, it gains nothing.)
 2. **All words first.**  The messages holding every word rank first (an AND,
    fast at any size); promised, and kept.
 3. **A pool by BM25.**  The best ``SEARCH_POOL`` messages holding any of the
@@ -23,13 +23,23 @@ own harder corpus and on a public long-dialogue benchmark) does, in order:
    times as much: favoured, never filtered (a person's "last week" is loose).
 6. **Feedback** (off by default: measured, it adds about a point at 20 hits
    and nothing at 5).  The words most typical of the best few messages are
-   searched for too and their scores added, weighed lower.
+   searched for too and their scores added, weighed lower.  Other words a
+   model wrote for the question (``expand``: the writer's model, when one is
+   set) are searched for the same way, weighed as the question's own.
 
-Steps 1, 4 and 6 are for a query asked as a question ("which database did we
-pick?", :func:`endless.core.search.query.asks`): it asks for the answer, which
-may hold none of its words.  Words typed as words ("postgres billing") promise
-hits that hold them, ranked by BM25 as they always were (a time they name
-still counts).
+Steps 4 and 6 (and the question words) are for a query asked as a question
+("which database did we pick?", :func:`endless.core.search.query.asks`): it
+asks for the answer, which may hold none of its words.  Words typed as words
+("postgres billing") promise hits that hold them, ranked by BM25 as they
+always were (a time they name still counts).
+
+Not here, measured: a dense embedding ranking fused by reciprocal rank
+(all-MiniLM-L6-v2, int8 ONNX, the only small English model a package
+registry ships whole) found less than BM25 alone on the public benchmark
+(46% at 20 hits against 72%); fused with the neighbours' ranking it gained at
+best a point (weight 0.15) and lost 10 at 5 hits at equal weight; and it
+embedded 16-22 messages a second on the 2 shared cores: most of a day for a
+million messages.
 
 All of it stands on the index's primitives (``ranked``, ``term_docs``,
 ``about``), so another index under the finder ranks the same way.  Every
@@ -42,12 +52,14 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from endless.core.search import query as ql
+from endless.core.store import durable
 from endless.core.search import when
 from endless.core.search.index import Filters, Placed, SearchIndex
-from endless.core.settings import (QUESTION_WORDS, SEARCH_FEEDBACK_DOCS, SEARCH_FEEDBACK_WEIGHT,
+from endless.core.settings import (QUESTION_WORDS, SEARCH_EXPANSION_WEIGHT, SEARCH_EXPANSION_WORDS,
+                                   SEARCH_FEEDBACK_DOCS, SEARCH_FEEDBACK_WEIGHT,
                                    SEARCH_FEEDBACK_WORDS, SEARCH_NEIGHBOUR_DECAY, SEARCH_NEIGHBOUR_WEIGHT,
                                    SEARCH_NEIGHBOUR_WIDTH, SEARCH_POOL, SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX,
                                    SEARCH_TIME_BOOST, STOPWORDS)
@@ -57,7 +69,7 @@ from endless.core.settings import (QUESTION_WORDS, SEARCH_FEEDBACK_DOCS, SEARCH_
 class Ranking:
     """Which methods a ranked search uses past plain BM25 (the default: what measured best)."""
 
-    question_words: bool = True
+    question_words: bool = False  # measured: no gain on either corpus (LoCoMo -0.4 at 20 hits)
     neighbours: bool = True
     time: bool = True
     feedback: bool = False
@@ -131,36 +143,46 @@ def match_expressions(index: SearchIndex, words: tuple[str, ...], phrases: tuple
 
 
 def messages(index: SearchIndex, q: ql.Query, filters: Filters, want: int, deadline: float, now: float,
-             ranking: Ranking, text_of: Callable[[int], str | None]) -> list[Ranked]:
-    """The best ``want`` messages for a ranked query, best first."""
+             ranking: Ranking, text_of: Callable[[int], str | None],
+             expand: Callable[[str], Sequence[str]] | None = None) -> list[Ranked]:
+    """The best ``want`` messages for a ranked query, best first.
+
+    ``expand`` (a question only): other words for it, written by a model;
+    searched for too, weighed as feedback is.  A failing one adds nothing."""
     ranking = as_asked(q, ranking)
     words, spans = question(q, now, ranking)
     every, anyof = match_expressions(index, words, q.phrases)
-    if anyof is None:
+    expanding = expand is not None and ql.asks(q.text) and not q.phrases
+    if anyof is None and not expanding:
         return []
     first: dict[int, float] = {}
     if every is not None:
         first = {r.key: -r.score for r in index.ranked("words", every, filters, 0, want, deadline)}
-    if not (ranking.neighbours or ranking.time or ranking.feedback):  # plain BM25: no pool needed
-        rest = index.ranked("words", anyof, filters, 0, want + len(first), deadline)
+    if anyof is not None and not (ranking.neighbours or ranking.time or ranking.feedback or expanding):
+        rest = index.ranked("words", anyof, filters, 0, want + len(first), deadline)  # plain BM25: no pool
         return _ordered(first, {r.key: -r.score for r in rest if r.key not in first}, want)
     ranges = [(s.since, s.before) for s in spans]
-    scores = _pool(index, anyof, filters, ranges, deadline)
+    scores = _pool(index, anyof, filters, ranges, deadline) if anyof is not None else {}
     scores.update({k: max(v, scores.get(k, 0.0)) for k, v in first.items()})
     totals, _ = _smoothed(index, scores, filters, ranges, ranking)
+    sources = []
     if ranking.feedback:
-        extra = _feedback_words(index, totals, words, text_of)
+        sources.append((SEARCH_FEEDBACK_WEIGHT, lambda: _feedback_words(index, totals, words, text_of)))
+    if expanding:
+        sources.append((SEARCH_EXPANSION_WEIGHT, lambda: _expansion(expand, q.text, words)))  # type: ignore[arg-type]
+    for weight, source in sources:
+        extra = source()
         if extra:
             _, more = match_expressions(index, extra, ())
             if more is not None:
                 others, _ = _smoothed(index, _pool(index, more, filters, ranges, deadline), filters, ranges,
                                       ranking)
                 top, other_top = max(totals.values(), default=1.0), max(others.values(), default=1.0)
+                other_top = other_top or 1.0
                 for key, value in others.items():
-                    totals[key] = totals.get(key, 0.0) + SEARCH_FEEDBACK_WEIGHT * value * top / other_top
+                    totals[key] = totals.get(key, 0.0) + weight * value * top / other_top
     return _ordered({k: totals.get(k, v) for k, v in first.items()},
                     {k: v for k, v in totals.items() if k not in first}, want)
-
 
 
 def _ordered(first: dict[int, float], rest: dict[int, float], want: int) -> list[Ranked]:
@@ -215,6 +237,18 @@ def _smoothed(index: SearchIndex, scores: dict[int, float], filters: Filters,
         if total > 0:
             totals[key] = total
     return totals, placed
+
+
+def _expansion(expand: Callable[[str], Sequence[str]], text: str, words: tuple[str, ...]) -> tuple[str, ...]:
+    """The model's other words for the question, as query words (its own words and stop words left out)."""
+    try:
+        said = expand(text)
+    except Exception as exc:  # a model's failure must never fail the search
+        durable.log("search", f"the query expansion failed ({type(exc).__name__}: {exc}); searched without it")
+        return ()
+    asked = set(words)
+    found = ql.words_of(" ".join(str(s) for s in said)[:2000]) if said else ()
+    return tuple(w for w in found if w not in asked and w not in STOPWORDS)[:SEARCH_EXPANSION_WORDS]
 
 
 def _feedback_words(index: SearchIndex, totals: dict[int, float], words: tuple[str, ...],

@@ -17,6 +17,10 @@ Corpora:
   the path to your copy).  Each conversation is one memory; a turn of the
   dialogue is one message (a shared photo's caption appended in brackets),
   timed by its session's date; questions are asked just after the last session.
+
+Each memory's summary lines are written by the offline writer first (no model:
+sentences picked from the messages), as a memory is once its writer caught
+up; ``--no-lines`` leaves them unwritten.
   Categories as the benchmark numbers them: 1 multi-hop, 2 temporal,
   3 open-domain, 4 single-hop (5, adversarial, has no evidence and is skipped).
 
@@ -48,7 +52,7 @@ from endless.core.store.messages import Message  # noqa: E402
 from endless.core.store.turns import TurnRecord  # noqa: E402
 
 LOCOMO_TYPES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-METHODS = ("question_words", "neighbours", "time", "feedback")
+METHODS = ("question_words", "neighbours", "time", "lines", "feedback")
 
 
 @dataclasses.dataclass
@@ -106,13 +110,22 @@ def locomo_cases(path: Path) -> list[Case]:
     return cases
 
 
-def fill(root: Path, name: str, case: Case) -> Memory:
+def fill(root: Path, name: str, case: Case, lines: bool = True) -> Memory:
+    """The case's messages in a memory; ``lines``: its summary lines written by the offline writer."""
     memory = Memory.open(workspace_key(None, root / name), root=root / "memories", settings=Settings())
     records = [TurnRecord(f"s-{title}", title, [Message(kind, text, at)], at=at)
                for kind, text, at, title in case.messages]
     for start in range(0, len(records), 5000):
         memory.commit_turns(records[start:start + 5000], sync=False, plan=False)
     memory.plan_views(sync=False)
+    if lines:
+        import asyncio
+        import logging
+
+        from endless.writer.pool import WriterPool
+
+        logging.getLogger("endless.writer").setLevel(logging.WARNING)
+        asyncio.run(WriterPool(memory, lambda route: None).run(until_idle=True))
     return memory
 
 
@@ -159,18 +172,19 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=4.0, help="filler between the own corpus's episodes")
     parser.add_argument("--locomo", type=Path, help="path to LoCoMo's locomo10.json")
     parser.add_argument("--only", default="", help="comma-separated ranking labels to run (default: all)")
+    parser.add_argument("--no-lines", action="store_true", help="leave the summary lines unwritten")
     args = parser.parse_args()
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     with tempfile.TemporaryDirectory(prefix="endless-bench-meaning-") as tmp:
         root = Path(tmp)
         own = own_case(args.scale)
-        memory = fill(root, "own", own)
+        memory = fill(root, "own", own, not args.no_lines)
         table(f"Own harder corpus (scripts/meaning_corpus.py, scale {args.scale:g})", [(memory, own)],
               list(TYPES), only)
         memory.close()
         if args.locomo:
             cases = locomo_cases(args.locomo)
-            memories = [(fill(root, f"locomo-{k}", case), case) for k, case in enumerate(cases)]
+            memories = [(fill(root, f"locomo-{k}", case, not args.no_lines), case) for k, case in enumerate(cases)]
             table("LoCoMo (public benchmark, 10 conversations)", memories, list(LOCOMO_TYPES.values()), only)
             for memory, _ in memories:
                 memory.close()

@@ -90,6 +90,12 @@ SEARCH_NEIGHBOUR_WIDTH = 2
 SEARCH_NEIGHBOUR_WEIGHT = 0.7
 SEARCH_NEIGHBOUR_DECAY = 0.5
 SEARCH_TIME_BOOST = 1.0
+# Written summary lines as a second scope: the best SEARCH_LINE_POOL lines holding a question's words
+# (of at most 2**SEARCH_LINE_LEVEL_MAX messages each) give each message they cover SEARCH_LINE_WEIGHT
+# of the best message's score, in proportion to their own (a wider, coarser neighbourhood).
+SEARCH_LINE_POOL = 100
+SEARCH_LINE_LEVEL_MAX = 4
+SEARCH_LINE_WEIGHT = 0.3
 # Pseudo-relevance feedback: the words most typical of the best SEARCH_FEEDBACK_DOCS messages (at most
 # SEARCH_FEEDBACK_WORDS of them) are searched for too, their scores weighed SEARCH_FEEDBACK_WEIGHT.
 SEARCH_FEEDBACK_DOCS = 10

@@ -10,6 +10,7 @@ holding every word still rank first.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import subprocess
 import sys
@@ -159,6 +160,28 @@ def test_messages_holding_every_word_still_rank_first_for_a_question(tmp_path):
                                   "nightly, after the invoices close, which takes a while."),
                  at=NOW - 9 * DAY, session="s4")[0]
     assert _ids(memory, "Which database queue does the billing export use?")[0] == every
+    memory.close()
+
+
+def test_a_written_summary_line_brings_the_messages_it_covers(tmp_path):
+    """Past the neighbours' reach: the line over a stretch holds the topic, so its far end is found too."""
+    import asyncio
+
+    from endless.writer.pool import WriterPool
+
+    memory = _open(tmp_path)
+    _noise(memory, 6)  # 12 messages: the stretch below starts a line of 4 (ids 12-15)
+    ids = _say(memory, ("user", "Retrospective on the kestrel migration."), ("reply", "Continue, please."),
+               ("user", "Three things."), ("user", "Most of all: the cutover took nine hours, not two."))
+    assert ids[0] % 4 == 0
+    _noise(memory, 6, at=NOW - 2 * DAY)
+    question = "How did the kestrel migration go?"
+    asked = lambda how: _ids(memory, question, how)  # noqa: E731
+    without_lines = dataclasses.replace(ranking.DEFAULT, lines=False)
+    assert ids[3] not in asked(ranking.DEFAULT)  # no line written yet: three messages away is too far
+    asyncio.run(WriterPool(memory, lambda route: None).run(until_idle=True))  # the offline writer
+    assert ids[3] in asked(ranking.DEFAULT) and ids[3] not in asked(without_lines)
+    assert ids[3] not in _ids(memory, question, kind="agent")  # the filters still hold
     memory.close()
 
 

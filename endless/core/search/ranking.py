@@ -21,13 +21,16 @@ own harder corpus and on a public long-dialogue benchmark) does, in order:
    reply to a question, the detail after its topic sentence.
 5. **Time.**  A message inside the named time scores ``1 + SEARCH_TIME_BOOST``
    times as much: favoured, never filtered (a person's "last week" is loose).
-6. **Feedback** (off by default: measured, it adds about a point at 20 hits
+6. **Summary lines.**  The written summary lines holding the words (those of
+   at most 16 messages) give each message they cover a share of the best
+   score: a wider, coarser neighbourhood, and a model writer's words for it.
+7. **Feedback** (off by default: measured, it adds about a point at 20 hits
    and nothing at 5).  The words most typical of the best few messages are
    searched for too and their scores added, weighed lower.  Other words a
    model wrote for the question (``expand``: the writer's model, when one is
    set) are searched for the same way, weighed as the question's own.
 
-Steps 4 and 6 (and the question words) are for a query asked as a question
+Steps 4, 6 and 7 (and the question words) are for a query asked as a question
 ("which database did we pick?", :func:`endless.core.search.query.asks`): it
 asks for the answer, which may hold none of its words.  Words typed as words
 ("postgres billing") promise hits that hold them, ranked by BM25 as they
@@ -57,9 +60,10 @@ from typing import Callable, Sequence
 from endless.core.search import query as ql
 from endless.core.store import durable
 from endless.core.search import when
-from endless.core.search.index import Filters, Placed, SearchIndex
+from endless.core.search.index import Filters, Placed, SearchIndex, line_part
 from endless.core.settings import (QUESTION_WORDS, SEARCH_EXPANSION_WEIGHT, SEARCH_EXPANSION_WORDS,
-                                   SEARCH_FEEDBACK_DOCS, SEARCH_FEEDBACK_WEIGHT,
+                                   SEARCH_FEEDBACK_DOCS, SEARCH_FEEDBACK_WEIGHT, SEARCH_LINE_LEVEL_MAX,
+                                   SEARCH_LINE_POOL, SEARCH_LINE_WEIGHT,
                                    SEARCH_FEEDBACK_WORDS, SEARCH_NEIGHBOUR_DECAY, SEARCH_NEIGHBOUR_WEIGHT,
                                    SEARCH_NEIGHBOUR_WIDTH, SEARCH_POOL, SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX,
                                    SEARCH_TIME_BOOST, STOPWORDS)
@@ -72,11 +76,12 @@ class Ranking:
     question_words: bool = False  # measured: no gain on either corpus (LoCoMo -0.4 at 20 hits)
     neighbours: bool = True
     time: bool = True
+    lines: bool = True
     feedback: bool = False
 
 
 DEFAULT = Ranking()
-PLAIN = Ranking(question_words=False, neighbours=False, time=False, feedback=False)
+PLAIN = Ranking(question_words=False, neighbours=False, time=False, lines=False, feedback=False)
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,7 @@ def as_asked(q: ql.Query, ranking: Ranking) -> Ranking:
     """The methods that apply to ``q``: a question gets them all, typed words only the time."""
     if ql.asks(q.text):
         return ranking
-    return replace(ranking, question_words=False, neighbours=False, feedback=False)
+    return replace(ranking, question_words=False, neighbours=False, lines=False, feedback=False)
 
 
 def match_expressions(index: SearchIndex, words: tuple[str, ...], phrases: tuple[str, ...]
@@ -158,13 +163,16 @@ def messages(index: SearchIndex, q: ql.Query, filters: Filters, want: int, deadl
     first: dict[int, float] = {}
     if every is not None:
         first = {r.key: -r.score for r in index.ranked("words", every, filters, 0, want, deadline)}
-    if anyof is not None and not (ranking.neighbours or ranking.time or ranking.feedback or expanding):
+    if anyof is not None and not (ranking.neighbours or ranking.time or ranking.lines or ranking.feedback
+                                  or expanding):
         rest = index.ranked("words", anyof, filters, 0, want + len(first), deadline)  # plain BM25: no pool
         return _ordered(first, {r.key: -r.score for r in rest if r.key not in first}, want)
     ranges = [(s.since, s.before) for s in spans]
     scores = _pool(index, anyof, filters, ranges, deadline) if anyof is not None else {}
     scores.update({k: max(v, scores.get(k, 0.0)) for k, v in first.items()})
     totals, _ = _smoothed(index, scores, filters, ranges, ranking)
+    if ranking.lines and anyof is not None:
+        _add_lines(index, anyof, filters, deadline, totals)
     sources = []
     if ranking.feedback:
         sources.append((SEARCH_FEEDBACK_WEIGHT, lambda: _feedback_words(index, totals, words, text_of)))
@@ -249,6 +257,26 @@ def _expansion(expand: Callable[[str], Sequence[str]], text: str, words: tuple[s
     asked = set(words)
     found = ql.words_of(" ".join(str(s) for s in said)[:2000]) if said else ()
     return tuple(w for w in found if w not in asked and w not in STOPWORDS)[:SEARCH_EXPANSION_WORDS]
+
+
+def _add_lines(index: SearchIndex, expression: str, filters: Filters, deadline: float,
+               totals: dict[int, float]) -> None:
+    """Each message a matching written line covers gains a share of the best score, as the line ranks."""
+    lines = [r for r in index.ranked("line_words", expression, replace(filters, kinds=None, chat=None), 0,
+                                     SEARCH_LINE_POOL, deadline) if line_part(r.key)[0] <= SEARCH_LINE_LEVEL_MAX]
+    if not lines:
+        return
+    best_line = max(-r.score for r in lines) or 1.0
+    share: dict[int, float] = {}
+    for r in lines:
+        level, ix = line_part(r.key)
+        for key in range(ix << level, (ix + 1) << level):
+            share[key] = max(share.get(key, 0.0), -r.score / best_line)
+    placed = index.about([k for k in share if k not in totals], filters)
+    top = max(totals.values(), default=1.0)
+    for key, part in share.items():
+        if key in totals or (key in placed and placed[key].kept):
+            totals[key] = totals.get(key, 0.0) + SEARCH_LINE_WEIGHT * part * top
 
 
 def _feedback_words(index: SearchIndex, totals: dict[int, float], words: tuple[str, ...],

@@ -100,9 +100,10 @@ def test_a_question_finds_the_reply_that_answers_it_and_typed_words_do_not(tmp_p
     _say(memory, ("user", "The staging cluster ran out of disk overnight."), at=NOW - 3 * DAY, session="s2")
     assert answer in _ids(memory, "What name did we give the new staging cluster?")[:3]
     assert answer not in _ids(memory, "What name did we give the new staging cluster?", ranking.PLAIN)
-    # typed as words, hits hold the words, ranked by BM25 as before
+    # typed as words, hits hold the words, ranked by BM25 as before; a quoted phrase is in every hit
     typed = _ids(memory, "staging cluster")
     assert ask in typed and answer not in typed
+    assert answer not in _ids(memory, 'what did we "call the new staging cluster"?')
     # the tool says it in its text, the answer's id and words included
     text = lookback.recall_search(memory, "what did we name the new staging cluster?")
     assert f"{answer}+0 · " in text and "Heron" in text
@@ -240,3 +241,14 @@ def test_the_cli_answers_a_question_with_the_reply(tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     ids = [hit["id"] for hit in orjson.loads(done.stdout)["hits"]]
     assert answer in ids[:3], ids
+
+
+@pytest.mark.parametrize("text, asked", [
+    ("what name did we give the staging cluster?", True), ("which port we chose", True),
+    ("did we pick postgres?", True), ("Postgres billing decision", False), ("do not disturb mode", False),
+    ('"port clash" when?', True), ("how", True), ("staging cluster", False),
+])
+def test_a_question_is_told_from_typed_words(text, asked):
+    from endless.core.search import query
+
+    assert query.asks(text) is asked

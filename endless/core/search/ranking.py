@@ -31,8 +31,8 @@ own harder corpus and on a public long-dialogue benchmark) does, in order:
    set) are searched for the same way, weighed as the question's own.
 
 Steps 4, 6 and 7 (and the question words) are for a query asked as a question
-("which database did we pick?", :func:`endless.core.search.query.asks`): it
-asks for the answer, which may hold none of its words.  Words typed as words
+("which database did we pick?", :func:`endless.core.search.query.asks`) with no
+quoted phrase: it asks for the answer, which may hold none of its words.  Words typed as words
 ("postgres billing") promise hits that hold them, ranked by BM25 as they
 always were (a time they name still counts).
 
@@ -111,8 +111,9 @@ def question(q: ql.Query, now: float, ranking: Ranking) -> tuple[tuple[str, ...]
 
 
 def as_asked(q: ql.Query, ranking: Ranking) -> Ranking:
-    """The methods that apply to ``q``: a question gets them all, typed words only the time."""
-    if ql.asks(q.text):
+    """The methods that apply to ``q``: a question gets them all, typed words only the time (and so does
+    a question with a quoted phrase: each phrase is required in every hit)."""
+    if ql.asks(q.text) and not q.phrases:
         return ranking
     return replace(ranking, question_words=False, neighbours=False, lines=False, feedback=False)
 
@@ -163,8 +164,7 @@ def messages(index: SearchIndex, q: ql.Query, filters: Filters, want: int, deadl
     first: dict[int, float] = {}
     if every is not None:
         first = {r.key: -r.score for r in index.ranked("words", every, filters, 0, want, deadline)}
-    if anyof is not None and not (ranking.neighbours or ranking.time or ranking.lines or ranking.feedback
-                                  or expanding):
+    if anyof is not None and not (ranking.neighbours or spans or ranking.lines or ranking.feedback or expanding):
         rest = index.ranked("words", anyof, filters, 0, want + len(first), deadline)  # plain BM25: no pool
         return _ordered(first, {r.key: -r.score for r in rest if r.key not in first}, want)
     ranges = [(s.since, s.before) for s in spans]

@@ -371,7 +371,8 @@ def scale(root: Path, sizes: list[int], compare: str | None) -> None:
         job = root / f"job-{size}.json"
         job.write_text(json.dumps({"queries": queries, "pattern": PATTERN}))
         pythons = [("this", sys.executable)] + ([("compare", compare)] if compare else [])
-        for label, python in pythons:
+        # with --compare, each installation runs twice, taking turns: a shared machine's load moves
+        for label, python in pythons * (2 if compare else 1):
             # (run from the temporary folder: ``-c`` puts the working folder first on the path, and a
             # checkout's own package there would shadow the installation asked for)
             done = subprocess.run([python, "-c", _SCALE_CHILD, str(root / f"x{size}"), key.memory_id, str(job)],

@@ -68,7 +68,7 @@ def _ask(providers: Callable[[Route], object], route: Route, question: str
          ) -> tuple[Completion | None, float, str]:
     """The model's answer (or None), the seconds it took, and the outcome as the usage log words it."""
     request = Request(system=prompts.text("search/expand.txt"), tools=[],
-                      messages=[Msg("user", [f"Question: {question}"])], tool_choice="none", max_tokens=120)
+                      messages=[Msg("user", [f"Question: {question[:2000]}"])], tool_choice="none", max_tokens=120)
     box: dict[str, object] = {}
 
     async def call() -> Completion:

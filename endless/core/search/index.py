@@ -380,16 +380,16 @@ class SearchIndex:
     def term_docs(self, words: list[str]) -> dict[str, int]:
         """How many messages hold each (unstemmed) word once stemmed; 0 for a word nowhere."""
         with self.lock:
-            return self._term_docs(words)
+            db, out = self.db(), {}
+            for word, term in zip(words, self._stems(words)):
+                found = db.execute("SELECT doc FROM words_terms WHERE term = ?", (term,)).fetchone()
+                out[word] = int(found[0]) if found else 0
+            return out
 
-    def _term_docs(self, words: list[str]) -> dict[str, int]:
-        db = self.db()
-        out: dict[str, int] = {}
-        terms = self._stems(words)
-        for word, term in zip(words, terms):
-            found = db.execute("SELECT doc FROM words_terms WHERE term = ?", (term,)).fetchone()
-            out[word] = int(found[0]) if found else 0
-        return out
+    def stems(self, words: list[str]) -> list[str]:
+        """Each word as the index holds it (stemmed, folded: "using" is "us")."""
+        with self.lock:
+            return self._stems(words)
 
     def _stems(self, words: list[str]) -> list[str]:
         """Each word as the tokenizer indexes it (stemmed, folded), through a scratch table."""

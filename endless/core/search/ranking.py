@@ -61,10 +61,10 @@ from endless.core.search import query as ql
 from endless.core.store import durable
 from endless.core.search import when
 from endless.core.search.index import Filters, Placed, SearchIndex, line_part
-from endless.core.settings import (QUESTION_WORDS, SEARCH_EXPANSION_WEIGHT, SEARCH_EXPANSION_WORDS,
-                                   SEARCH_FEEDBACK_DOCS, SEARCH_FEEDBACK_WEIGHT, SEARCH_LINE_LEVEL_MAX,
-                                   SEARCH_LINE_POOL, SEARCH_LINE_WEIGHT,
-                                   SEARCH_FEEDBACK_WORDS, SEARCH_NEIGHBOUR_DECAY, SEARCH_NEIGHBOUR_WEIGHT,
+from endless.core.settings import (QUESTION_WORDS, SEARCH_ALONE_SHARE, SEARCH_EXPANSION_WEIGHT,
+                                   SEARCH_EXPANSION_WORDS, SEARCH_FEEDBACK_DOCS, SEARCH_FEEDBACK_WEIGHT,
+                                   SEARCH_FEEDBACK_WORDS, SEARCH_LINE_LEVEL_MAX, SEARCH_LINE_POOL,
+                                   SEARCH_LINE_WEIGHT, SEARCH_NEIGHBOUR_DECAY, SEARCH_NEIGHBOUR_WEIGHT,
                                    SEARCH_NEIGHBOUR_WIDTH, SEARCH_POOL, SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX,
                                    SEARCH_TIME_BOOST, STOPWORDS)
 
@@ -129,6 +129,9 @@ def match_expressions(index: SearchIndex, words: tuple[str, ...], phrases: tuple
     messages that lack some word.  A word found nowhere matches nothing and
     is left out.  Each phrase is required in both.
     """
+    if words:  # a word whose stem is a stop word ("using" is "us") matches every message holding that word
+        stems = index.stems(list(words))
+        words = tuple(w for w, stem in zip(words, stems) if stem not in STOPWORDS or stem == w) or words
     docs = index.term_docs(list(words)) if words else {}
     present = sorted((w for w in words if docs.get(w, 0) > 0), key=lambda w: docs[w])
     joined = " AND ".join(ql.fts_string(p) for p in phrases)
@@ -190,14 +193,33 @@ def messages(index: SearchIndex, q: ql.Query, filters: Filters, want: int, deadl
                 for key, value in others.items():
                     totals[key] = totals.get(key, 0.0) + weight * value * top / other_top
     return _ordered({k: totals.get(k, v) for k, v in first.items()},
-                    {k: v for k, v in totals.items() if k not in first}, want)
+                    {k: v for k, v in totals.items() if k not in first}, want, set(scores))
 
 
-def _ordered(first: dict[int, float], rest: dict[int, float], want: int) -> list[Ranked]:
-    """Tier 0 (every word) before the rest, each best first, the newest first at equal scores."""
+def _ordered(first: dict[int, float], rest: dict[int, float], want: int,
+             matched: set[int] | None = None) -> list[Ranked]:
+    """Tier 0 (every word) before the rest, each best first, the newest first at equal scores.
+
+    ``matched``: the messages holding a word; the others (brought by their
+    neighbours or a line) take at most ``SEARCH_ALONE_SHARE`` of any first n hits, so
+    a page keeps the weaker messages that do hold the words."""
     out = [Ranked(0, s, k) for k, s in sorted(first.items(), key=lambda item: (-item[1], -item[0]))]
-    out += [Ranked(1, s, k) for k, s in sorted(rest.items(), key=lambda item: (-item[1], -item[0]))]
-    return out[:want]
+    ranked = [Ranked(1, s, k) for k, s in sorted(rest.items(), key=lambda item: (-item[1], -item[0]))]
+    if matched is None:
+        return (out + ranked)[:want]
+    waiting: list[Ranked] = []
+    alone = 0
+    for item in ranked:
+        if len(out) >= want:
+            break
+        if item.key in matched:
+            out.append(item)
+        else:
+            waiting.append(item)
+        while waiting and len(out) < want and alone + 1 <= SEARCH_ALONE_SHARE * (len(out) + 1):
+            out.append(waiting.pop(0))
+            alone += 1
+    return (out + waiting)[:want]
 
 
 def _pool(index: SearchIndex, expression: str, filters: Filters, ranges: list[tuple[float, float]],

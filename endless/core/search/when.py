@@ -43,6 +43,7 @@ _PHRASES = [  # (name, pattern): tried in this order, each match taken out of th
                 r"friday|saturday|sunday)s?\b"),
     ("last", r"(?P<which>last|this|past)\s+(?P<unit>week(?:end)?|month|year)"),
 ]
+_QUESTION_CHARS = 2_000
 _COMPILED = [(name, re.compile(rf"(?<![\w-]){pattern}(?![\w-])", re.IGNORECASE)) for name, pattern in _PHRASES]
 
 
@@ -56,7 +57,11 @@ class Span:
 
 
 def read(text: str, now: float) -> tuple[list[Span], str]:
-    """The time phrases of ``text`` as ranges relative to ``now``, and the text without them."""
+    """The time phrases of ``text`` as ranges relative to ``now``, and the text without them.
+
+    A text longer than a question (a pasted page) is read as words only."""
+    if len(text) > _QUESTION_CHARS:
+        return [], text
     today = dt.datetime.fromtimestamp(now).date()
     spans: list[Span] = []
     rest = text

@@ -157,7 +157,7 @@ def messages(index: SearchIndex, q: ql.Query, filters: Filters, want: int, deadl
     """The best ``want`` messages for a ranked query, best first.
 
     ``expand`` (a question only): other words for it, written by a model;
-    searched for too, weighed as feedback is.  A failing one adds nothing."""
+    searched for too, weighed as its own words.  A failing one adds nothing."""
     ranking = as_asked(q, ranking)
     words, spans = question(q, now, ranking)
     every, anyof = match_expressions(index, words, q.phrases)
@@ -174,6 +174,7 @@ def messages(index: SearchIndex, q: ql.Query, filters: Filters, want: int, deadl
     scores = _pool(index, anyof, filters, ranges, deadline) if anyof is not None else {}
     scores.update({k: max(v, scores.get(k, 0.0)) for k, v in first.items()})
     totals, _ = _smoothed(index, scores, filters, ranges, ranking)
+    matched = set(scores)  # the messages holding a word searched for
     if ranking.lines and anyof is not None:
         _add_lines(index, anyof, filters, deadline, totals)
     sources = []
@@ -186,14 +187,15 @@ def messages(index: SearchIndex, q: ql.Query, filters: Filters, want: int, deadl
         if extra:
             _, more = match_expressions(index, extra, ())
             if more is not None:
-                others, _ = _smoothed(index, _pool(index, more, filters, ranges, deadline), filters, ranges,
-                                      ranking)
+                found = _pool(index, more, filters, ranges, deadline)
+                matched.update(found)
+                others, _ = _smoothed(index, found, filters, ranges, ranking)
                 top, other_top = max(totals.values(), default=1.0), max(others.values(), default=1.0)
                 other_top = other_top or 1.0
                 for key, value in others.items():
                     totals[key] = totals.get(key, 0.0) + weight * value * top / other_top
     return _ordered({k: totals.get(k, v) for k, v in first.items()},
-                    {k: v for k, v in totals.items() if k not in first}, want, set(scores))
+                    {k: v for k, v in totals.items() if k not in first}, want, matched)
 
 
 def _ordered(first: dict[int, float], rest: dict[int, float], want: int,

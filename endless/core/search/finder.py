@@ -11,6 +11,7 @@ the message as stored, never the index's idea of it.
 
 from __future__ import annotations
 
+import heapq
 import re
 import sqlite3
 import time
@@ -234,7 +235,8 @@ def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: 
             expand: Callable[[str], Sequence[str]] | None) -> None:
     """Messages ranked by :mod:`endless.core.search.ranking`; summary lines by BM25, all words first."""
     want = skip + limit + 1
-    rows: list[tuple[int, float, str, int]] = []  # (tier, lower is better, table, key)
+    rows: list[tuple[int, float, str, int]] = []  # messages as ranked: (tier, lower is better, table, key)
+    lines: list[tuple[int, float, str, int]] = []
     if where in ("messages", "both"):
         def text_of(mid: int) -> str | None:
             found = corpus.record_of(mid)
@@ -253,8 +255,9 @@ def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: 
             found = [r for r in corpus.index.ranked("line_words", expression, filters, 0, want + len(seen), deadline)
                      if r.key not in seen][:want - len(seen)]
             seen.update(r.key for r in found)
-            rows += [(tier, r.score, "line_words", r.key) for r in found]
-    rows.sort(key=lambda row: (row[0], row[1], -row[3]))
+            lines += [(tier, r.score, "line_words", r.key) for r in found]
+    lines.sort(key=lambda row: (row[0], row[1], -row[3]))
+    rows = list(heapq.merge(rows, lines, key=lambda row: (row[0], row[1])))  # each kept in its own order
     result.more = len(rows) > skip + limit
     terms = [w for w in q.words] + list(q.phrases)
     for _, _, table, key in rows[skip:skip + limit]:

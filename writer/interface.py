@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, Protocol, Sequence, TypeVar
 
 from endless.core.store import ChangeLock
 from endless.core.store import Stored
@@ -31,6 +31,7 @@ class WriterMemory(Protocol):
     readonly: bool
     lock: ChangeLock
     views: ViewKeeper  # the chat view's and writer view's parts, and the parents they wait for
+    expand_query: Callable[[str], Sequence[str]] | None  # set by a pool with a writer model (writer.expand)
 
     @property
     def total(self) -> int: ...

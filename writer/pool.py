@@ -32,6 +32,7 @@ from endless.writer import checks, offline
 from endless.llm.client import Completion
 from endless.llm.errors import ProviderError
 from endless.llm.routes import Route, RouteError
+from endless.writer.expand import expander
 from endless.writer.interface import WriterMemory
 from endless.writer.queue import Job, work_queue
 from endless.writer.recorded import recorded_routes
@@ -120,6 +121,8 @@ class WriterPool:
         self._wrote_offline = False
         self._paused_noted = False
         self._retention_due = 0.0  # loop time of the next look for messages past forget_after_days
+        if self.override is not None:  # a writer model is set: it also finds other words for a search
+            memory.expand_query = expander(memory, providers, self.override, self.usage, self.settings, self.wall)
 
     # -- running ---------------------------------------------------------------------
 

@@ -135,7 +135,7 @@ def recall_search(memory: Memory, query: Any, page: Any = 1,
     filters = {k: v for k, v in filters.items() if k != "below"}
     try:
         result = search.search(search.corpus_of(memory), query, (p - 1) * per_page, per_page, seconds,
-                               clock=clock, below=below, **filters)
+                               clock=clock, below=below, expand=memory.expand_query, **filters)
     except recall.SearchError as exc:
         return Refusal(f"Cannot search: {exc}.")
     if p == 1 and result.below is not None:

@@ -53,6 +53,7 @@ def _views_mode(views: str, readonly: bool) -> str:
 
 class Memory:
     """An open memory.  Use :meth:`open`; close it when done."""
+    expand_query: Callable[[str], Sequence[str]] | None = None  # a question's other words (endless.writer.expand)
 
     def __init__(self, folder: Path, root: Path, key: Key, settings: Settings, granularity: str,
                  agent_name: str | None, clock: Callable[[], float], readonly: bool) -> None:

@@ -83,6 +83,38 @@ STORE_FETCH_ROWS = 64
 # rarest words while their rows stay under this many (measured on 2 cores: about 2 ms per 1,000 rows
 # at 1M messages).  STOPWORDS (below) are dropped first.
 SEARCH_POSTINGS_MAX = 12_000
+# Ranking a question (endless.core.search.ranking): the best this many messages holding any of its
+# words are scored again with the messages around them in their chat: a message within
+# SEARCH_NEIGHBOUR_WIDTH of a hit in the same chat gains SEARCH_NEIGHBOUR_WEIGHT of that hit's score
+# (times SEARCH_NEIGHBOUR_DECAY for each step past the first), since an answer is often the reply to
+# the message that holds the question's words.  A message inside a time the question names ("last
+# Tuesday") has its score times 1 + SEARCH_TIME_BOOST.  Measured by scripts/bench_meaning.py (a pool
+# of 50, 100 or 1,000 finds the same; the neighbours' weight 0.85 gains a point on LoCoMo, loses 5 on ours).
+SEARCH_POOL = 100
+SEARCH_NEIGHBOUR_WIDTH = 2
+SEARCH_NEIGHBOUR_WEIGHT = 0.7
+SEARCH_NEIGHBOUR_DECAY = 0.5
+SEARCH_TIME_BOOST = 1.0
+# Messages holding none of the words (brought by a neighbour or a line) take at most this share of any
+# first n hits, so a page keeps the weaker messages that do hold them (measured: +1 at 20 on ours).
+SEARCH_ALONE_SHARE = 0.4
+# Written summary lines as a second scope: the best SEARCH_LINE_POOL lines holding a question's words
+# (of at most 2**SEARCH_LINE_LEVEL_MAX messages each) give each message they cover SEARCH_LINE_WEIGHT
+# of the best message's score, in proportion to their own (a wider, coarser neighbourhood).
+SEARCH_LINE_POOL = 100
+SEARCH_LINE_LEVEL_MAX = 4
+SEARCH_LINE_WEIGHT = 0.3
+# Pseudo-relevance feedback: the words most typical of the best SEARCH_FEEDBACK_DOCS messages (at most
+# SEARCH_FEEDBACK_WORDS of them) are searched for too, their scores weighed SEARCH_FEEDBACK_WEIGHT.
+SEARCH_FEEDBACK_DOCS = 10
+SEARCH_FEEDBACK_WORDS = 8
+SEARCH_FEEDBACK_WEIGHT = 0.3
+# Query expansion by the writer's model (endless.writer.expand): at most this many of its words are
+# searched, weighed as much as the question's own (a guess at the answer's words, not measured here:
+# no model answers offline); the call gets this many seconds, else the search goes on without it.
+SEARCH_EXPANSION_WORDS = 12
+SEARCH_EXPANSION_WEIGHT = 1.0
+SEARCH_EXPANSION_SECONDS = 8.0
 KEPT_CLAIM_SECONDS = 6 * 3600.0  # a turn's claim on kept messages lapses after this long (its process alive)
 KEPT_SHARE_BYTES = 2_000  # a kept message's bytes in a head where the kept ones do not fit whole (zoom reads the rest)
 SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it
@@ -97,7 +129,13 @@ only or other ought our ours ourselves out over own same she should shouldn't so
 that's the their theirs them themselves then there there's these they this those through to too under
 until up very was wasn't we were weren't what what's when where which while who whom why will with won't
 would wouldn't you your yours yourself yourselves also ever tell said say says know remember recall
-again please thing things something anything did does whats
+again please thing things something anything did does whats us
+""".split())
+# Words that frame a question rather than name what it asks about ("what kind of…", "how likely…"):
+# dropped from a ranked query, like STOPWORDS, when other words remain.
+QUESTION_WORDS = frozenset("""
+likely kind kinds type types sort sorts way ways think thinks thought much many often long ago
+happen happened happening get got go went going make made give gave take took come came specific
 """.split())
 # Seconds the offline writer takes for a line on this project's 2-core reference machine (measured:
 # 1.6 ms a message line, 2.1 ms a merge, plus the store), for the import's estimate.

@@ -25,8 +25,10 @@ _WHERE = {
     "is_damage": "index",
     "line_key": "index",
     "query": "query",
+    "ranking": "ranking",
     "scan": "scan",
     "upkeep": "upkeep",
+    "when": "when",
 }
 __all__ = sorted(_WHERE)
 __getattr__ = lazy_names(__name__, _WHERE)
@@ -38,5 +40,7 @@ if TYPE_CHECKING:
     from endless.core.search import index
     from endless.core.search.index import CHATS_RENAMED, IndexBusy, SearchIndex, ZEROED, is_damage, line_key
     from endless.core.search import query
+    from endless.core.search import ranking
     from endless.core.search import scan
     from endless.core.search import upkeep
+    from endless.core.search import when

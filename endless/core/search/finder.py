@@ -11,23 +11,24 @@ the message as stored, never the index's idea of it.
 
 from __future__ import annotations
 
+import heapq
 import re
 import sqlite3
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import orjson
 
 from endless.core.store import durable
 from endless.core.search import upkeep as index_upkeep
 from endless.core.search import query as ql
+from endless.core.search import ranking as rank
 from endless.core.search import scan as recall
 from endless.core.search import snippets
 from endless.core.search import index as si
 from endless.core.view import tiling
 from endless.core.search.scan import Hit, Result, SearchError
-from endless.core.settings import SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX
 from endless.core.words import count
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ class Corpus:
 def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float, *,
            chat: object = None, kind: object = None, since: object = None, before: object = None,
            scope: object = None, below: int | None = None,
-           clock: Callable[[], float] = time.monotonic) -> Result:
+           clock: Callable[[], float] = time.monotonic, ranking: rank.Ranking = rank.DEFAULT,
+           now: float | None = None, expand: Callable[[str], Sequence[str]] | None = None) -> Result:
     """Hits ``skip .. skip+limit`` and whether more exist; a stopped search says how far it got.
 
     The first page starts with the chats whose title matches (kind ``title``,
@@ -80,15 +82,22 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
     is wrong (derived data someone changed), so the hit is dropped, the
     index removed and rebuilt from the log, and the search run again on it
     (with its own ``seconds``: the clock is read by the search alone).
+
+    Ranked words are ranked as ``ranking`` says (:mod:`endless.core.search.ranking`);
+    ``now`` is when the question is asked (default: the wall clock), for the
+    times it names ("yesterday"); ``expand`` gives a question's other words
+    (a model's: ``Memory.expand_query``).
     """
+    asked = time.time() if now is None else now
     try:
         result = _search(corpus, query, skip, limit, seconds, chat=chat, kind=kind, since=since, before=before,
-                         scope=scope, below=below, clock=clock)
+                         scope=scope, below=below, clock=clock, ranking=ranking, now=asked, expand=expand)
     except _Damaged as damaged:
         corpus.wrong.clear()
         corpus.index.discard(damaged.error)
         result = _search(corpus, query, skip, limit, seconds, chat=chat,
-                         kind=kind, since=since, before=before, scope=scope, below=below, clock=clock, retried=True)
+                         kind=kind, since=since, before=before, scope=scope, below=below, clock=clock, retried=True,
+                         ranking=ranking, now=asked, expand=expand)
     else:
         if corpus.wrong:
             corpus.index.discard(f"{count(len(corpus.wrong), 'row')} the order log contradicts, at message "
@@ -96,7 +105,7 @@ def search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float,
             corpus.wrong.clear()
             result = _search(corpus, query, skip, limit, seconds, chat=chat,
                              kind=kind, since=since, before=before, scope=scope, below=below, clock=clock,
-                             retried=True)
+                             retried=True, ranking=ranking, now=asked, expand=expand)
             corpus.wrong.clear()  # (rebuilt from the log this time: what is still contradicted is dropped)
     if skip == 0 and kind is None and ql.scope(scope) != "lines":
         q, filters = ql.parse(query), ql.filters(chat, kind, since, before, result.below)
@@ -161,7 +170,9 @@ class _Damaged(Exception):
 def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float, *,
             chat: object = None, kind: object = None, since: object = None, before: object = None,
             scope: object = None, below: int | None = None,
-            clock: Callable[[], float] = time.monotonic, retried: bool = False) -> Result:
+            clock: Callable[[], float] = time.monotonic, retried: bool = False,
+            ranking: rank.Ranking = rank.DEFAULT, now: float = 0.0,
+            expand: Callable[[str], Sequence[str]] | None = None) -> Result:
     try:
         q = ql.parse(query)
         where = ql.scope(scope)
@@ -198,7 +209,7 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
         if q.mode == ql.PHRASE:
             _phrase(corpus, q, filters, where, skip, limit, deadline, result)
         else:
-            _ranked(corpus, q, filters, where, skip, limit, deadline, result)
+            _ranked(corpus, q, filters, where, skip, limit, deadline, result, ranking, now, expand)
     except si.Stopped:
         result.stopped_at = pinned
     except (sqlite3.Error, OSError) as exc:
@@ -219,71 +230,34 @@ def _search(corpus: Corpus, query: object, skip: int, limit: int, seconds: float
 
 # -- ranked words --------------------------------------------------------------------------------
 
-def match_expressions(index: si.SearchIndex, q: ql.Query) -> list[list[str]]:
-    """The FTS5 expressions of a ranked query by tier, best tier first (a tier's hits merge by score).
-
-    Every word the memory holds takes part: the first tier requires them
-    all (an AND lets FTS5 skip through the common words' rows instead of
-    scoring each one, so it stays fast at any size, and BM25 ranks those
-    rows by every word); the second fills the page with the words OR'ed.
-    Only that one looks at every row holding a word, so it takes the rarest
-    words while those rows stay under ``SEARCH_POSTINGS_MAX``: a cap on
-    work, which reaches only the messages that lack some word.  A word found
-    nowhere matches nothing and is left out.  Each phrase is required in
-    every tier.  (A tier of each all-but-one subset was tried: 4 more queries
-    for 4 words, measured +7 ms a search at 20,000 messages.)
-    """
-    docs = index.term_docs(list(q.words)) if q.words else {}
-    present = sorted((w for w in q.words if docs.get(w, 0) > 0), key=lambda w: docs[w])
-    phrases = " AND ".join(ql.fts_string(p) for p in q.phrases)
-
-    def required(words: list[str]) -> str:
-        return " AND ".join(([f"({phrases})"] if phrases else []) + [ql.fts_string(w) for w in words])
-
-    if not present:
-        return [[phrases]] if phrases else []
-    tiers = [[required(present)]] if len(present) > 1 or phrases else []
-    kept: list[str] = []
-    rows = 0
-    for word in present[:SEARCH_TERMS_MAX]:
-        if kept and rows + docs[word] > SEARCH_POSTINGS_MAX:
-            break
-        kept.append(word)
-        rows += docs[word]
-    words = " OR ".join(ql.fts_string(w) for w in kept)
-    if phrases:
-        tiers.append([f"({phrases}) AND ({words} OR {' OR '.join(ql.fts_string(p) for p in q.phrases)})"])
-    else:
-        tiers.append([words])
-    return tiers
-
-
 def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: int, limit: int,
-            deadline: float, result: Result) -> None:
-    tiers = match_expressions(corpus.index, q)
-    if not tiers:
-        return
+            deadline: float, result: Result, ranking: rank.Ranking, now: float,
+            expand: Callable[[str], Sequence[str]] | None) -> None:
+    """Messages ranked by :mod:`endless.core.search.ranking`; summary lines by BM25, all words first."""
     want = skip + limit + 1
-    tables = [t for t, s in (("words", "messages"), ("line_words", "lines")) if where in (s, "both")]
-    if "line_words" in tables and (filters.kinds is not None or filters.chat is not None):
-        tables.remove("line_words")
-    rows: list[tuple[int, float, str, int]] = []
-    for table in tables:
+    rows: list[tuple[int, float, str, int]] = []  # messages as ranked: (tier, lower is better, table, key)
+    lines: list[tuple[int, float, str, int]] = []
+    if where in ("messages", "both"):
+        def text_of(mid: int) -> str | None:
+            found = corpus.record_of(mid)
+            return None if found is None else found[0]["m"][found[1]].get("x")
+
+        rows += [(r.tier, -r.score, "words", r.key)
+                 for r in rank.messages(corpus.index, q, filters, want, deadline, now, ranking, text_of,
+                                     expand)]
+    if where in ("lines", "both") and filters.kinds is None and filters.chat is None:
+        words, _ = rank.question(q, now, ranking)
+        every, anyof = rank.match_expressions(corpus.index, words, q.phrases)
         seen: set[int] = set()
-        for tier, expressions in enumerate(tiers):
-            if len(seen) >= want:
-                break
-            # (a tier's rows may repeat an earlier tier's: asked for that many more, the repeats dropped;
-            # within a tier, the best score of a row any of its expressions found)
-            found: dict[int, float] = {}
-            for expression in expressions:
-                for r in corpus.index.ranked(table, expression, filters, 0, want + len(seen), deadline):
-                    if r.key not in seen:
-                        found[r.key] = min(r.score, found.get(r.key, r.score))
-            best = sorted(found.items(), key=lambda item: (item[1], -item[0]))[:want - len(seen)]
-            seen.update(key for key, _ in best)
-            rows += [(tier, score, table, key) for key, score in best]
-    rows.sort(key=lambda row: (row[0], row[1], -row[3]))
+        for tier, expression in enumerate((every, anyof)):
+            if expression is None or len(seen) >= want:
+                continue
+            found = [r for r in corpus.index.ranked("line_words", expression, filters, 0, want + len(seen), deadline)
+                     if r.key not in seen][:want - len(seen)]
+            seen.update(r.key for r in found)
+            lines += [(tier, r.score, "line_words", r.key) for r in found]
+    lines.sort(key=lambda row: (row[0], row[1], -row[3]))
+    rows = list(heapq.merge(rows, lines, key=lambda row: (row[0], row[1])))  # each kept in its own order
     result.more = len(rows) > skip + limit
     terms = [w for w in q.words] + list(q.phrases)
     for _, _, table, key in rows[skip:skip + limit]:

@@ -92,6 +92,15 @@ class Row:
     score: float
 
 
+@dataclass(frozen=True)
+class Placed:
+    """Where a message was said: its chat's session, its time (None: unknown), whether the filters keep it."""
+
+    session: str
+    at: float | None
+    kept: bool
+
+
 def line_key(level: int, index: int) -> int:
     """A summary line's rowid: its level in the top bits, so keys never collide."""
     return (level << 48) | index
@@ -371,16 +380,16 @@ class SearchIndex:
     def term_docs(self, words: list[str]) -> dict[str, int]:
         """How many messages hold each (unstemmed) word once stemmed; 0 for a word nowhere."""
         with self.lock:
-            return self._term_docs(words)
+            db, out = self.db(), {}
+            for word, term in zip(words, self._stems(words)):
+                found = db.execute("SELECT doc FROM words_terms WHERE term = ?", (term,)).fetchone()
+                out[word] = int(found[0]) if found else 0
+            return out
 
-    def _term_docs(self, words: list[str]) -> dict[str, int]:
-        db = self.db()
-        out: dict[str, int] = {}
-        terms = self._stems(words)
-        for word, term in zip(words, terms):
-            found = db.execute("SELECT doc FROM words_terms WHERE term = ?", (term,)).fetchone()
-            out[word] = int(found[0]) if found else 0
-        return out
+    def stems(self, words: list[str]) -> list[str]:
+        """Each word as the index holds it (stemmed, folded: "using" is "us")."""
+        with self.lock:
+            return self._stems(words)
 
     def _stems(self, words: list[str]) -> list[str]:
         """Each word as the tokenizer indexes it (stemmed, folded), through a scratch table."""
@@ -456,24 +465,10 @@ class SearchIndex:
         return ""
 
     def _where(self, table: str, filters: Filters) -> tuple[str, list]:
-        parts: list[str] = []
-        params: list = []
         if table == "words":
-            if filters.below is not None:
-                parts.append("words.rowid < ?")
-                params.append(filters.below)
-            if filters.kinds is not None:
-                codes = [_KIND_CODE[k] for k in filters.kinds if k in _KIND_CODE] or [-2]
-                parts.append(f"msg.kind IN ({','.join('?' * len(codes))})")
-                params.extend(codes)
-            if filters.chat is not None:
-                parts.append("msg.chat IN (SELECT id FROM chat WHERE session = ? "
-                             "OR instr(lower(title), lower(?)) > 0)")
-                params.extend([filters.chat, filters.chat])
-            span, values = _time_range("msg", filters)
-            parts += span
-            params += values
+            parts, params = self._message_conditions(filters, "words.rowid")
         else:
+            parts, params = [], []
             span, values = _time_range("m", filters)
             if span:
                 # A line is in a time range when a message it covers is.
@@ -484,6 +479,30 @@ class SearchIndex:
                 parts.append("(line_words.rowid & 281474976710655) < ?")
                 params.append(filters.below)
         return "".join(f" AND {p}" for p in parts), params
+
+    def about(self, ids: Sequence[int], filters: Filters) -> dict[int, "Placed"]:
+        """Where each of ``ids`` the index holds was said (its chat's session, its time) and whether the
+        filters let it through: what a ranking needs to score a message by the ones around it."""
+        parts, params = self._message_conditions(filters)
+        sql = (f"SELECT msg.id, chat.session, msg.at, {' AND '.join(parts) or '1'} FROM msg LEFT JOIN chat ON "
+               "chat.id = msg.chat WHERE msg.id IN (SELECT value FROM json_each(?))")
+        with self.lock:
+            rows = self.db().execute(sql, [*params, "[" + ",".join(str(int(i)) for i in ids) + "]"]).fetchall()
+        return {int(mid): Placed(str(session or ""), at if type(at) in (int, float) else None, bool(ok))
+                for mid, session, at, ok in rows}
+
+    def _message_conditions(self, filters: Filters, mid: str = "msg.id") -> tuple[list[str], list]:
+        """The filters as conditions on the ``msg`` table (and ``mid``, the message id), with their values."""
+        parts, params = ([f"{mid} < ?"], [filters.below]) if filters.below is not None else ([], [])
+        if filters.kinds is not None:
+            codes = [_KIND_CODE[k] for k in filters.kinds if k in _KIND_CODE] or [-2]
+            parts.append(f"msg.kind IN ({','.join('?' * len(codes))})")
+            params.extend(codes)
+        if filters.chat is not None:
+            parts.append("msg.chat IN (SELECT id FROM chat WHERE session = ? OR instr(lower(title), lower(?)) > 0)")
+            params.extend([filters.chat, filters.chat])
+        span, values = _time_range("msg", filters)
+        return parts + span, params + values
 
     def line_keys(self) -> set[int]:
         """The keys of every written summary line the index holds."""

@@ -68,8 +68,7 @@ def parse(query: object) -> Query:
     if any(len(p) > SEARCH_PHRASE_CHARS_MAX for p in phrases):
         raise QueryError(f"a quoted phrase may be at most {SEARCH_PHRASE_CHARS_MAX:,} characters; "
                          "quote a shorter part of it")
-    rest = _QUOTED.sub(" ", text).replace('"', " ")
-    words = _words(rest)
+    words = _words(without_phrases(text))
     if len(phrases) == 1 and not words and text.startswith('"') and text.endswith('"'):
         return Query(PHRASE, phrases[0], (), phrases)
     if not words and not phrases:
@@ -78,11 +77,31 @@ def parse(query: object) -> Query:
     return Query(WORDS, text, words, phrases)
 
 
+def without_phrases(text: str) -> str:
+    """``text`` with its quoted phrases (and stray quotes) taken out."""
+    return _QUOTED.sub(" ", text).replace('"', " ")
+
+
+def words_of(text: str) -> tuple[str, ...]:
+    """The words a ranked query keeps of ``text`` (stopwords dropped, or all if only stopwords)."""
+    return _words(text)
+
+
 def _words(text: str) -> tuple[str, ...]:
     found = [w.lower() for w in _WORD.findall(text)]
     kept = [w for w in found if w not in STOPWORDS]
     unique = tuple(dict.fromkeys(kept or found))
     return unique[:SEARCH_TERMS_MAX * 4]
+
+
+_ASKING = frozenset("what when where who whom whose why how which".split())
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` is asked as a question ("what did we pick?", "which port we chose"), not typed as
+    the words to find: it ends with a question mark or starts with a question word."""
+    words = _WORD.findall(text.lower())
+    return text.rstrip().endswith("?") or bool(words and words[0] in _ASKING)
 
 
 def fts_string(text: str) -> str:

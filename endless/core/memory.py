@@ -51,6 +51,19 @@ def _views_mode(views: str, readonly: bool) -> str:
     return views
 
 
+def _key_file(root: Path, folder: Path, key: Key | None, create: bool, settings: Settings,
+              agent_name: str | None, clock: Callable[[], float]) -> dict:
+    """The memory's key file, made first when ``create`` allows (a memory is made by its key only)."""
+    durable.guard_root(root)
+    durable.refuse_linked_subfolders(folder)  # before anything is read or made through one
+    key_path = folder / "key.json"
+    if not key_path.exists():
+        if key is None or not create:
+            raise NoMemory(f"no memory {folder.name} under {memories_dir(root)}; list them with `endless memories`")
+        keyfile.create(key_path, key, settings.granularity, agent_name, clock)
+    return keyfile.read(key_path, folder.name)
+
+
 class Memory:
     """An open memory.  Use :meth:`open`; close it when done."""
     expand_query: Callable[[str], Sequence[str]] | None = None  # a question's other words (endless.writer.expand)
@@ -89,15 +102,7 @@ class Memory:
             raise MemoryUseError("open a memory by its key or its memory id")
         mid = key.memory_id if key is not None else check_memory_id(memory_id)
         folder = memories_dir(root) / mid
-        durable.guard_root(root)
-        durable.refuse_linked_subfolders(folder)  # before anything is read or made through one
-        key_path = folder / "key.json"
-        if not key_path.exists():
-            if key is None or not create or readonly:
-                raise NoMemory(f"no memory {mid} under {memories_dir(root)}; "
-                               "list them with `endless memories`")
-            keyfile.create(key_path, key, settings.granularity, agent_name, clock)
-        meta = keyfile.read(key_path, mid)
+        meta = _key_file(root, folder, key, create and not readonly, settings, agent_name, clock)
         stored_key = Key(meta["agent"], meta["project"])
         memory = cls(folder, root, stored_key, settings, meta.get("granularity", "turn"),
                      agent_name or meta.get("agentName"), clock, readonly)

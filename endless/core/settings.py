@@ -60,6 +60,10 @@ HOOK_WAIT_SECONDS = 0.0
 HOOK_INPUT_MAX = 4 << 20  # bytes of a hook's JSON read at most (a Stop hook carries the last reply)
 CAPTURE_LOCK_SECONDS = 60.0
 CAPTURE_READ_MAX = 512 << 20  # bytes of a transcript read in one capture (the rest: the next one)
+# A folder's identity (endless.core.store.folder_keys): the file a person may commit to name a folder's memory
+# on every machine, and the most of it read.
+ID_FILE = ".endless-id"
+ID_FILE_BYTES = 4096
 HANDOVER_BYTES = 4096  # the hand-over block at a session's start, at most
 HANDOVER_GIT_SECONDS = 1.5  # all its git commands together
 FOLLOWER_POLL_SECONDS = 0.2  # how often that helper looks for the import's new turns

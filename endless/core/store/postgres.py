@@ -43,7 +43,7 @@ from typing import Callable
 import psycopg
 
 from endless.core.settings import STORE_LOCK_SECONDS, Settings
-from endless.core.store import checks, durable
+from endless.core.store import checks, durable, keyfile, pg_keys
 from endless.core.store.contract import Batch, check_mark_name
 from endless.core.store.journal import Journal
 from endless.core.store.locks import LockBusy
@@ -332,6 +332,11 @@ class PostgresStore(checks.LogAndTreeChecks):
                 f"the memory {self.memory} keeps its history in files under {self.folder}, but the store setting "
                 f"(ENDLESS_STORE) points at {self.db.shown}, which does not hold it. Unset ENDLESS_STORE to use "
                 "it from its files; copying a memory into the database comes with `endless store copy`")
+        # The key recorded in the database, so other machines can open and list it (a memory made
+        # before the database kept keys is recorded at its first open here).
+        pg_keys.ensure_keys_schema(self.db)
+        if (self.folder / "key.json").exists():  # (a store opened without its Memory, as a test does, has none)
+            pg_keys.register(self.db, keyfile.read(self.folder / "key.json", self.memory))
         emptied = [self.log.replica.check_origin(), self.tree.replica.check_origin()]
         if any(emptied):  # the derived indexes described the old copy: made again from the new one
             shutil.rmtree(self.log.index_path.parent, ignore_errors=True)

@@ -32,6 +32,10 @@ _WHERE = {
     "FileStore": "files",
     "open_store": "choose",
     "open_directory": "choose",
+    "copying": "copying",
+    "CopyRefused": "copying",
+    "FilesSide": "copying",
+    "PgSide": "pg_copy",
     "find_memory": "choose",
     "memory_folder": "choose",
     "Directory": "directory",
@@ -113,7 +117,9 @@ if TYPE_CHECKING:
     from endless.core.store import files
     from endless.core.store.files import FileStore
     from endless.core.store.choose import find_memory, memory_folder, open_directory, open_store
-    from endless.core.store import directory, folder_keys
+    from endless.core.store import copying, directory, folder_keys
+    from endless.core.store.copying import CopyRefused, FilesSide
+    from endless.core.store.pg_copy import PgSide
     from endless.core.store.directory import Directory, Found
     from endless.core.store.folder_keys import FolderIdentity, IdFileError, folder_identity, shown_project
     from endless.core.store import identity

@@ -23,7 +23,8 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
-from endless.core.settings import Settings
+from endless.core.settings import Settings, store_url
+from endless.core.store.copying import COPY_NOTE
 from endless.core.store.directory import Alias
 from endless.core.store.keys import MEMORY_ID, Key
 from endless.core.store.pg_db import Database, advisory_key
@@ -34,13 +35,12 @@ CREATE TABLE IF NOT EXISTS endless_keys (
 CREATE TABLE IF NOT EXISTS endless_aliases (
     alias text PRIMARY KEY, agent text NOT NULL, project text NOT NULL, memory text NOT NULL);
 """
-LOCAL = "pg"  # (postgres.LOCAL: the memory folder's subfolder holding this machine's copy of the streams)
 _KEYS_LOCK = 0x656E_646C_6573_7302  # held while the two tables are made (as pg_db's _SCHEMA_LOCK)
 
 
 def files_only(folder: Path) -> bool:
-    """Whether a memory folder holds a history of the files store and no copy of a database's."""
-    if (folder / LOCAL).exists():
+    """Whether a memory folder holds a history of the files store that was never copied into a database."""
+    if (folder / COPY_NOTE).exists():
         return False
     return any(path.stat().st_size for path in folder.glob("turns.*.jsonl") if path.is_file())
 
@@ -78,10 +78,19 @@ def _claim(db: Database, record: dict, alias_wins: bool) -> str:
 class PgDirectory:
     """The memories of a database: those this machine has a folder for, then the database's records."""
 
-    def __init__(self, root: Path, settings: Settings) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Path | None, settings: Settings) -> None:
+        self.root = Path(root) if root is not None else None
         self._db: Database | None = None
-        self._url = settings.store
+        self._url = store_url(settings)
+        self._own = True
+
+    @classmethod
+    def on(cls, db: Database) -> "PgDirectory":
+        """The directory of ``db`` alone (no machine's folders), on a connection the caller keeps."""
+        directory = cls(None, Settings())
+        directory._db, directory._own = db, False
+        ensure_keys_schema(db)
+        return directory
 
     @property
     def db(self) -> Database:
@@ -93,6 +102,8 @@ class PgDirectory:
     def _local(self, memory_ids: list[str]) -> set[str]:
         """The memories this machine has a folder of the database's for (a memory kept in files here,
         never copied into a database, is not the database's: its key is not recorded there)."""
+        if self.root is None:
+            return set()
         return {mid for mid in memory_ids if (self.root / "memories" / mid / "key.json").exists()
                 and not files_only(self.root / "memories" / mid)}
 
@@ -131,6 +142,8 @@ class PgDirectory:
         return row[0] if row else alias.target
 
     def claim(self, key: Key, record: dict) -> str:
+        if self.root is not None and files_only(self.root / "memories" / key.memory_id):
+            return key.memory_id  # kept in files here: the store refuses it at open, and says how to copy it
         return _claim(self.db, record, alias_wins=True)
 
     def key_record(self, memory_id: str) -> dict | None:
@@ -152,6 +165,6 @@ class PgDirectory:
                 self.db.rows("SELECT agent, project, memory FROM endless_aliases ORDER BY alias")]
 
     def close(self) -> None:
-        if self._db is not None:
+        if self._db is not None and self._own:
             self._db.close()
             self._db = None

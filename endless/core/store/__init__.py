@@ -36,6 +36,7 @@ _WHERE = {
     "CopyRefused": "copying",
     "FilesSide": "copying",
     "PgSide": "pg_copy",
+    "Database": "pg_db",
     "find_memory": "choose",
     "memory_folder": "choose",
     "Directory": "directory",
@@ -120,6 +121,7 @@ if TYPE_CHECKING:
     from endless.core.store import copying, directory, folder_keys
     from endless.core.store.copying import CopyRefused, FilesSide
     from endless.core.store.pg_copy import PgSide
+    from endless.core.store.pg_db import Database
     from endless.core.store.directory import Directory, Found
     from endless.core.store.folder_keys import FolderIdentity, IdFileError, folder_identity, shown_project
     from endless.core.store import identity

@@ -583,6 +583,9 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
     now = time.time() if now is None else now
     report = Report()
     settings = check_settings(report, environ)
+    from endless.faces.cli.doctor_store import store_findings
+
+    store_findings(report, settings)
     root = settings.memory_root()
     if check_root(report, root):
         folder = memories_dir(root)

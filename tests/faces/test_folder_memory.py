@@ -187,6 +187,10 @@ def test_on_a_database_a_folder_opened_first_elsewhere_is_one_memory_everywhere(
     for k, (env, folder) in enumerate(zip(machines, folders)):
         done = endless(env, "import", "--workspace", str(folder), str(source(tmp_path / f"{k}.jsonl", f"from {k}")))
         assert done.returncode == 0, done.stderr
+        if k == 0:  # the other machine opens it by its id before it ever used the folder
+            (made,) = memories(machines[0])
+            seen = endless(machines[1], "view", "--memory", made["memoryId"])
+            assert seen.returncode == 0 and "from 0" in seen.stdout, seen.stderr
     assert texts(machines[0], folders[0]) == texts(machines[1], folders[1])
     assert {"from 0", "from 1"} <= set(texts(machines[0], folders[0]))
     (listed,) = memories(machines[1])

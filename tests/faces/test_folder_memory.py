@@ -195,3 +195,55 @@ def test_on_a_database_a_folder_opened_first_elsewhere_is_one_memory_everywhere(
     assert {"from 0", "from 1"} <= set(texts(machines[0], folders[0]))
     (listed,) = memories(machines[1])
     assert listed["keyedBy"] == {"kind": "repo", "value": "github.com/ana/shop", "folder": None}
+
+
+def _claude_turn(path: Path, workspace: Path, session: str, prompt: str, reply: str) -> None:
+    """A Claude Code transcript holding one finished turn, as the CLI writes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    events = [{"type": "user", "message": {"role": "user", "content": prompt}},
+              {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": reply}]}}]
+    parent = None
+    with open(path, "w") as handle:
+        for n, event in enumerate(events):
+            uid = f"{session[:8]}-0000-4000-8000-{n:012d}"
+            handle.write(orjson.dumps({**event, "parentUuid": parent, "uuid": uid, "isSidechain": False,
+                                       "timestamp": f"2026-12-04T10:00:0{n}.000Z", "cwd": str(workspace),
+                                       "sessionId": session, "version": "2.1.332"}).decode() + "\n")
+            parent = uid
+
+
+def _hook(env: dict, workspace: Path, event: str, session: str, transcript: Path | None = None,
+          **fields: object) -> subprocess.CompletedProcess:
+    payload = {"session_id": session, "transcript_path": str(transcript or ""), "cwd": str(workspace),
+               "hook_event_name": event, **fields}
+    return subprocess.run([*endless_command(), "hook", "claude", event], input=orjson.dumps(payload),
+                          capture_output=True, env={**env, "ENDLESS_HOOK_WAIT": "60"}, cwd=workspace, timeout=120)
+
+
+def test_a_claude_code_session_on_one_machine_is_handed_over_in_the_others_checkout(tmp_path, pg_store_url):
+    laptop, desktop = machine(tmp_path, "laptop", pg_store_url), machine(tmp_path, "desktop", pg_store_url)
+    here = repo(tmp_path / "laptop" / "src" / "shop", REMOTE)
+    there = repo(tmp_path / "desktop" / "code" / "shop", "https://github.com/ana/shop")
+    laptop["HOME"] = str(tmp_path / "laptop" / "user")  # Claude Code keeps transcripts under ~/.claude/projects
+    transcript = tmp_path / "laptop" / "user" / ".claude" / "projects" / "-src-shop" / "s.jsonl"
+    session = "5d1e4c2a-1111-4222-8333-944455556666"
+    _claude_turn(transcript, here, session, "Make the export handle refunds", "Refund rows are written now.")
+    stopped = _hook(laptop, here, "Stop", session, transcript, stop_hook_active=False)
+    assert (stopped.returncode, stopped.stderr) == (0, b"")
+    start = _hook(desktop, there, "SessionStart", "9" * 36, source="startup")
+    assert start.returncode == 0 and start.stderr == b""
+    told = orjson.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert told.startswith("[Endless] This folder's memory holds 1 turn")
+    assert "Make the export handle refunds" in told and "Refund rows are written now." in told
+
+
+def test_a_hook_in_a_folder_with_a_bad_id_file_exits_0_and_says_why_in_its_log(tmp_path, env):
+    work = repo(tmp_path / "shop", REMOTE)
+    (work / ".endless-id").write_text("not one id\n")
+    transcript = tmp_path / ".claude" / "projects" / "-shop" / "s.jsonl"
+    _claude_turn(transcript, work, "7" * 36, "hello", "hi")
+    done = _hook({**env, "HOME": str(tmp_path)}, work, "Stop", "7" * 36, transcript)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    log = (Path(env["ENDLESS_HOME"]) / "logs" / "agents.log").read_text()
+    assert ".endless-id" in log and "not an id" in log
+    assert memories(env) == []

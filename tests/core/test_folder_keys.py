@@ -168,3 +168,12 @@ def test_gateway_platforms_cannot_take_the_identities_prefixes():
     for platform in ("repo", "id"):
         with pytest.raises(InvalidKey, match="kept for folders"):
             gateway_key(None, platform, "github.com/ana/shop")
+
+
+def test_a_submodule_is_a_project_of_its_own(tmp_path):
+    lib = repo(tmp_path / "lib", "git@github.com:ana/lib.git")
+    main = repo(tmp_path / "main", "git@github.com:ana/main.git")
+    git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "vendor/lib", cwd=main)
+    assert (main / "vendor" / "lib" / ".git").is_file()  # (a .git file pointing into main's .git/modules)
+    assert folder_identity(main / "vendor" / "lib").project == f"repo:{lib}"  # its remote is the clone source
+    assert folder_identity(main / "vendor").project == "repo:github.com/ana/main//vendor"

@@ -217,8 +217,9 @@ def plan(source: Side, target: Side, memory_ids: list[str]) -> list[_Plan]:
     for mid in memory_ids:
         record = source.key_record(mid)
         if record is None:
-            refused.append(f"memory {mid} in {source.where} has no key record (it was made by an older Endless "
-                           "and never opened by this one): open it once with this Endless, then copy again")
+            refused.append(f"memory {mid} in {source.where} has no key record (an older Endless made it, and this "
+                           f"one never opened it): run `endless view --memory {mid}` once on a machine that used "
+                           "it, then copy again (or leave it out with --memory)")
             continue
         there = target.key_record(mid)
         if there is not None and (there.get("agent"), there.get("project")) != (record["agent"], record["project"]):

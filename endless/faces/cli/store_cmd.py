@@ -29,7 +29,8 @@ memory's key, its marks and the aliases that name it. The source is where memori
 store setting, ENDLESS_STORE) unless --from says otherwise; nothing of the source changes.
 
 Each of --from and --to is one of:
-  postgresql://USER:PASSWORD@HOST/DATABASE   a PostgreSQL database (TLS options in its query, such as
+  postgresql://USER@HOST/DATABASE            a PostgreSQL database (its password in the URL, ~/.pgpass or
+                                             PGPASSWORD; TLS options in its query, such as
                                              ?sslmode=verify-full&sslrootcert=/path/ca.pem, or the
                                              store_ssl* settings)
   files                                      the files under this ENDLESS_HOME (the embedded store)

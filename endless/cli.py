@@ -33,6 +33,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("chat",), "endless.faces.cli.chat", "add_chat_parser"),
     (("memories", "view", "zoom", "date", "search", "history"), "endless.faces.kit.read_commands", "add_read_parsers"),
     (("forget",), "endless.faces.cli.forget_cmd", "add_forget_parser"),
+    (("store",), "endless.faces.cli.store_cmd", "add_store_parser"),
     (("serve",), "endless.faces.rpc.serve", "add_serve_parser"),
     (("writer",), "endless.faces.cli.settings_cmd", "add_writer_parser"),
     (("completion",), "endless.faces.cli.completion", "add_completion_parser"),

@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 PG_ROOT = Path("/usr/lib/postgresql")
 PREFERRED = "15"
@@ -79,8 +80,9 @@ class Cluster:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_cluster() -> Cluster:
-    """initdb a new cluster in a temporary folder and start it (about 3 s)."""
+def start_cluster(setup: "Callable[[Cluster], None] | None" = None) -> Cluster:
+    """initdb a new cluster in a temporary folder and start it (about 3 s); ``setup(cluster)`` runs between
+    the two (a test's own server settings, certificates, ``pg_hba.conf``)."""
     bin_dir = binaries()
     if bin_dir is None:
         raise FileNotFoundError("no PostgreSQL binaries (install the postgresql package, or set ENDLESS_PG_BIN)")
@@ -94,5 +96,7 @@ def start_cluster() -> Cluster:
     cluster = Cluster(folder, bin_dir, _free_port(), as_user)
     cluster._run(str(bin_dir / "initdb"), "-D", str(cluster.data), "-A", "trust", "-U", "postgres",
                  "--no-sync", "-E", "UTF8")
+    if setup is not None:
+        setup(cluster)
     cluster.start()
     return cluster

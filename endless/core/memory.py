@@ -27,7 +27,7 @@ from endless.core.settings import Settings, load_settings
 from endless.core.store import (COMPLETED, STATUSES, Damage, EncodedTurn, Key, Message, Store, Stored,
                                 TurnInfo, TurnInProgress, TurnRecord, Waiters, check_kind, check_memory_id,
                                 close_orphans, decoded, durable, identity, keyfile, place_encoded, sessions,
-                                open_store, stored_from)
+                                memory_folder, open_store, stored_from)
 from endless.core.view import Part, ViewKeeper, tiling
 
 if TYPE_CHECKING:  # only the lease keeper waits: a read command never loads asyncio
@@ -49,19 +49,6 @@ def _views_mode(views: str, readonly: bool) -> str:
     if views not in VIEWS or (views == "skip" and not readonly):
         raise MemoryUseError(f"views must be one of {', '.join(VIEWS)} (skip: read only), not {views!r}")
     return views
-
-
-def _key_file(root: Path, folder: Path, key: Key | None, create: bool, settings: Settings,
-              agent_name: str | None, clock: Callable[[], float]) -> dict:
-    """The memory's key file, made first when ``create`` allows (a memory is made by its key only)."""
-    durable.guard_root(root)
-    durable.refuse_linked_subfolders(folder)  # before anything is read or made through one
-    key_path = folder / "key.json"
-    if not key_path.exists():
-        if key is None or not create:
-            raise NoMemory(f"no memory {folder.name} under {memories_dir(root)}; list them with `endless memories`")
-        keyfile.create(key_path, key, settings.granularity, agent_name, clock)
-    return keyfile.read(key_path, folder.name)
 
 
 class Memory:
@@ -100,9 +87,10 @@ class Memory:
         root = Path(root) if root is not None else settings.memory_root()
         if key is None and memory_id is None:
             raise MemoryUseError("open a memory by its key or its memory id")
-        mid = key.memory_id if key is not None else check_memory_id(memory_id)
-        folder = memories_dir(root) / mid
-        meta = _key_file(root, folder, key, create and not readonly, settings, agent_name, clock)
+        folder = memory_folder(settings, root, key, memory_id, create=create, readonly=readonly,
+                               agent_name=agent_name, clock=clock)
+        mid, key_path = folder.name, folder / "key.json"
+        meta = keyfile.read(key_path, mid)
         stored_key = Key(meta["agent"], meta["project"])
         memory = cls(folder, root, stored_key, settings, meta.get("granularity", "turn"),
                      agent_name or meta.get("agentName"), clock, readonly)

@@ -60,6 +60,10 @@ HOOK_INPUT_MAX = 4 << 20  # bytes of a hook's JSON read at most (a Stop hook car
 CAPTURE_NICE = 10  # a hook's capture runs this much below the agent's priority (it yields the CPU to the agent)
 CAPTURE_LOCK_SECONDS = 60.0
 CAPTURE_READ_MAX = 512 << 20  # bytes of a transcript read in one capture (the rest: the next one)
+# A folder's identity (endless.core.store.folder_keys): the file a person may commit to name a folder's memory
+# on every machine, and the most of it read.
+ID_FILE = ".endless-id"
+ID_FILE_BYTES = 4096
 HANDOVER_BYTES = 4096  # the hand-over block at a session's start, at most
 HANDOVER_GIT_SECONDS = 1.5  # all its git commands together
 # How long Codex waits for an optional MCP server before a session's first request (its own default does not
@@ -243,6 +247,15 @@ class Settings:
     # Where memories are kept: empty, the files under ``home`` (the embedded store); a
     # ``postgresql://`` URL, a PostgreSQL database shared by several machines (endless.core.store.postgres).
     store: str = ""
+    # TLS for a PostgreSQL store, passed to the driver as libpq's parameters of the same names (each may also be
+    # in the URL's query; a setting given here wins): sslmode (disable, allow, prefer, require, verify-ca,
+    # verify-full), the root certificate to check the server with, and this machine's certificate and key.
+    store_sslmode: str = ""
+    store_sslrootcert: str = ""
+    store_sslcert: str = ""
+    store_sslkey: str = ""
+    # `endless store copy`: bytes one step of a copy moves (one transaction, or one write and fsync).
+    store_copy_chunk_bytes: int = 4 << 20
     rpc_port: int = 8765
     # Hermes: past this many messages in Hermes's own transcript, it is compacted in place at a turn's start.
     hermes_transcript_messages: int = 120
@@ -352,6 +365,11 @@ MEANINGS: dict[str, str] = {
     "person_tag": "the person's tag in the lines",
     "home": "where memories live (ENDLESS_HOME; not set: the XDG data dir + /endless)",
     "store": "where memories are kept: empty for files under home, or a postgresql:// URL (password never shown)",
+    "store_sslmode": "TLS to the PostgreSQL store: disable, allow, prefer, require, verify-ca or verify-full (empty: the URL's, else libpq's default)",
+    "store_sslrootcert": "the root certificate file the PostgreSQL store's server certificate is checked with",
+    "store_sslcert": "this machine's client certificate file for the PostgreSQL store",
+    "store_sslkey": "the private key file of that client certificate",
+    "store_copy_chunk_bytes": "bytes one step of `endless store copy` moves (one transaction or one fsynced write)",
     "rpc_port": "port of the host RPC and History page on 127.0.0.1",
     "hermes_transcript_messages": "Hermes's own transcript is compacted in place past this many messages",
     "rpc_body_bytes": "largest RPC request body in bytes",
@@ -484,6 +502,10 @@ def _check(s: Settings) -> None:
                  "history_limit", "history_limit_max", "history_page_bytes"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be positive")
+    if s.store_sslmode and s.store_sslmode not in SSL_MODES:
+        problems.append(f"store_sslmode must be one of {', '.join(SSL_MODES)}, not {s.store_sslmode!r}")
+    if s.store_copy_chunk_bytes < 1024:
+        problems.append("store_copy_chunk_bytes must be at least 1024")
     if s.store.strip() and not is_postgres_url(s.store):
         problems.append(f"store must be empty (files under home) or a postgresql:// URL, not "
                         f"{masked_store(s.store)!r}")
@@ -527,6 +549,27 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
     """(name, value, source) for every setting, for ``endless config`` (the store's password masked)."""
     return [(name, masked_store(settings.store) if name == "store" else getattr(settings, name),
              settings.source(name)) for name in setting_names()]
+
+
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+STORE_TLS = ("sslmode", "sslrootcert", "sslcert", "sslkey")  # each the store_<name> setting, libpq's <name>
+
+
+def store_url(settings: "Settings") -> str:
+    """The PostgreSQL store's URL as the driver gets it: the ``store`` setting with the ``store_ssl*``
+    settings put in its query (a setting given wins over the URL's own).  Never shown: show
+    :func:`masked_store` of it."""
+    url = settings.store.strip()
+    tls = {name: getattr(settings, f"store_{name}") for name in STORE_TLS if getattr(settings, f"store_{name}")}
+    if not tls or not is_postgres_url(url):
+        return url
+    from urllib.parse import parse_qsl, urlencode
+
+    base, _, fragment = url.partition("#")
+    base, _, query = base.partition("?")
+    pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in tls]
+    pairs += sorted(tls.items())
+    return f"{base}?{urlencode(pairs)}" + (f"#{fragment}" if fragment else "")
 
 
 def is_postgres_url(store: str) -> bool:

@@ -357,3 +357,42 @@ def test_endless_import_into_the_database_is_read_on_another_machine(tmp_path, p
         assert other.total == 600
         assert other.message(598).text == "question 299 about tulips" and other.message(599).text == "answer 299"
         assert sorted({other.turn(t).session for t in range(other.turns)}) == ["s0", "s1", "s2"]
+
+
+def test_two_machines_alternating_turns_see_each_others_lines_and_keep_their_views_cached(tmp_path, pg_store_url):
+    """Two processes, two ENDLESS_HOMEs, one memory: each machine's head stays a byte prefix of its next one
+    (DESIGN §4) except at a batch, every turn sees every turn before it, and each reads the other's lines."""
+    project = str(tmp_path / "project")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_STORE": pg_store_url, "ENDLESS_VIEW_CEILING": "16000",
+           "ENDLESS_VIEW_FLOOR": "8000", "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    env.pop("ENDLESS_HOME", None)
+    child = REPO / "tests" / "procs" / "pg_machine.py"
+    names = ("laptop", "desktop")
+    procs = {name: subprocess.Popen([sys.executable, str(child), str(tmp_path / name), project, name],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+             for name in names}
+    said: dict[str, list[dict]] = {name: [] for name in names}
+    try:
+        for name in names:
+            assert procs[name].stdout.readline().strip() == "ready"
+        for turn in range(60):
+            name = names[turn % 2]
+            procs[name].stdin.write(f"turn {turn}\n")
+            procs[name].stdin.flush()
+            said[name].append(orjson.loads(procs[name].stdout.readline()))
+        for proc in procs.values():
+            proc.stdin.write("quit\n")
+            proc.stdin.flush()
+            assert proc.communicate(timeout=60)[0].strip() == "done"
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    for name in names:
+        seen = said[name]
+        assert [s["seen"] for s in seen] == [2 * s["turn"] for s in seen]  # every earlier turn, of both, once
+        assert all(s["prefix"] or s["batched"] for s in seen), [s for s in seen if not s["prefix"]]
+        batches = sum(s["batched"] for s in seen)
+        assert 1 <= batches <= 6, batches  # the sawtooth ran, and rarely: every other head read the cache
+        assert sum(s["prefix"] for s in seen) >= len(seen) - batches
+        assert seen[-1]["others"] > 0, name  # lines the other machine wrote, in this machine's view

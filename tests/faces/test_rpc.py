@@ -112,7 +112,10 @@ def test_memories_shape(fixture_root):
         value = call(c, "memories")
     assert list(value) == ["memories"]
     (entry,) = value["memories"]
-    assert set(entry) == {"memoryId", "agent", "project", "turns", "firstAt", "lastAt", "writerUsage"}
+    assert set(entry) == {"memoryId", "agent", "project", "keyedBy", "alsoBy", "turns", "firstAt", "lastAt",
+                          "writerUsage"}
+    assert entry["keyedBy"] == {"kind": "path", "value": entry["project"], "folder": None}
+    assert entry["alsoBy"] == []
     assert entry["memoryId"] == mid and entry["turns"] == 60
     assert entry["firstAt"] == F.START and entry["lastAt"] > entry["firstAt"]
     assert set(entry["writerUsage"]) == {"calls", "cacheRead", "miss", "output", "cost"}

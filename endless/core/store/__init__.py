@@ -31,6 +31,23 @@ _WHERE = {
     "read_complete": "durable",
     "FileStore": "files",
     "open_store": "choose",
+    "open_directory": "choose",
+    "copying": "copying",
+    "CopyRefused": "copying",
+    "FilesSide": "copying",
+    "PgSide": "pg_copy",
+    "Database": "pg_db",
+    "find_memory": "choose",
+    "memory_folder": "choose",
+    "Directory": "directory",
+    "Found": "directory",
+    "directory": "directory",
+    "FolderIdentity": "folder_keys",
+    "IdFileError": "folder_keys",
+    "folder_identity": "folder_keys",
+    "folder_keys": "folder_keys",
+    "shown_project": "folder_keys",
+    "path_key": "keys",
     "files": "files",
     "Presence": "identity",
     "identity": "identity",
@@ -100,13 +117,19 @@ if TYPE_CHECKING:
     from endless.core.store.durable import LinkRefused, iter_lines, read_complete
     from endless.core.store import files
     from endless.core.store.files import FileStore
-    from endless.core.store.choose import open_store
+    from endless.core.store.choose import find_memory, memory_folder, open_directory, open_store
+    from endless.core.store import copying, directory, folder_keys
+    from endless.core.store.copying import CopyRefused, FilesSide
+    from endless.core.store.pg_copy import PgSide
+    from endless.core.store.pg_db import Database
+    from endless.core.store.directory import Directory, Found
+    from endless.core.store.folder_keys import FolderIdentity, IdFileError, folder_identity, shown_project
     from endless.core.store import identity
     from endless.core.store.identity import Presence, identity_key, messages_identity
     from endless.core.store import journal
     from endless.core.store import keyfile
     from endless.core.store.keyfile import FORMAT
-    from endless.core.store.keys import InvalidKey, Key, MEMORY_ID, check_memory_id, gateway_key, memory_id, workspace_key
+    from endless.core.store.keys import InvalidKey, Key, MEMORY_ID, check_memory_id, gateway_key, memory_id, path_key, workspace_key
     from endless.core.store.locks import ChangeLock, Lease, holder_pid, is_held
     from endless.core.store import log
     from endless.core.store.log import Damage, OrderLog, TurnInfo, tid_number

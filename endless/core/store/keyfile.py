@@ -21,13 +21,17 @@ FORMAT = 1
 SUBFOLDERS = ("index", "journal", "pending")
 
 
-def create(path: Path, key: Key, granularity: str, agent_name: str | None,
-           clock: Callable[[], float]) -> None:
+def record(key: Key, granularity: str, agent_name: str | None, clock: Callable[[], float]) -> dict:
+    """A new memory's key record, as ``key.json`` holds it (and a database store beside its rows)."""
+    return {"format": FORMAT, "memoryId": key.memory_id, "agent": key.agent, "project": key.project,
+            "granularity": granularity, "agentName": agent_name, "created": clock()}
+
+
+def create(path: Path, value: dict) -> None:
+    """Write ``key.json`` for a memory folder from its key record."""
     durable.refuse_link(path)  # a dangling link where key.json belongs: refused, never replaced
     durable.make_dir(path.parent)
-    durable.write_json(path, {"format": FORMAT, "memoryId": key.memory_id, "agent": key.agent,
-                              "project": key.project, "granularity": granularity,
-                              "agentName": agent_name, "created": clock()})
+    durable.write_json(path, value)
 
 
 def read(path: Path, memory_id: str) -> dict:

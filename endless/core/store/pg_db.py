@@ -74,11 +74,12 @@ def _reason(exc: BaseException, url: str) -> str:
     """What the driver said, without anything of the connection string but its masked form."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     try:
-        password = conninfo_to_dict(url).get("password") if url else None
+        given = conninfo_to_dict(url) if url else {}
     except psycopg.Error:
-        password = None
-    if password:
-        text = text.replace(str(password), "***")
+        given = {}
+    for name in ("password", "sslpassword"):  # (a key file's passphrase is a secret too)
+        if given.get(name):
+            text = text.replace(str(given[name]), "***")
     return text
 
 

@@ -42,8 +42,8 @@ from typing import Callable
 
 import psycopg
 
-from endless.core.settings import STORE_LOCK_SECONDS, Settings
-from endless.core.store import checks, durable
+from endless.core.settings import STORE_LOCK_SECONDS, Settings, store_url
+from endless.core.store import checks, copying, durable, keyfile, pg_keys
 from endless.core.store.contract import Batch, check_mark_name
 from endless.core.store.journal import Journal
 from endless.core.store.locks import LockBusy
@@ -310,7 +310,7 @@ class PostgresStore(checks.LogAndTreeChecks):
         self.folder = folder
         self.granularity = granularity
         self.memory = folder.name  # the memory's id (its folder under memories/ is named by it)
-        self.db = Database(settings.store)
+        self.db = Database(store_url(settings))  # (TLS settings in its query)
         if not self.db.rows("SELECT to_regclass('endless_marks') IS NOT NULL", doing="opening")[0][0]:
             self.db.ensure_schema()
         for stream in ("log", "tree"):
@@ -321,17 +321,27 @@ class PostgresStore(checks.LogAndTreeChecks):
         local = folder / LOCAL
         self.log = PgOrderLog(local, granularity, self.db, self.memory)
         self.tree = PgTreeStore(local, granularity, self.db, self.memory)
-        self.lock = AdvisoryLock(settings.store, advisory_key(base, "change"), self.db.shown)
+        self.lock = AdvisoryLock(self.db.url, advisory_key(base, "change"), self.db.shown)
         self.lease = RowLease(self.db, self.memory, base, expiry=settings.lease_expiry_seconds, clock=clock)
 
     def load(self) -> None:
         """Check the local copy belongs to this memory's streams, then read its indexes (not the history)."""
         files_log = self.folder / f"turns.{self.granularity}.v{LOG_FORMAT}.jsonl"
         if files_log.exists() and files_log.stat().st_size:
-            raise StoreUnavailable(
-                f"the memory {self.memory} keeps its history in files under {self.folder}, but the store setting "
-                f"(ENDLESS_STORE) points at {self.db.shown}, which does not hold it. Unset ENDLESS_STORE to use "
-                "it from its files; copying a memory into the database comes with `endless store copy`")
+            # A copy's files side is the way back, as long as it has not grown since (store.copying).
+            generations = dict(self.db.rows("SELECT stream, generation FROM endless_streams WHERE memory = %s",
+                                            (self.memory,)))
+            if not copying.note_allows(self.folder, generations, files_log.stat().st_size):
+                raise StoreUnavailable(
+                    f"the memory {self.memory} keeps its history in files under {self.folder}, but the store "
+                    f"setting (ENDLESS_STORE) points at {self.db.shown}, which does not hold all of it. Unset "
+                    "ENDLESS_STORE to use it from its files, or copy it there first: `endless store copy --from "
+                    f"files --to \"$ENDLESS_STORE\" --memory {self.memory}`")
+        # The key recorded in the database, so other machines can open and list it (a memory made
+        # before the database kept keys is recorded at its first open here).
+        pg_keys.ensure_keys_schema(self.db)
+        if (self.folder / "key.json").exists():  # (a store opened without its Memory, as a test does, has none)
+            pg_keys.register(self.db, keyfile.read(self.folder / "key.json", self.memory))
         emptied = [self.log.replica.check_origin(), self.tree.replica.check_origin()]
         if any(emptied):  # the derived indexes described the old copy: made again from the new one
             shutil.rmtree(self.log.index_path.parent, ignore_errors=True)

@@ -161,6 +161,12 @@ def _refusal(agent: str, transcript: str, workspace: Path, env: dict[str, str]) 
         return f"the folder {workspace} does not exist"
     if not workspace.is_dir() or owner != os.getuid():
         return f"the folder {workspace} is not a folder of this user"
+    from endless.core.store import IdFileError, folder_identity
+
+    try:
+        folder_identity(workspace)  # (an .endless-id that names nothing: said here, the capture would fail)
+    except IdFileError as exc:
+        return str(exc)
     return ""
 
 

@@ -34,7 +34,7 @@ from endless.faces.kit.choose import EXIT_FAILED, EXIT_OK, memory_id_word
 from endless.faces.kit.terminal import entry, one_line
 from endless.core.store import MEMORY_ID
 from endless.core.store import Lease, holder_pid, is_held
-from endless.core.store import FORMAT
+from endless.core.store import FORMAT, shown_project
 from endless.core.memory import Memory, MemoryUseError, memories_dir
 from endless.core.settings import Settings, SettingsError, config_path, load_settings
 from endless.turn.head import recent_start
@@ -292,7 +292,8 @@ def _name_unpriced(report: Report, route: Any) -> None:
 
 def _memory_findings(report: Report, memory: Memory, settings: Settings, now: float) -> None:
     mid, folder = memory.memory_id, memory.folder
-    report.add("memory", "ok", f"memory {mid}: {memory.key.agent} · {memory.key.project} · format {FORMAT}, "
+    keyed = str(shown_project(memory.key.project))
+    report.add("memory", "ok", f"memory {mid}: {memory.key.agent} · keyed by {keyed} · format {FORMAT}, "
                                f"granularity {memory.granularity}, {count(memory.turns, 'turn')}, {count(memory.total, 'message')}",
                memory=mid)
     loose = _loose_files(folder)
@@ -582,6 +583,9 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
     now = time.time() if now is None else now
     report = Report()
     settings = check_settings(report, environ)
+    from endless.faces.cli.doctor_store import store_findings
+
+    store_findings(report, settings)
     root = settings.memory_root()
     if check_root(report, root):
         folder = memories_dir(root)
@@ -606,6 +610,10 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
                 report.add("memory.permissions", "error",
                            f"memory {name}: cannot read {exc.filename or folder / name}: {exc.strerror or exc}",
                            f"run Endless as the memory's owner, or give it back: chmod -R u+rwX {folder / name}", name)
+        if memory_ids is None:
+            from endless.faces.cli.doctor_folder import folder_findings
+
+            folder_findings(report, settings, Path.cwd())
     check_writer_route(report, settings, environ)
     check_hermes(report, environ)
     check_agents(report, root)

@@ -50,8 +50,9 @@ def add_forget_parser(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from endless.core.store import workspace_key
+    from endless.core.store import InvalidKey
     from endless.core.settings import load_settings
+    from endless.faces.kit.choose import folder_memory_id
     from endless.faces.kit.forgetting import forget_value
     from endless.faces.kit.hermes_copy import HermesCopyError
 
@@ -71,7 +72,11 @@ def _run(args: argparse.Namespace) -> int:
                   "(set HERMES_HOME to the right one, or run `endless hermes install`); nothing was forgotten",
                   file=sys.stderr)
             return EXIT_USAGE
-    mid = args.memory or workspace_key(None, Path(args.workspace or ".")).memory_id
+    try:
+        mid = args.memory or folder_memory_id(settings, Path(args.workspace or "."))
+    except InvalidKey as exc:
+        print(f"[endless] {exc}", file=sys.stderr)
+        return EXIT_USAGE
     call = {"memoryId": mid, "ids": args.ids or None, "turns": args.turns, "since": args.since,
             "before": args.before, "query": args.matching, "dryRun": args.dry_run}
     try:

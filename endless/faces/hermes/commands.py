@@ -278,14 +278,21 @@ def run_cli(args: argparse.Namespace) -> int:
 
 def _run_cli(args: argparse.Namespace) -> int:
     from endless.faces.hermes.internals import profile_name
-    from endless.core.store import workspace_key
+    from endless.core.store import InvalidKey
 
     if not getattr(args, "run", None):
         print("usage: hermes endless {memories,view,zoom,date,search,history,status} ...", file=sys.stderr)
         return 2
     if hasattr(args, "memory") and not args.memory and profile_name() != "default":
         # a named profile's chats live under its own agent name (DESIGN 2.1)
-        args.memory = workspace_key(profile_name(), Path(args.workspace or ".")).memory_id
+        from endless.core.settings import load_settings
+        from endless.faces.kit.choose import folder_memory_id
+
+        try:
+            args.memory = folder_memory_id(load_settings(), Path(args.workspace or "."), profile_name())
+        except InvalidKey as exc:
+            print(f"[endless] {exc}", file=sys.stderr)
+            return 2
     try:
         return args.run(args)
     except BrokenPipeError:  # ``hermes endless view | head``: the reader left; nothing more to say

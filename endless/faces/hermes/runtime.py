@@ -71,6 +71,7 @@ class Runtime:
     settings: Settings
     loop: Loop = field(default_factory=Loop)
     memories: dict[str, Open] = field(default_factory=dict)
+    opened: dict[str, str] = field(default_factory=dict)  # a key's own memory id -> the memory it opened
     api_keys: dict[str, str] = field(default_factory=dict)  # base URL -> key Hermes uses (never stored)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -85,12 +86,14 @@ class Runtime:
         client once made).
         """
         with self.lock:
-            entry = self.memories.get(key.memory_id)
+            # (a key's memory may be under another of its names: a folder's path from before identities)
+            entry = self.memories.get(self.opened.get(key.memory_id, key.memory_id))
             if entry is None:
                 memory = self.loop.call(Memory.open, key, settings=self.settings, window_tokens=window_tokens,
                                         create=for_turn)
                 entry = Open(memory, self.loop.call(asyncio.Event))
-                self.memories[key.memory_id] = entry
+                self.memories[memory.memory_id] = entry
+                self.opened[key.memory_id] = memory.memory_id
             else:
                 # Kept open for the life of Hermes: before it serves a turn or a command, it reads what
                 # other processes did meanwhile (a forget above all: its lines' cached texts go).

@@ -40,10 +40,11 @@ import orjson
 from endless.core.store import durable
 from endless.core import moments
 from endless.core.privacy import redact
-from endless.core.store import Presence, identity_key, messages_identity
+from endless.core.store import InvalidKey, Presence, identity_key, messages_identity
 from endless.faces.kit.oserrors import os_error_said
 from endless.faces.kit.choose import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ChoiceError, add_memory_arguments, choose,
-                            key_of)
+                            key_of, workspace_of)
+from endless.faces.importers.scope import Scope, scope_of
 from endless.faces.importers.formats import FORMATS, Entry, FormatError, hermes_sessions, read
 from endless.faces.kit.terminal import one_line, title
 from endless.core.memory import Memory, MemoryUseError
@@ -403,7 +404,7 @@ class Plan:
 Source = tuple[Path, str, Iterator[Entry]]  # (path, format read as, its entries as a stream)
 
 
-def open_sources(paths: list[Path], fmt: str, sessions: list[str] | None, project: str | None,
+def open_sources(paths: list[Path], fmt: str, sessions: list[str] | None, project: Scope | None,
                  all_sessions: bool, left_out: list[Path] | None = None) -> list[Source]:
     """Each source with the format it is read as; its entries are read (and checked) by :func:`make_plan`.
 
@@ -434,7 +435,7 @@ def open_sources(paths: list[Path], fmt: str, sessions: list[str] | None, projec
     return out
 
 
-def _rollout_in_scope(path: Path, project: str | None, sessions: list[str] | None) -> str | None:
+def _rollout_in_scope(path: Path, project: Scope | None, sessions: list[str] | None) -> str | None:
     """None when the rollout is to be read: its session is one of ``sessions`` or (none given) it ran
     in ``project``; else the folder it ran in (``"?"`` when it names none), to say why it is left out."""
     from endless.faces.importers.codex import rollout_meta, session_of_name
@@ -445,7 +446,7 @@ def _rollout_in_scope(path: Path, project: str | None, sessions: list[str] | Non
         return None if (meta.get("id") or session_of_name(path)) in sessions else (cwd or "?")
     if project is None:
         return None
-    if cwd is not None and same_folder(cwd, project):
+    if cwd is not None and project.holds(cwd):
         return None
     return cwd or "?"
 
@@ -455,7 +456,7 @@ def same_folder(one: str, other: str) -> bool:
     return str(Path(one).resolve()) == str(Path(other).resolve())
 
 
-def _no_rollout_here(rollouts: list[tuple[Path, str | None]], project: str | None,
+def _no_rollout_here(rollouts: list[tuple[Path, str | None]], project: Scope | None,
                      sessions: list[str] | None) -> str:
     folders = Counter(cwd for _, cwd in rollouts)
     shown = ", ".join(f"{folder} ({n})" if folder != "?" else f"no folder named ({n})"
@@ -465,7 +466,7 @@ def _no_rollout_here(rollouts: list[tuple[Path, str | None]], project: str | Non
     if sessions is not None:
         return (f"none of the {found} is session {', '.join(sessions)}; `--session ID` takes a rollout's "
                 "session id (its file name ends with it), or take them all with --all-sessions")
-    wanted = str(Path(project).resolve()) if project else "?"
+    wanted = project.shown if project else "?"
     return (f"{found}; none ran in {wanted}; import the memory of that folder with --workspace DIR, "
             "pick rollouts with --session ID, or take them all with --all-sessions")
 
@@ -528,7 +529,7 @@ def _expand(paths: list[Path]) -> list[Path]:
 AGENTS = ("codex", "claude")
 
 
-def agent_sources(agent: str, project: str | None) -> list[Path]:
+def agent_sources(agent: str, project: Scope | None) -> list[Path]:
     """Where ``--agent`` finds its transcripts: Codex's sessions folder (every rollout, scoped to the
     workspace by the reading), or Claude Code's project folder for the workspace."""
     if agent == "codex":
@@ -539,13 +540,13 @@ def agent_sources(agent: str, project: str | None) -> list[Path]:
                               "CODEX_HOME if yours is elsewhere, or give the rollouts' folder as PATH)")
         return [folder]
     if agent == "claude":
-        if project is None:
+        if project is None or project.folder is None:
             raise FormatError("--agent claude finds the transcripts of a workspace folder; give it with "
                               "--workspace DIR (not --memory), or give the transcripts as PATH")
         home = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
-        folder = home / "projects" / claude_project_name(project)
+        folder = home / "projects" / claude_project_name(project.folder)
         if not folder.is_dir() or not any(folder.glob("*.jsonl")):
-            raise FormatError(f"no Claude Code transcripts for {project} at {folder} (Claude Code keeps a "
+            raise FormatError(f"no Claude Code transcripts for {project.folder} at {folder} (Claude Code keeps a "
                               "folder's sessions there once it ran in it; give the transcripts as PATH otherwise)")
         return [folder]
     raise FormatError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
@@ -557,13 +558,13 @@ def claude_project_name(folder: str) -> str:
     return "".join(c if c.isascii() and c.isalnum() else "-" for c in str(Path(folder).resolve()))
 
 
-def _hermes_workspace_sessions(path: Path, project: str | None) -> list[str]:
+def _hermes_workspace_sessions(path: Path, project: Scope | None) -> list[str]:
     """Sessions Hermes ran in the memory's workspace (CLI sessions record their cwd)."""
     everything = hermes_sessions(path)
     if project is None:
         return [s.id for s in everything]
-    wanted = str(Path(project).resolve())
-    chosen = [s.id for s in everything if s.cwd and str(Path(s.cwd).resolve()) == wanted]
+    wanted = project.shown
+    chosen = [s.id for s in everything if s.cwd and project.holds(s.cwd)]
     if not chosen:
         raise FormatError(f"{path}: {_none_of(len(everything))} ran in {wanted}; pick sessions "
                           "with --session ID, or take them all with --all-sessions")
@@ -797,6 +798,12 @@ def _import(args: argparse.Namespace) -> int:
     plan: Plan | None = None
     raise_on_sigterm()
     try:
+        if not args.memory:
+            try:
+                key_of(args)
+            except InvalidKey as exc:  # an .endless-id that names nothing: said before anything is read
+                print(f"[endless.import] {exc}", file=sys.stderr)
+                return EXIT_USAGE
         try:
             memory = choose(args, readonly=True, settings=settings)
         except ChoiceError as exc:
@@ -804,7 +811,9 @@ def _import(args: argparse.Namespace) -> int:
                 print(f"[endless.import] {exc}", file=sys.stderr)
                 return EXIT_USAGE
             memory = None  # a workspace without a memory yet: the import creates it
-        project = memory.key.project if memory else key_of(args).project
+        by_folder = None if args.memory else workspace_of(args)
+        project = scope_of(memory.key.project if memory else None, by_folder,
+                           key_of(args).project if by_folder is not None else None)
         target = memory.memory_id if memory else key_of(args).memory_id
         granularity = memory.granularity if memory else settings.granularity
         writer = choose_writer(args.writer, settings)  # a ChoiceError: said below, exit 2

@@ -176,6 +176,7 @@ def memory_summary(memory: Memory, usage: Any = None) -> dict:
         usage.refresh()
         totals = usage.totals()
     return {"memoryId": memory.memory_id, "agent": memory.key.agent, "project": memory.key.project,
+            "keyedBy": keyed_by(memory.key.project), "alsoBy": [],
             "turns": memory.turns, "firstAt": None if first is None else moments.moment_or_none(first.at),
             "lastAt": None if last is None else moments.moment_or_none(last.at),
             "writerUsage": {k: totals.get(k, 0) for k in ("calls", "cacheRead", "miss", "output", "cost")}}
@@ -205,11 +206,36 @@ def memories(settings: Settings, args: dict, root: Path | None = None,
             continue
         if agent is None or entry["agent"] == agent:
             found.append(entry)
+    also = aliases_by_target(settings, root)
+    found = [{**entry, "alsoBy": also.get(entry["memoryId"], [])} for entry in found]
     found.sort(key=lambda e: (-(e["lastAt"] or 0.0), e["memoryId"]))
     value: dict = {"memories": found}
     if unreadable:
         value["unreadable"] = unreadable
     return value
+
+
+def keyed_by(project: str) -> dict:
+    """``{kind, value, folder}``: what a key's project is made of (repo, id, path, chat) and the folder below
+    the identity's top, as ``endless memories`` shows it."""
+    from endless.core.store import shown_project as shown
+
+    return shown(project).to_json()
+
+
+def aliases_by_target(settings: Settings, root: Path) -> dict[str, list[dict]]:
+    """The other keys each memory is found by (its aliases, store.directory), as ``keyedBy`` values."""
+    from endless.core.store import open_directory
+
+    directory = open_directory(settings, root)
+    try:
+        aliases = directory.aliases()
+    finally:
+        directory.close()
+    also: dict[str, list[dict]] = {}
+    for alias in aliases:
+        also.setdefault(alias.target, []).append({**keyed_by(alias.project), "agent": alias.agent})
+    return also
 
 
 class TimeCache:

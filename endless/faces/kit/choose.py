@@ -52,6 +52,17 @@ def key_of(args: argparse.Namespace, profile: str | None = None) -> Key:
     return workspace_key(profile, workspace_of(args))
 
 
+def folder_memory_id(settings: Settings, workspace: Path, profile: str | None = None,
+                     root: Path | None = None) -> str:
+    """The id of ``workspace``'s memory: the one found under any of its names (its path from before
+    identities, its identity, an alias of it), else the id a memory made there would get."""
+    from endless.core.store import find_memory
+
+    key = workspace_key(profile, workspace)
+    found = find_memory(key, settings, root)
+    return found.memory_id if found is not None else key.memory_id
+
+
 def choose(args: argparse.Namespace, *, readonly: bool, create: bool = False,
            settings: Settings | None = None, root: Path | None = None, **open_kwargs) -> Memory:
     """Open the memory ``args`` names; :class:`ChoiceError` when there is none (or it cannot be used)."""

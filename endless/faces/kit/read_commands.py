@@ -112,12 +112,16 @@ def add_read_parsers(sub: Any) -> None:
 
 
 def _open(args: argparse.Namespace, settings: Any):
-    from endless.core.store import workspace_key
+    from endless.core.store import InvalidKey
+    from endless.faces.kit.choose import folder_memory_id
 
     if args.memory:
         return answers.open_memory(settings, args.memory, listed_by=LIST_COMMAND)
     workspace = Path(args.workspace or ".")
-    mid = workspace_key(None, workspace).memory_id
+    try:
+        mid = folder_memory_id(settings, workspace)
+    except InvalidKey as exc:
+        raise AnswerError(answers.BAD_REQUEST, str(exc)) from None
     return answers.open_memory(settings, mid, listed_by=LIST_COMMAND,
                                missing=f"the workspace {workspace.resolve()} has no memory yet (it would "
                                        f"be {mid}); pick one with --memory, see `endless memories`")
@@ -217,8 +221,16 @@ def _memories(value: dict, out) -> None:
     if not value["memories"] and not value.get("unreadable"):
         print("[endless] no memories yet", file=sys.stderr)
     for m in value["memories"]:
+        also = "".join(f"  (also {_keyed(a)})" for a in m.get("alsoBy", []))
         out.write(f"{m['memoryId']}  {m['turns']:>7} turns  last {_when(m['lastAt'])}  "
-                  f"{one_line(m['agent'])}  {one_line(m['project'])}\n")
+                  f"{one_line(m['agent'])}  {_keyed(m['keyedBy'])}{also}\n")
+
+
+def _keyed(keyed: dict) -> str:
+    """``repo github.com/ana/shop``, ``id shop-billing``, ``path /home/ana/x``, ``chat telegram:42``, with
+    the folder below the identity's top after a ``//``."""
+    folder = f"//{keyed['folder']}" if keyed.get("folder") else ""
+    return one_line(f"{keyed['kind']} {keyed['value']}{folder}")
 
 
 def _lines(value: dict, out) -> None:

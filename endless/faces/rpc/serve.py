@@ -129,7 +129,7 @@ def add_serve_parser(sub: Any) -> None:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
-    from endless.core.store import workspace_key
+    from endless.core.store import InvalidKey, find_memory, workspace_key
     from endless.core.memory import memories_dir
     from endless.faces.rpc import credential
     from endless.faces.rpc.app import create_app, issue_address
@@ -138,9 +138,13 @@ def _serve_command(args: argparse.Namespace) -> int:
     settings = load_settings()
     current = args.memory
     if current is None:
-        mid = workspace_key(None, Path(".")).memory_id
-        if (memories_dir(settings.memory_root()) / mid / "key.json").exists():
-            current = mid
+        try:
+            found = find_memory(workspace_key(None, Path(".")), settings)
+        except InvalidKey as exc:  # a bad .endless-id here: the page opens on no memory, and says why
+            print(f"[endless.serve] {exc}", file=sys.stderr)
+            found = None
+        if found is not None and (memories_dir(settings.memory_root()) / found.memory_id / "key.json").exists():
+            current = found.memory_id
     port = settings.rpc_port if args.port is None else args.port
     if not 0 <= port <= 65535:
         print(f"[endless.serve] --port must be from 0 to 65535, not {port}", file=sys.stderr)

@@ -22,6 +22,7 @@ from endless.core.built_lines import BuiltLines, BuiltListener, StretchListener
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.privacy import forget, redact
 from endless.core.search import index as search_index
+from endless.core.search import word_index
 from endless.core.search import upkeep as index_upkeep
 from endless.core.settings import Settings, load_settings
 from endless.core.store import (COMPLETED, STATUSES, Damage, EncodedTurn, Key, Message, Store, Stored,
@@ -56,7 +57,7 @@ class Memory:
         self.shortened: integrity.Shortened | None = None  # the log was found shorter than the rest at open
         self.log.on_problem = self.tree.on_problem = self.report
         self.views = ViewKeeper(folder, settings, self.log, self.tree, self.agent_name, self.report)
-        self.search_index = search_index.SearchIndex(folder)
+        self.search_index = word_index.open_index(folder, settings.store, self.store)
         self._redactions: Counter = Counter()  # counted since the last commit
         self.built = BuiltLines(self.tree, self.log, self.views, settings, self.agent_name)
         self._noted_sessions: set[str] = set()
@@ -258,7 +259,8 @@ class Memory:
                 mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
                 index_upkeep.after_commit(self.search_index, before, commit.infos, commit.messages(), mark)
             if plan:
-                self.views.update(self.total, save=True, sync=sync)
+                self.views.update(self.total, save=True, sync=sync and self.store.views_synced)
+        self.store.durable()  # (after the lock: processes committing at once share the store's flush)
         self.notify_waiters()
         return commit.infos
 
@@ -288,7 +290,7 @@ class Memory:
         self.check_writable()
         with self.lock:
             self.catch_up(locked=True)
-            self.views.update(self.total, save=True, sync=sync)
+            self.views.update(self.total, save=True, sync=sync and self.store.views_synced)
         self.notify_waiters()
 
     def note_session(self, session: str) -> None:
@@ -364,7 +366,8 @@ class Memory:
                 self.built.after_stored(added, self.total, sync, dict(zip(parts, texts)))
                 index_upkeep.after_store(self.search_index, tree_before,
                                          [(p[0], p[1], t) for p, t in zip(parts, texts)], self.tree.end)
-                self.views.update(self.total, save=True, sync=sync)
+                self.views.update(self.total, save=True, sync=sync and self.store.views_synced)
+        self.store.durable()
         if encoded:
             self.notify_waiters()
         return stored
@@ -394,17 +397,16 @@ class Memory:
 
     # -- settle: waiting across processes ----------------------------------------------
 
-    async def settle(self, predicate: Callable[["Memory"], bool], timeout: float) -> bool:
-        """Wait until ``predicate(memory)`` holds, across processes; False on timeout.
-
-        Wakes at once when this process stores something, and polls the
-        memory's files for other processes' writes.
-        """
+    async def settle(self, predicate: Callable[["Memory"], bool], timeout: float, poll: float | None = None) -> bool:
+        """Until ``predicate(memory)`` holds across processes (False: timeout); woken by stores here and, if the
+        store tells (``LISTEN``), elsewhere, else polling.  ``poll``: that often anyway (a stop button)."""
         def holds() -> bool:
             self.catch_up()
             return predicate(self)
 
-        return await self._waiters.wait(holds, timeout, self.settings.settle_poll_seconds)
+        quiet, busy = (timeout, self.settings.settle_poll_seconds) if poll is None else (poll, poll)
+        return await self._waiters.wait(holds, timeout, lambda: quiet if self.store.watch(self.notify_waiters)
+                                        else min(busy, self.settings.settle_poll_seconds))
 
     # -- the lease -------------------------------------------------------------------
 

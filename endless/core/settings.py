@@ -74,6 +74,13 @@ STORE_CONNECT_SECONDS = 10
 STORE_LOCK_SECONDS = 60.0
 STORE_ROW_BYTES = 4 << 20
 STORE_FETCH_ROWS = 64
+# libpq's TCP settings where the URL gives none: a server that vanishes mid-statement (its host down, the
+# network cut) is noticed in about 30 s (unacknowledged data, or 10 s idle + 4 probes 5 s apart) instead of
+# the system's two hours, and the statement fails with what to do.
+STORE_PURGE_WAIT_SECONDS = 30.0  # how long a forget's VACUUM FULL waits for other machines' reads to end
+STORE_LISTEN_CHECK_SECONDS = 1.0  # how often a listening thread looks whether its memory was closed
+STORE_TCP_PARAMS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 4,
+                    "tcp_user_timeout": 30_000}
 # A ranked search first ranks the messages holding all its words, at any size; the rest of a page
 # comes from the words OR'ed, which looks at every row holding one of them: that part takes the
 # rarest words while their rows stay under this many (measured on 2 cores: about 2 ms per 1,000 rows

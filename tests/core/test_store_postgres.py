@@ -39,7 +39,8 @@ def _machine(tmp_path: Path, url: str, name: str, clock=time.time, memory: str =
 
 
 def _commit(store: PostgresStore, words: list[str], session: str) -> TurnInfo:
-    """One turn committed as ``Memory`` does: under the lock, caught up, placed after what is there."""
+    """One turn committed as ``Memory`` does: under the lock, caught up, placed after what is there,
+    then made durable once the lock is released."""
     with store.lock:
         store.log.catch_up(True)
         turn, first = store.log.turns, store.log.total
@@ -50,6 +51,7 @@ def _commit(store: PostgresStore, words: list[str], session: str) -> TurnInfo:
                                 messages=messages, turn=turn, first=first)
         info = TurnInfo(turn, first, len(messages), session, "Chat", COMPLETED, at, tid)
         store.log.add([line], [info], True)
+    store.durable()  # (after the lock, as Memory does: acknowledged once on the server's disk)
     return info
 
 
@@ -134,7 +136,7 @@ def test_the_lease_has_one_holder_among_many_and_a_dead_holder_is_replaced_at_on
     assert not any(h.lease.try_acquire() for h in others)  # fresh and alive
     # The holder's process dies: its connection goes, and its liveness lock with it.
     pid = hosts[holder].db.rows("SELECT pg_backend_pid()")[0][0]
-    others[0].db.rows("SELECT pg_terminate_backend(%s)", (pid,))
+    others[0].db.rows("SELECT pg_terminate_backend(%s, 10000)", (pid,))  # (returns once it has exited)
     assert others[0].lease.try_acquire()  # at once, long before the 30 s expiry
     assert not others[1].lease.try_acquire()
     rows = others[1].db.rows("SELECT holder, expires_at > now() + interval '25 seconds' FROM endless_leases")
@@ -262,22 +264,123 @@ def test_a_server_crash_mid_session_says_so_and_loses_nothing_acknowledged(tmp_p
     two.close()
 
 
-def test_a_forget_is_refused_until_it_reaches_every_machine(tmp_path, pg_store_url):
-    from endless.core.errors import MemoryUseError
-    from endless.core.privacy import forget
+SMALL = {"line_budget": 96, "view_ceiling": 2500, "view_floor": 1250, "view_shrink_slack": 600,
+         "writer_view_ceiling": 1000, "writer_view_floor": 500}
 
-    key = workspace_key(None, str(tmp_path / "project"))
-    settings = Settings(store=pg_store_url)
-    with Memory.open(key, root=tmp_path / "laptop", settings=settings) as memory:
-        memory.commit_turn("s", "Chat", [Message("user", "my locker code is 4417", 1.0)])
-    with Memory.open(key, root=tmp_path / "desktop", settings=settings) as other:
-        assert other.message(0).text == "my locker code is 4417"  # the desktop has it in its search index too
-    with Memory.open(key, root=tmp_path / "laptop", settings=settings) as memory:
-        with pytest.raises(MemoryUseError, match="nothing was forgotten"):
-            forget.forget(memory, [0])
-        assert memory.message(0).text == "my locker code is 4417" and not memory.log.forgotten
-        with Memory.open(key, root=tmp_path / "laptop", settings=settings.replace(forget_after_days=1.0)) as aged:
-            assert forget.retention(aged) is None and aged.message(0).text.endswith("4417")
+
+def _pieces(text: str) -> set[bytes]:
+    return {text[k:k + 12].encode("utf-8") for k in range(len(text) - 11)}
+
+
+def _found(paths, text: str) -> list[str]:
+    """The files among ``paths`` holding any 12-character piece of ``text``."""
+    wanted = _pieces(text)
+    return [str(path) for path in paths if path.is_file() and any(p in path.read_bytes() for p in wanted)]
+
+
+def _relation_files(pg_cluster, url: str) -> list[Path]:
+    """Every file of the database's relations (heaps, TOAST, indexes), written out first (a checkpoint)."""
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute("CHECKPOINT")
+        oid = admin.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()[0]
+    return sorted((pg_cluster.data / "base" / str(oid)).glob("*"))
+
+
+def _built(tmp_path: Path, url: str, secret: str, name: str = "laptop") -> Memory:
+    """A memory of 24 turns on one machine, every line written (the offline writer), turn 9 holding ``secret``."""
+    import asyncio
+
+    from endless.core.store.turns import TurnRecord
+    from endless.writer.pool import WriterPool
+
+    memory = Memory.open(workspace_key(None, str(tmp_path / "project")), root=tmp_path / name,
+                         settings=Settings(store=url, **SMALL))
+    memory.commit_turns([TurnRecord("c1", "Garden", [
+        Message("user", secret if t == 9 else f"turn {t}: the tomatoes in bed {t % 7} need water", 1.79e9 + t),
+        Message("reply", f"noted for bed {t % 7}, turn {t}", 1.79e9 + t)], at=1.79e9 + t) for t in range(24)])
+    asyncio.run(WriterPool(memory, lambda route: None).run(until_idle=True))
+    return memory
+
+
+def test_a_forget_reaches_every_machine_and_the_databases_own_files(tmp_path, pg_cluster, pg_store_url):
+    """One transaction forgets on the laptop; the desktop, open all along, answers with the tombstone at once,
+    its copy of the log and its side copies hold no piece of the words, and neither does any file of the
+    database (heaps, TOAST, the GIN index) once the forget's VACUUM FULL ran."""
+    from endless.core import lookback
+    from endless.core.privacy import forget
+    from endless.core.search import finder
+
+    secret = f"my locker code is {os.urandom(4).hex()} and the alarm word is Wombat-{os.urandom(3).hex()}"
+    laptop = _built(tmp_path, pg_store_url, secret)
+    target = 18
+    assert laptop.message(target).text == secret
+    desktop = Memory.open(laptop.key, root=tmp_path / "desktop", settings=laptop.settings)
+    assert [h.id for h in finder.search(finder.corpus_of(desktop), "Wombat locker", 0, 5, 10.0).hits] == [target]
+    turn = desktop.journal("c9", "Desktop chat")  # a turn in progress on the desktop quotes it
+    turn.add("user", f"remember: {secret}", 2e9)
+    assert _found((desktop.folder / "pg").rglob("*"), secret) and _found(desktop.folder.rglob("*.jsonl"), secret)
+    assert _found(_relation_files(pg_cluster, pg_store_url), secret)  # (the test sees it before)
+
+    outcome = forget.forget(laptop, forget.select(laptop, query="alarm word is wombat"))
+    assert outcome.ids == [target] and outcome.nodes >= 3
+
+    for machine in (laptop, desktop):  # each answers after catching up, as every answer begins
+        assert lookback.zoom(machine, target, 1).startswith(f"{target}+0|you: (forgotten on ")
+        assert finder.search(finder.corpus_of(machine), "Wombat", 0, 5, 10.0).hits == []
+        assert finder.search(finder.corpus_of(machine), "tomatoes", 0, 5, 10.0).hits
+        assert _found(machine.folder.rglob("*"), secret) == [], machine.folder
+    assert _found(_relation_files(pg_cluster, pg_store_url), secret) == []
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:  # nor the planner's statistics
+        assert admin.execute("SELECT count(*) FROM pg_statistic s JOIN pg_class c ON c.oid = s.starelid "
+                             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
+                             "s.stakind1 + s.stakind2 + s.stakind3 + s.stakind4 + s.stakind5 > 0 AND "
+                             "(s.stavalues1::text ILIKE '%%wombat%%' OR s.stavalues2::text ILIKE '%%wombat%%' OR "
+                             "s.stavalues3::text ILIKE '%%wombat%%')", (laptop.store.db.schema,)).fetchone()[0] == 0
+    turn.commit()
+    desktop.close()
+    laptop.close()
+    with Memory.open(laptop.key, root=tmp_path / "laptop", settings=laptop.settings) as again:
+        assert again.message(target).text.startswith("(forgotten on ") and again.reports == []
+
+
+@pytest.mark.parametrize("stop", ["in-transaction", "committed"])
+def test_a_forget_killed_inside_its_transaction_changed_nothing_and_after_it_is_whole(tmp_path, pg_cluster,
+                                                                                       pg_store_url, stop):
+    """SIGKILL of the forgetting process inside its transaction: nothing forgotten (the database rolled it
+    back), and forgetting again works; after its commit: forgotten everywhere, and the next open runs the
+    rewrite the dead process left due."""
+    import harness
+    from endless.core.privacy import forget
+    from endless.core.search import finder
+
+    secret = f"the safe opens with {os.urandom(4).hex()} then Pelican-{os.urandom(3).hex()}"
+    memory = _built(tmp_path, pg_store_url, secret)
+    mid, key, settings, target = memory.memory_id, memory.key, memory.settings, 18
+    memory.close()
+    proc = harness.spawn("forget_child.py", "forget", str(tmp_path / "laptop"), mid,
+                         orjson.dumps({"store": pg_store_url, **SMALL}).decode(), str(target), stop,
+                         stderr_path=tmp_path / "child.err")
+    reader = harness.LineReader(proc.stdout.fileno())
+    try:
+        while True:
+            line = reader.readline(60)
+            assert line is not None, (tmp_path / "child.err").read_text()
+            if orjson.loads(line).get("step") == stop:
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    with Memory.open(key, settings=settings, root=tmp_path / "desktop") as other:
+        hits = [h.id for h in finder.search(finder.corpus_of(other), "Pelican", 0, 5, 10.0).hits]
+        if stop == "in-transaction":
+            assert other.message(target).text == secret and hits == [target]
+            assert forget.forget(other, [target]).ids == [target]
+        else:
+            assert other.message(target).text.startswith("(forgotten on ") and hits == []
+    assert _found(_relation_files(pg_cluster, pg_store_url), secret) == []
+    with Memory.open(memory_id=mid, settings=settings, root=tmp_path / "laptop") as laptop:
+        assert laptop.message(target).text.startswith("(forgotten on ")
+        assert _found(laptop.folder.rglob("*"), secret) == []
 
 
 def test_machines_as_real_processes_commit_at_once_into_one_order(tmp_path, pg_store_url):
@@ -321,6 +424,7 @@ def test_a_local_copy_of_another_stream_is_made_again_and_a_longer_one_is_refuse
     _commit(one, ["first life"], "s")
     one.close()
     admin = psycopg.connect(pg_store_url, autocommit=True)
+    admin.execute(f"SET search_path TO {one.db.schema}")  # (the memory's own schema)
     for table in ("endless_bytes", "endless_streams"):  # the memory removed and made again in the database
         admin.execute(f"DELETE FROM {table} WHERE memory = 'memory'")
     again = _machine(tmp_path, pg_store_url, "one")  # the same local folder, a new stream
@@ -356,3 +460,30 @@ def test_endless_import_into_the_database_is_read_on_another_machine(tmp_path, p
         assert other.total == 600
         assert other.message(598).text == "question 299 about tulips" and other.message(599).text == "answer 299"
         assert sorted({other.turn(t).session for t in range(other.turns)}) == ["s0", "s1", "s2"]
+
+
+def test_a_machine_waiting_for_a_turn_is_woken_by_the_database_not_by_polling(tmp_path, pg_store_url):
+    """Machine B settles on "a new turn" with polling set to every 600 s; machine A's commit wakes it at once
+    (LISTEN/NOTIFY): the wait takes a fraction of a second, far below the poll and the 120 s timeout."""
+    project = str(tmp_path / "project")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_STORE": pg_store_url,
+           "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    env.pop("ENDLESS_HOME", None)
+    key = workspace_key(None, project)
+    settings = Settings(store=pg_store_url)
+    with Memory.open(key, root=tmp_path / "machine-a", settings=settings) as memory:
+        memory.commit_turn("s", "Chat", [Message("user", "the first turn", 1.0)])
+        waiter = subprocess.Popen([sys.executable, str(REPO / "tests" / "procs" / "pg_waiter.py"),
+                                   str(tmp_path / "machine-b"), project], stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert waiter.stdout.readline().split() == ["waiting", "1"]
+            memory.commit_turn("s", "Chat", [Message("user", "a turn from machine A", 2.0),
+                                             Message("reply", "heard on machine B", 2.0)])
+            said, _ = waiter.communicate(timeout=120)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+    assert waiter.returncode == 0
+    word, total, seconds = said.split()
+    assert (word, total) == ("woke", "3")
+    assert float(seconds) < 10.0  # (a poll would have taken 600 s: the test's timeout ends it first)

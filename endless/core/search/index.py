@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from endless.core.store import durable
 from endless.core.store import KINDS, Message
@@ -484,6 +484,25 @@ class SearchIndex:
                 parts.append("(line_words.rowid & 281474976710655) < ?")
                 params.append(filters.below)
         return "".join(f" AND {p}" for p in parts), params
+
+    def problem(self, judge: Callable[[Iterator[tuple[int, float, int]]], str | None]) -> str | None:
+        """What is wrong with the index file (None: nothing found, or no index yet), read-only: SQLite's
+        own check of every page, then ``judge`` over its message rows ``(id, at, kind)`` in id order."""
+        if not self.path.exists():
+            return None
+        try:
+            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=1.0)
+        except sqlite3.Error as exc:
+            return f"it cannot be opened ({exc})"
+        try:
+            verdict = db.execute("PRAGMA quick_check").fetchone()
+            if verdict is None or verdict[0] != "ok":
+                return f"SQLite finds it damaged ({verdict[0] if verdict else 'no answer'})"
+            return judge(iter(db.execute("SELECT id, at, kind FROM msg ORDER BY id")))
+        except sqlite3.Error as exc:
+            return f"SQLite cannot read it ({exc})"
+        finally:
+            db.close()
 
     def line_keys(self) -> set[int]:
         """The keys of every written summary line the index holds."""

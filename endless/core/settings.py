@@ -207,7 +207,7 @@ class Settings:
     home: str = ""
     # Where memories are kept: empty, the files under ``home`` (the embedded store); a
     # ``postgresql://`` URL, a PostgreSQL database shared by several machines (endless.core.store.postgres).
-    store: str = ""
+    store: str = field(default="", repr=False)  # (a password may be in it: never in a repr or a log)
     rpc_port: int = 8765
     # Hermes: past this many messages in Hermes's own transcript, it is compacted in place at a turn's start.
     hermes_transcript_messages: int = 120

@@ -487,3 +487,143 @@ def test_a_machine_waiting_for_a_turn_is_woken_by_the_database_not_by_polling(tm
     word, total, seconds = said.split()
     assert (word, total) == ("woke", "3")
     assert float(seconds) < 10.0  # (a poll would have taken 600 s: the test's timeout ends it first)
+
+
+def _turns_child(tmp_path: Path, url: str, home: str, project: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_STORE": url, "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    env.pop("ENDLESS_HOME", None)
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "procs" / "pg_turns.py"), str(tmp_path / home),
+                             project], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _say(proc: subprocess.Popen, line: str) -> None:
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def test_the_server_killed_mid_commit_loses_nothing_acknowledged_and_the_turn_is_committed_after(
+        tmp_path, pg_cluster, pg_store_url):
+    """A real machine's chat commits; the server is killed while a commit's transaction has written the
+    turn's bytes and not committed (held there by a trigger the test adds), then restarted.  The chat gets
+    a clear error naming the store (its password masked) and what to do; every acknowledged turn is there,
+    the cut one is not half there; the chat's next open commits it from its journal, once."""
+    url = pg_store_url.replace("postgres@", "postgres:pw-s3cr3t@")  # (trust: the password is not checked)
+    project = str(tmp_path / "project")
+    chat = _turns_child(tmp_path, url, "chat-home", project)
+    acknowledged = []
+    for k in range(3):
+        _say(chat, f"turn before the crash {k}")
+        word, tid = chat.stdout.readline().split()
+        assert word == "ok"
+        acknowledged.append(tid)
+    schema = PostgresStore(tmp_path / "probe" / "memories" / workspace_key(None, project).memory_id, "turn",
+                           Settings(store=url), time.time).db.schema
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f"CREATE FUNCTION {schema}.stall() RETURNS trigger LANGUAGE plpgsql AS "
+                      "$$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$")
+        admin.execute(f"CREATE TRIGGER stall AFTER INSERT ON {schema}.endless_bytes FOR EACH ROW "
+                      f"WHEN (NEW.stream = 'log') EXECUTE FUNCTION {schema}.stall()")
+        admin.execute("SELECT pg_advisory_lock(4242)")
+        _say(chat, "turn the turn cut by the crash")
+        waiting = []
+        for _ in range(600):  # until the chat's transaction waits inside the trigger (its bytes written)
+            waiting = admin.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 "
+                                    "AND NOT granted").fetchall()
+            if waiting:
+                break
+            admin.execute("SELECT pg_sleep(0.05)")
+        assert waiting
+        pg_cluster.stop("immediate")  # the server dies mid-commit: no shutdown, recovery at the next start
+    try:
+        said = chat.stdout.readline().strip()
+    finally:
+        pg_cluster.start()
+    assert said.startswith("error the memory store postgresql://postgres:***@127.0.0.1:") and "pw-s3cr3t" not in said
+    assert "Nothing that was acknowledged is lost" in said
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f"DROP TRIGGER stall ON {schema}.endless_bytes")
+    with Memory.open(workspace_key(None, project), root=tmp_path / "other-machine", settings=Settings(store=url)) as m:
+        assert [m.turn(t).tid for t in range(m.turns)] == acknowledged  # each once, in order; nothing of the cut one
+    _say(chat, "quit")  # the chat stops (its turn's journal stays, as a process killed mid-turn leaves it)
+    _, err = chat.communicate(timeout=60)
+    assert chat.returncode == 0 and "pw-s3cr3t" not in err
+    chat = _turns_child(tmp_path, url, "chat-home", project)  # its next start commits the cut turn, once
+    _say(chat, "turn after the restart")
+    word, tid = chat.stdout.readline().split()
+    assert word == "ok"
+    _say(chat, "quit")
+    chat.communicate(timeout=60)
+    with Memory.open(workspace_key(None, project), root=tmp_path / "other-machine", settings=Settings(store=url)) as m:
+        turns = [m.turn(t) for t in range(m.turns)]
+        assert [t.tid for t in turns[:3]] == acknowledged and turns[4].tid == tid and len(turns) == 5
+        assert turns[3].status == "interrupted"
+        assert [m.message(turns[3].first + k).text for k in range(2)] == ["the turn cut by the crash",
+                                                                          "noted: the turn cut by the crash"]
+
+
+def test_a_memory_is_readable_only_by_its_own_role(tmp_path, pg_cluster, pg_store_url):
+    """Alice's memory lives in a schema only her role can use: Bob, who may make memories of his own in the
+    same database, is refused hers with what to do, and reads nothing of it directly either, until an admin
+    grants him her role."""
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        for role in ("alice", "bob"):
+            admin.execute(f"DROP ROLE IF EXISTS {role}_{tmp_path.name[-6:]}")
+        alice, bob = f"alice_{tmp_path.name[-6:]}", f"bob_{tmp_path.name[-6:]}"
+        for role in (alice, bob):
+            admin.execute(f"CREATE ROLE {role} LOGIN")
+            admin.execute(f"GRANT CREATE ON DATABASE postgres TO {role}")
+    as_alice = pg_store_url.replace("postgres@", f"{alice}@")
+    as_bob = pg_store_url.replace("postgres@", f"{bob}@")
+    key = workspace_key(None, str(tmp_path / "project"))
+    with Memory.open(key, root=tmp_path / "alice", settings=Settings(store=as_alice)) as memory:
+        memory.commit_turn("s", "Chat", [Message("user", "alice's private plan", 1.0)])
+        schema = memory.store.db.schema
+    with pytest.raises(StoreUnavailable) as caught:
+        Memory.open(key, root=tmp_path / "bob", settings=Settings(store=as_bob))
+    said = str(caught.value)
+    assert f"refused {bob}" in said and f"GRANT {alice} TO {bob}" in said and schema in said
+    with psycopg.connect(as_bob, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT data FROM {schema}.endless_bytes")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT tsv FROM {schema}.endless_words")
+    with Memory.open(workspace_key(None, str(tmp_path / "bobs")), root=tmp_path / "bob",
+                     settings=Settings(store=as_bob)) as own:  # his own memories work
+        own.commit_turn("s", "Chat", [Message("user", "bob's own", 1.0)])
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f"GRANT {alice} TO {bob}")
+    with Memory.open(key, root=tmp_path / "bob", settings=Settings(store=as_bob)) as memory:
+        assert memory.message(0).text == "alice's private plan"
+
+
+def test_no_command_shows_or_logs_the_stores_password(tmp_path, pg_cluster, pg_store_url):
+    """The password of ENDLESS_STORE appears in no output and no file of any command a person runs on a
+    memory kept in PostgreSQL (trust authentication: the server takes the password without checking it),
+    nor when the server refuses the connection."""
+    secret = "Pw-9f2c7e1d-kestrel"
+    url = pg_store_url.replace("postgres@", f"postgres:{secret}@")
+    refused = f"postgresql://postgres:{secret}@127.0.0.1:{pg_cluster.port + 1}/postgres?connect_timeout=3"
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_HOME": str(tmp_path / "home"), "ENDLESS_STORE": url,
+           "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    source = tmp_path / "chat.jsonl"
+    source.write_bytes(orjson.dumps({"role": "user", "content": "plant the tulips in october", "at": 1.76e9}) + b"\n")
+    mid = workspace_key(None, str(workspace)).memory_id
+    said = []
+    for args, store, code in ((["import", "--workspace", str(workspace), str(source)], url, 0),
+                              (["config"], url, 0), (["memories"], url, 0), (["memories", "--json"], url, 0),
+                              (["search", "tulips", "--memory", mid], url, 0), (["history", "--memory", mid], url, 0),
+                              (["doctor"], url, None), (["search", "tulips", "--memory", mid], refused, None),
+                              (["memories"], refused, None), (["doctor"], refused, None)):
+        done = subprocess.run([sys.executable, "-m", "endless.cli", *args], capture_output=True, text=True,
+                              timeout=120, env={**env, "ENDLESS_STORE": store})
+        assert code is None or done.returncode == code, (args, done.stderr)
+        assert "Traceback" not in done.stderr, (args, done.stderr)
+        said.append((args, done.stdout + done.stderr))
+    assert [args for args, text in said if secret in text] == []
+    assert any("postgres:***@" in text for _, text in said)  # the store is named, masked
+    assert _found((tmp_path / "home").rglob("*"), secret) == [] and _found(tmp_path.glob("*.log"), secret) == []

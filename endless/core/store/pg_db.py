@@ -175,15 +175,28 @@ class Database:
         return StoreUnavailable(f"the memory store {self.shown} failed while {doing}: {_reason(exc, self.url)}. "
                                 "Nothing that was acknowledged is lost; check the server and try again")
 
-    def _refused(self, exc: BaseException, doing: str) -> str:
+    def _refused(self, exc: BaseException | str, doing: str, owner: str = "<owner role>") -> str:
         """What to do when the database refuses this role the memory's schema (module doc: a schema
         per memory, owned by the role that made it)."""
         user = conninfo_to_dict(self.url).get("user") or "this role"
         schema = self.schema or "the memory's schema"
-        return (f"the memory store {self.shown} refused {user} while {doing}: {_reason(exc, self.url)}. "
+        why = exc if isinstance(exc, str) else _reason(exc, self.url)
+        return (f"the memory store {self.shown} refused {user} while {doing}: {why}. "
                 f"The memory {self.memory} is kept in the schema {schema}, which belongs to the role that "
-                f"made it; its admin gives another role the use of it with `GRANT <owner role> TO {user}` "
+                f"made it; its admin gives another role the use of it with `GRANT {owner} TO {user}` "
                 f"(or lets roles make memories with `GRANT CREATE ON DATABASE <database> TO {user}`)")
+
+    def check_schema(self) -> bool:
+        """Whether the memory's schema holds its tables; a schema of another role's raises, saying who."""
+        with self.guard:
+            self.conn  # (connected: the schema is named)
+        rows = self.rows("SELECT n.nspowner::regrole::text, has_schema_privilege(n.oid, 'USAGE'), "
+                         "to_regclass('endless_forgets') IS NOT NULL FROM pg_namespace n WHERE n.nspname = %s",
+                         (self.schema,), doing="opening the memory")
+        if rows and not rows[0][1]:
+            raise StoreUnavailable(self._refused(f"the schema {self.schema} belongs to the role {rows[0][0]}",
+                                                 "opening the memory", rows[0][0]))
+        return bool(rows and rows[0][2])
 
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), doing: str = "reading",
              again: bool = True) -> list[tuple]:

@@ -377,7 +377,7 @@ class PostgresStore(checks.LogAndTreeChecks):
         self.granularity = granularity
         self.memory = folder.name  # the memory's id (its folder under memories/ is named by it)
         self.db = Database(settings.store, self.memory)
-        if not self.db.has_table("endless_forgets"):
+        if not self.db.check_schema():
             self.db.ensure_schema()
         for stream in ("log", "tree"):
             self.db.ensure_stream(self.memory, stream)

@@ -582,6 +582,7 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
     now = time.time() if now is None else now
     report = Report()
     settings = check_settings(report, environ)
+    check_store(report, settings)
     root = settings.memory_root()
     if check_root(report, root):
         folder = memories_dir(root)
@@ -610,6 +611,30 @@ def diagnose(environ: dict | None = None, memory_ids: Iterable[str] | None = Non
     check_hermes(report, environ)
     check_agents(report, root)
     return report
+
+
+def check_store(report: Report, settings: Settings) -> None:
+    """A PostgreSQL store (the ``store`` setting): reached or not, named with its password masked."""
+    from endless.core.settings import is_postgres_url, masked_store
+
+    if not is_postgres_url(settings.store):
+        return
+    shown = masked_store(settings.store)
+    try:
+        from endless.core.store import pg_db
+    except ImportError:
+        report.add("store", "error", f"memories are kept in {shown} (ENDLESS_STORE), but the PostgreSQL driver is "
+                                     "not installed", "pip install 'endless-memory[postgres]'")
+        return
+    db = pg_db.Database(settings.store)
+    try:
+        version = db.rows("SHOW server_version", doing="checking the server")[0][0]
+    except OSError as exc:
+        report.add("store", "error", str(exc), "start the server, or correct ENDLESS_STORE (`endless config` shows it)")
+        return
+    finally:
+        db.close()
+    report.add("store", "ok", f"memories are kept in {shown} (PostgreSQL {version})")
 
 
 def check_agents(report: Report, root: Path) -> None:

@@ -117,6 +117,8 @@ CREATE TABLE IF NOT EXISTS line(key INTEGER PRIMARY KEY, first INTEGER, count IN
 class SearchIndex:
     """One connection to a memory's index; open lazily, close with the memory."""
 
+    local = True  # (a file of the memory's folder: a helper process may keep it from the files)
+
     def __init__(self, folder: Path, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = folder / "index" / f"search.v{FORMAT}.sqlite"
         self.clock = clock

@@ -1,14 +1,15 @@
 """How a PostgreSQL memory's index reads words (:mod:`endless.core.search.pg_index`).
 
-Two jobs, each the same on both sides of a search: :func:`fold` turns a text
-into the words the index stores (so a message and a query are read alike), and
-:func:`compile_match` turns the finder's match expressions (FTS5's syntax:
-quoted strings, AND, OR, parentheses) into ``tsquery`` values built from
-``phraseto_tsquery`` (each quoted string a phrase of its folded words).
+:func:`fold` turns a text into the words the index stores, the same for a
+message and a query (:class:`Rows` gathers an insert's messages, folded, and
+names their chats); :func:`compile_match` turns the finder's match expressions
+(FTS5's syntax: quoted strings, AND, OR, parentheses) into ``tsquery`` values
+built from ``phraseto_tsquery`` (each quoted string a phrase of its folded words).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 
@@ -22,6 +23,39 @@ def fold(text: str) -> str:
     if not text.isascii():
         text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
     return _NON_WORD.sub(" ", text).lower().strip()
+
+
+def chat_id(session: str, title: str) -> int:
+    """A chat's row id: the same on every machine for the same session and title (no lookup needed)."""
+    digest = hashlib.blake2b(f"{session}\x1f{title}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+class Rows:
+    """Rows of messages to add, in arrays (one statement adds them all)."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.ats: list[float | None] = []
+        self.kinds: list[int] = []
+        self.chat_ids: list[int] = []
+        self.texts: list[str] = []
+        self.chats: dict[int, tuple[str, str]] = {}
+        self._last: tuple[str, str, int] | None = None
+
+    def chat(self, session: str, title: str) -> int:
+        if self._last is None or self._last[:2] != (session, title):  # (most often the turn before's)
+            ident = chat_id(session, title)
+            self.chats[ident] = (session, title)
+            self._last = (session, title, ident)
+        return self._last[2]
+
+    def add(self, mid: int, at: float | None, kind: int, chat: int, text: str) -> None:
+        self.ids.append(mid)
+        self.ats.append(at)
+        self.kinds.append(kind)
+        self.chat_ids.append(chat)
+        self.texts.append(fold(text))
 
 
 # -- the finder's match expressions (FTS5's syntax: quoted strings, AND, OR, parentheses) --------------

@@ -37,6 +37,7 @@ class WordIndex(Protocol):
     """
 
     path: object  # where the index is, in a person's words (a file, or the database)
+    local: bool  # a file of the memory's folder (an import's helper process may keep it from the files)
     lock: threading.RLock
     clock: Callable[[], float]
 

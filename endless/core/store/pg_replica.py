@@ -54,7 +54,7 @@ s AS (
     RETURNING end_offset - %(n)s AS base)
 INSERT INTO endless_bytes (memory, stream, at, data)
 SELECT %(m)s, %(s)s, s.base + u.rel, u.data
-FROM durability, s, unnest(%(rels)s::bigint[], %(datas)s::bytea[]) AS u(rel, data)
+FROM durability, s, unnest(%(rels)b::bigint[], %(datas)b::bytea[]) AS u(rel, data)
 RETURNING at"""
 
 _STATE = "SELECT end_offset, patches, generation FROM endless_streams WHERE memory = %s AND stream = %s"

@@ -42,6 +42,18 @@ Why it is done this way:
   index files removed, before the redo is written, while the text is in hand:
   a crash then leaves the memory as before, only without a redundant copy.
 
+* **A memory kept in PostgreSQL** forgets in one transaction of the database
+  instead of the redo file's steps (:func:`_apply_at_once`): the registry
+  entry, the patches of the log and the tree, and the search index's rows
+  (deleted by id: its ``tsvector`` rows need no old text).  Killed before its
+  commit, nothing changed; after it, every machine takes the patches and the
+  entry at its next catch-up, which every answer begins with, and first blanks
+  its own side copies with the words its copy of the log still held there
+  (:func:`_scrub_before`).  Then ``VACUUM FULL`` rewrites the tables it changed
+  (:func:`purge_index`): PostgreSQL keeps an updated row's old version, its
+  TOAST chunks and its index keys in its files until a rewrite, and a mark in
+  the database has the next open finish it after a crash.
+
 Everything runs under the memory's change lock; readers never lock, and read
 the registry before the log, so once the registry line exists no reader shows
 the text.

@@ -93,6 +93,7 @@ ALTER TABLE endless_chats ALTER COLUMN session SET STATISTICS 0;
 """
 TABLES = ("endless_words", "endless_line_words", "endless_chats")  # what a forget rewrites (module forget)
 
+_MARK_NAMES = ("turns", "log_end", "messages", "tree_end", "first_tid")
 _MARK = ("SELECT turns, log_end, messages, tree_end, first_tid, chats_renamed, "
          "(SELECT array_agg(patches ORDER BY stream) FROM endless_streams) FROM endless_index_mark")
 _STEM_CACHE = 50_000  # words whose stems a process keeps (for the snippets' marks)
@@ -131,7 +132,7 @@ class PgSearchIndex:
         self._made = False
         self._docs: dict[str, int] = {}  # the last term_docs answer: each word's rarity in the ranking
         self._stems: dict[str, tuple[str, ...]] = {}
-        self._in_write = False
+        self.held: tuple | None = None  # the watermark row a write locked (pg_index._Write)
         _remove_local(folder)
 
     # -- the connection ---------------------------------------------------------------------
@@ -168,19 +169,27 @@ class PgSearchIndex:
     # -- the watermark ------------------------------------------------------------------------
 
     def watermark(self) -> Watermark:
-        row = self._read(_MARK)[0]
+        """The watermark; inside :meth:`write`, the one its lock read (and what the write set since)."""
+        row = self.held if self.held is not None else self._read(_MARK)[0]
         return Watermark(int(row[0]), int(row[1]), int(row[2]), int(row[3]), str(row[4]))
 
     def set_mark(self, **values: object) -> None:
-        names = [name for name in values if name in ("turns", "log_end", "messages", "tree_end", "first_tid")]
+        names = [name for name in values if name in _MARK_NAMES]
         if names:
             self._exec("UPDATE endless_index_mark SET " + ", ".join(f"{n} = %({n})s" for n in names),
                        {n: values[n] for n in names})
+            if self.held is not None:
+                row = list(self.held)
+                for n in names:
+                    row[_MARK_NAMES.index(n)] = values[n]
+                self.held = tuple(row)
 
     def clear(self) -> None:
         self._exec("TRUNCATE endless_words, endless_line_words, endless_chats")
         self._exec("UPDATE endless_index_mark SET turns = 0, log_end = 0, messages = 0, tree_end = 0, "
                    "first_tid = '', chats_renamed = chats_renamed + 1")
+        if self.held is not None:
+            self.held = (0, 0, 0, 0, "", *self.held[5:])
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -492,10 +501,16 @@ def _time_range(table: str, filters: Filters) -> tuple[list[str], list[float]]:
 
 class _Write:
     """``with index.write():`` one transaction holding the watermark row, committed without waiting
-    for the WAL (derived data); rolled back on error."""
+    for the WAL (derived data); rolled back on error.
+
+    It runs in psycopg's pipeline mode: the statements inside are sent without waiting for their
+    answers, so a write costs two round trips (the lock with the watermark it reads, then the rows
+    and the commit), whatever it holds: on a busy machine each round trip waits for the server's
+    turn on a core, and a commit's index update took six."""
 
     def __init__(self, index: PgSearchIndex, wait: bool) -> None:
         self.index, self.wait = index, wait
+        self._pipe: object = None
         self._tx: object = None
 
     def __enter__(self) -> PgSearchIndex:
@@ -523,10 +538,12 @@ class _Write:
         """Open the transaction and lock the watermark; False when the local copies lack a forget."""
         index = self.index
         conn = index._conn()
-        self._tx = conn.transaction()
-        self._tx.__enter__()  # type: ignore[attr-defined]
         timeout = "100ms" if not self.wait else f"{int(INDEX_BUSY_SECONDS * 1000)}ms"
         try:
+            self._pipe = conn.pipeline()
+            self._pipe.__enter__()  # type: ignore[attr-defined]
+            self._tx = conn.transaction()
+            self._tx.__enter__()  # type: ignore[attr-defined]
             conn.execute("SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %s, true)",
                          (timeout,))
             row = conn.execute(_MARK + " FOR UPDATE OF endless_index_mark").fetchone()
@@ -534,32 +551,36 @@ class _Write:
             raise IndexBusy("another machine is writing the search index") from None
         except psycopg.Error as exc:
             raise index.db.failed(exc, "writing the search index") from None
+        index.held = row
         applied = index.copies.patches_applied() if index.copies is not None else None
         return applied is None or [int(n) for n in (row[6] or [])] == applied
 
     def _end(self, rollback: bool) -> None:
+        """Close the transaction and the pipeline (the queued statements run now: an error of one is
+        raised here, and rolls back)."""
+        index = self.index
+        index.held = None
+        failure: BaseException | None = None
         try:
-            if self._tx is not None:
-                self._tx.__exit__(*((RuntimeError, RuntimeError("rolled back"), None) if rollback  # type: ignore
+            for part in (self._tx, self._pipe):
+                if part is None:
+                    continue
+                try:
+                    part.__exit__(*((RuntimeError, RuntimeError("rolled back"), None) if rollback or failure  # type: ignore
                                     else (None, None, None)))
-        except psycopg.Error:
-            pass
+                except psycopg.Error as exc:
+                    failure = failure or exc
         finally:
-            self._tx = None
-            self.index.db.guard.release()
+            self._tx = self._pipe = None
+            index.db.guard.release()
+        if failure is not None and not rollback:
+            if isinstance(failure, pg_errors.LockNotAvailable):
+                raise IndexBusy("another machine is writing the search index") from None
+            raise index.db.failed(failure, "writing the search index") from None
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
         try:
-            if kind is None:
-                try:
-                    self._tx.__exit__(None, None, None)  # type: ignore[attr-defined]
-                except psycopg.Error as error:
-                    raise self.index.db.failed(error, "writing the search index") from None
-                finally:
-                    self._tx = None
-                    self.index.db.guard.release()
-            else:
-                self._end(rollback=True)
+            self._end(rollback=kind is not None)
         finally:
             self.index.lock.release()
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -58,6 +59,7 @@ FROM durability, s, unnest(%(rels)b::bigint[], %(datas)b::bytea[]) AS u(rel, dat
 RETURNING at"""
 
 _STATE = "SELECT end_offset, patches, generation FROM endless_streams WHERE memory = %s AND stream = %s"
+STASH_SECONDS = 0.1  # how long a state read with others stands for the next look (one catch-up's span)
 
 _ROWS_FROM = """
 SELECT at, data FROM endless_bytes
@@ -97,6 +99,7 @@ class Replica:
         self._confirmed_fd: int | None = None
         self._meta: dict | None = None
         self._made = False  # the copy's folder exists (made once, not looked for at every append)
+        self._stashed: tuple[tuple[int, int, str], float] | None = None
         # Told of the bytes a forget made elsewhere is about to overwrite in this copy: (old, new) spans.
         self.before_patch: Callable[[list[tuple[bytes, bytes]]], None] = lambda spans: None
 
@@ -193,7 +196,15 @@ class Replica:
 
     # -- reading what the database holds ---------------------------------------------------------
 
+    def stash(self, state: tuple[int, int, str]) -> None:
+        """The stream's state, read by a query that read more (a catch-up reads the registry and both
+        streams in one): the next look at the state, if it comes at once, takes it instead of asking."""
+        self._stashed = (state, time.monotonic())
+
     def _state(self) -> tuple[int, int, str]:
+        stashed, self._stashed = self._stashed, None
+        if stashed is not None and time.monotonic() - stashed[1] < STASH_SECONDS:
+            return stashed[0]
         rows = self.db.rows(_STATE, (self.memory, self.stream))
         if not rows:
             raise StoreUnavailable(f"the memory {self.memory} has no {self.stream} in the store {self.db.shown} "

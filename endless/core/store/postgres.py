@@ -1,4 +1,4 @@
-"""A memory kept in a PostgreSQL database, shared by several machines (issue 31, DESIGN §1's storage seam).
+"""A memory kept in a PostgreSQL database, shared by several machines (DESIGN §1's storage seam).
 
 Chosen by the ``store`` setting (``ENDLESS_STORE=postgresql://…``); the file
 store stays the default.  :class:`PostgresStore` keeps the contract of
@@ -11,6 +11,18 @@ store stays the default.  :class:`PostgresStore` keeps the contract of
   above (search, forget, the checks) mean the same on both.  Each machine reads
   them from a local copy caught up from the database
   (:mod:`endless.core.store.pg_replica` says why).
+* **Durability.**  An append commits under the memory's lock without waiting
+  for the server's disk; :meth:`PostgresStore.durable`, called by ``Memory``
+  once the lock is released and before the change is acknowledged, waits for
+  it (one small synchronous transaction), so processes committing at once
+  share one flush instead of taking turns at the disk under the lock.  What
+  readers may see meanwhile is what a file's readers see between a write and
+  its fsync.  A tail the server lost in a crash before its flush was never
+  acknowledged: this machine's copy is cut back to match at the next open.
+* **"Lines built"**: every append notifies the memory's channel (``NOTIFY``
+  at commit); :meth:`PostgresStore.watch` starts a thread that ``LISTEN``s and
+  wakes the memory's waiters, so a turn waiting on another machine's writer
+  wakes without polling (:class:`endless.core.store.pg_db.Listener`).
 * **The change lock** is a session-level advisory lock keyed by the memory,
   held by a connection of its own while the ``with`` block runs; the append's
   check of the stream's end keeps the log whole even if that connection is lost
@@ -19,16 +31,29 @@ store stays the default.  :class:`PostgresStore` keeps the contract of
   two machines' clocks are compared); its holder also keeps an advisory lock
   of its own, so a holder whose process died is replaced at once, a frozen one
   after the expiry, and never two at once (the takeover is a compare-and-set).
-* **Durable marks** are rows.  **The stamp** is the streams' ends and patch
-  counts, in one query.
+* **Forget** is one transaction (:meth:`PostgresStore.forget_at_once`): the
+  registry entry (``endless_forgets``, shared by every machine), the patches
+  of the log and the tree, and the search index's rows; then ``VACUUM FULL``
+  of the tables it changed (:meth:`PostgresStore.purge`), since PostgreSQL
+  keeps an updated row's old version (its TOAST chunks, its index entries) in
+  its files until the table is rewritten (measured: a plain ``VACUUM`` left
+  the words in TOAST and in the GIN index).
+* **Durable marks** are rows.  **The stamp** is the streams' ends, patch
+  counts and the last forget, in one query.
+* **Who may read it**: the memory's schema belongs to the role that made it
+  (:mod:`endless.core.store.pg_db`); another role is refused at open, with the
+  ``GRANT`` that lets it in.
 
 What stays local to the machine, in the memory's folder, and why: the journal
 of a turn in progress belongs to the process running the turn (only its commit
-is shared; a turn cut short is committed by that machine's next open); the view
-files are derived, rebuilt from the log and the tree; the full-text index is a
-derived index each machine catches up from the shared log (a ``tsvector``
-column in the database is a later slice); the per-machine turn index and tree
-slots index the local copy.
+is shared: a turn lives on one machine, and one cut short is committed by that
+machine's next open); the view files, because each machine's chats read the
+provider's cache from their own prefix and the view must stay byte-stable turn
+to turn there, whatever another machine's view does (each is derived from the
+shared log and tree, and saved without fsync: the database holds what is
+durable); the copies of the log and the tree and their turn index and slots,
+so every reader works at local-disk speed.  The search index is the
+database's (:mod:`endless.core.search.pg_index`), shared by every machine.
 """
 
 from __future__ import annotations
@@ -51,6 +76,7 @@ from endless.core.store.log import FORMAT as LOG_FORMAT, OrderLog
 from endless.core.store.messages import Message
 from endless.core.store.pg_db import Database, Listener, StoreUnavailable, advisory_key, lock_timed_out, log
 from endless.core.store.pg_replica import Replica
+from endless.core.store.registry import REGISTER, PgRegistry
 from endless.core.store.tree import TreeStore
 
 LOCAL = "pg"  # the memory folder's subfolder holding this machine's copy of the log and the tree
@@ -336,27 +362,6 @@ class RowLease:
         self.token = None
 
 
-class PgRegistry:
-    """The forget registry in the database (``endless_forgets``), shared by every machine; positions are
-    the entries' sequence numbers (the file store's :class:`endless.core.store.registry.FileRegistry`)."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
-    def read(self, after: int) -> tuple[list[bytes], int]:
-        rows = self.db.rows("SELECT seq, entry FROM endless_forgets WHERE seq > %s ORDER BY seq", (after,))
-        return [bytes(entry) for _, entry in rows], (int(rows[-1][0]) if rows else after)
-
-    def add(self, op: str, entry: bytes) -> None:
-        self.db.rows(_REGISTER, (op, entry), "registering a forget", again=False)
-
-    def holds(self, op: str) -> bool:
-        return bool(self.db.rows("SELECT 1 FROM endless_forgets WHERE op = %s", (op,)))
-
-
-# (a forget runs under the memory's lock: the numbers follow on one at a time)
-_REGISTER = ("INSERT INTO endless_forgets (seq, op, entry) SELECT coalesce(max(seq), 0) + 1, %s, %s "
-             "FROM endless_forgets ON CONFLICT (op) DO NOTHING")
 PURGE_MARK = "forget-purge"  # a durable mark: a forget's VACUUM FULL is still to run (module forget)
 
 
@@ -390,7 +395,7 @@ class PostgresStore(checks.LogAndTreeChecks):
         self.tree = PgTreeStore(local, granularity, self.db, self.memory, self._unconfirmed)
         self._listener: Listener | None = None
         self._wakes: list[Callable[[], None]] = []
-        self.forgets = PgRegistry(self.db)
+        self.forgets = PgRegistry(self.db, self.memory, {"log": self.log.replica, "tree": self.tree.replica})
         self.lock = AdvisoryLock(settings.store, advisory_key(base, "change"), self.db.shown)
         self.lease = RowLease(self.db, self.memory, base, expiry=settings.lease_expiry_seconds, clock=clock)
 
@@ -505,7 +510,7 @@ class PostgresStore(checks.LogAndTreeChecks):
             with self.db.guard, self.db.conn.transaction():
                 conn = self.db.conn
                 also(conn)
-                conn.execute(_REGISTER, (op, entry))
+                conn.execute(REGISTER, (op, entry))
                 self.log.replica.patch_in(conn, log_writes, step)
                 self.tree.replica.patch_in(conn, tree_writes, step)
                 conn.execute("INSERT INTO endless_marks (memory, name, value) VALUES (%s, %s, %s) ON CONFLICT "

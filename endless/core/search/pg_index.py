@@ -60,6 +60,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from endless.core.search.index import Filters, IndexBusy, Row, Stopped, Watermark
+from endless.core.search.pg_tables import ADD_AFTER, DDL, MARK, MARK_NAMES, TABLES
 from endless.core.search.pg_words import CONFIG, WORD, Rows, chat_id, compile_match, fold
 from endless.core.settings import INDEX_BUSY_SECONDS, SEARCH_POSTINGS_MAX, SPAN_CHARS
 from endless.core.store import KINDS, Message, durable, pg_db
@@ -67,35 +68,6 @@ from endless.core.store import KINDS, Message, durable, pg_db
 _KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 _LOW_BITS = (1 << 48) - 1
 
-DDL = f"""
-CREATE TEXT SEARCH DICTIONARY endless_stem (TEMPLATE = pg_catalog.snowball, language = english);
-CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = pg_catalog.english);
-ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING REPLACE english_stem WITH endless_stem;
-CREATE TABLE endless_index_mark (
-    one boolean PRIMARY KEY DEFAULT true CHECK (one), turns bigint NOT NULL DEFAULT 0,
-    log_end bigint NOT NULL DEFAULT 0, messages bigint NOT NULL DEFAULT 0, tree_end bigint NOT NULL DEFAULT 0,
-    first_tid text NOT NULL DEFAULT '', chats_renamed bigint NOT NULL DEFAULT 0);
-INSERT INTO endless_index_mark DEFAULT VALUES;
-CREATE TABLE endless_words (
-    id bigint PRIMARY KEY, at double precision, kind smallint NOT NULL, chat bigint NOT NULL,
-    tsv tsvector NOT NULL);
-CREATE INDEX endless_words_tsv ON endless_words USING gin (tsv);
-CREATE INDEX endless_words_chat ON endless_words (chat, id);
-CREATE TABLE endless_chats (id bigint PRIMARY KEY, session text NOT NULL, title text NOT NULL);
-CREATE INDEX endless_chats_session ON endless_chats (session);
-CREATE TABLE endless_line_words (
-    key bigint PRIMARY KEY, first bigint NOT NULL, count bigint NOT NULL, tsv tsvector NOT NULL);
-CREATE INDEX endless_line_words_tsv ON endless_line_words USING gin (tsv);
-ALTER TABLE endless_words ALTER COLUMN tsv SET STATISTICS 0;
-ALTER TABLE endless_line_words ALTER COLUMN tsv SET STATISTICS 0;
-ALTER TABLE endless_chats ALTER COLUMN title SET STATISTICS 0;
-ALTER TABLE endless_chats ALTER COLUMN session SET STATISTICS 0;
-"""
-TABLES = ("endless_words", "endless_line_words", "endless_chats")  # what a forget rewrites (module forget)
-
-_MARK_NAMES = ("turns", "log_end", "messages", "tree_end", "first_tid")
-_MARK = ("SELECT turns, log_end, messages, tree_end, first_tid, chats_renamed, "
-         "(SELECT array_agg(patches ORDER BY stream) FROM endless_streams) FROM endless_index_mark")
 _STEM_CACHE = 50_000  # words whose stems a process keeps (for the snippets' marks)
 # GIN keeps new rows in a "pending list" that every search reads through, unsorted, until it is merged
 # into the index (measured: searches at 20,000 messages 3 times slower behind a full 4 MB list).  A
@@ -170,18 +142,18 @@ class PgSearchIndex:
 
     def watermark(self) -> Watermark:
         """The watermark; inside :meth:`write`, the one its lock read (and what the write set since)."""
-        row = self.held if self.held is not None else self._read(_MARK)[0]
+        row = self.held if self.held is not None else self._read(MARK)[0]
         return Watermark(int(row[0]), int(row[1]), int(row[2]), int(row[3]), str(row[4]))
 
     def set_mark(self, **values: object) -> None:
-        names = [name for name in values if name in _MARK_NAMES]
+        names = [name for name in values if name in MARK_NAMES]
         if names:
             self._exec("UPDATE endless_index_mark SET " + ", ".join(f"{n} = %({n})s" for n in names),
                        {n: values[n] for n in names})
             if self.held is not None:
                 row = list(self.held)
                 for n in names:
-                    row[_MARK_NAMES.index(n)] = values[n]
+                    row[MARK_NAMES.index(n)] = values[n]
                 self.held = tuple(row)
 
     def clear(self) -> None:
@@ -242,6 +214,35 @@ class PgSearchIndex:
         if len(rows.ids) >= BULK_ROWS:
             self._exec("SELECT gin_clean_pending_list('endless_words_tsv')")
         self.set_mark(turns=mark.turns, log_end=mark.log_end, messages=mark.messages, first_tid=mark.first_tid)
+
+    def add_after(self, before: tuple[int, int], turns: Iterable[tuple[int, str, str, Sequence[Message]]],
+                  mark: Watermark) -> bool:
+        """A commit's messages in hand, added only if the index had read the log and the tree exactly up to
+        ``before`` (the ends before the commit) and this machine's copies hold every forget: the check, the
+        rows and the watermark in one statement, one round trip (a commit pays it under the memory's lock).
+        False when it did not apply (the next search catches up); :class:`IndexBusy` if another writer holds
+        the index."""
+        rows = Rows()
+        for mid, session, title, messages in turns:
+            chat = rows.chat(session, title)
+            for m in messages:
+                rows.add(mid, m.at if type(m.at) in (int, float) else None, _KIND_CODE.get(m.kind, -1), chat, m.text)
+                mid += 1
+        applied = self.copies.patches_applied() if self.copies is not None else None
+        params = {"b0": before[0], "b1": before[1], "applied": applied, "cid": list(rows.chats),
+                  "cs": [c[0] for c in rows.chats.values()], "ct": [c[1] for c in rows.chats.values()],
+                  "id": rows.ids, "at": rows.ats, "kind": rows.kinds, "chat": rows.chat_ids, "text": rows.texts,
+                  "turns": mark.turns, "log_end": mark.log_end, "messages": mark.messages,
+                  "tree_end": mark.tree_end, "tid": mark.first_tid}
+        with self.lock, self.db.guard:
+            conn = self._conn()
+            try:
+                found = conn.execute(ADD_AFTER, params).fetchall()
+            except pg_errors.LockNotAvailable:
+                raise IndexBusy("another machine is writing the search index") from None
+            except psycopg.Error as exc:
+                raise self.db.failed(exc, "writing the search index") from None
+        return bool(found)
 
     def add_lines(self, lines: Iterable[tuple[int, int, str]], tree_end: int | None) -> None:
         """Index written ``(level, index, text)`` lines; move the tree watermark if given."""
@@ -546,7 +547,7 @@ class _Write:
             self._tx.__enter__()  # type: ignore[attr-defined]
             conn.execute("SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %s, true)",
                          (timeout,))
-            row = conn.execute(_MARK + " FOR UPDATE OF endless_index_mark").fetchone()
+            row = conn.execute(MARK + " FOR UPDATE OF endless_index_mark").fetchone()
         except pg_errors.LockNotAvailable:
             raise IndexBusy("another machine is writing the search index") from None
         except psycopg.Error as exc:

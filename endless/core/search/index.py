@@ -28,12 +28,12 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from endless.core.store import durable
 from endless.core.store import KINDS, Message
-from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SPAN_CHARS
+from endless.core.settings import (INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SEARCH_POSTINGS_MAX,
+                                   SPAN_CHARS)
 
 FORMAT = 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 _KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
-
 
 _DAMAGE_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, extended codes share it)
 
@@ -118,6 +118,7 @@ class SearchIndex:
     """One connection to a memory's index; open lazily, close with the memory."""
 
     local = True  # (a file of the memory's folder: a helper process may keep it from the files)
+    postings_max = SEARCH_POSTINGS_MAX  # rows the OR tier of a ranked search may rank (finder.match_expressions)
 
     def __init__(self, folder: Path, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = folder / "index" / f"search.v{FORMAT}.sqlite"
@@ -220,8 +221,7 @@ class SearchIndex:
                          int(values.get("messages", 0)), int(values.get("tree_end", 0)),
                          str(values.get("first_tid", "")))
 
-    def forget_chats(self) -> None:
-        """Chat ids cached from rows that are gone (a transaction rolled back)."""
+    def forget_chats(self) -> None:  # chat ids cached from rows that are gone (a transaction rolled back)
         self._chats = {}
 
     def set_mark(self, **values: object) -> None:
@@ -488,8 +488,8 @@ class SearchIndex:
         return "".join(f" AND {p}" for p in parts), params
 
     def problem(self, judge: Callable[[Iterator[tuple[int, float, int]]], str | None]) -> str | None:
-        """What is wrong with the index file (None: nothing found, or no index yet), read-only: SQLite's
-        own check of every page, then ``judge`` over its message rows ``(id, at, kind)`` in id order."""
+        """What is wrong with the file (None: nothing, or no file yet): SQLite's check of every page, then
+        ``judge``'s of its message rows ``(id, at, kind)`` in id order."""
         if not self.path.exists():
             return None
         try:

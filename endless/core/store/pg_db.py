@@ -231,13 +231,15 @@ class Database:
         """Whether the connection is gone (closed, or broken by the server or the network)."""
         return self._conn is not None and (self._conn.closed or self._conn.broken)
 
-    def ensure_schema(self, ddl: str = "") -> None:
-        """Make the memory's schema and the store's tables (then ``ddl``, another floor's), once."""
+    def ensure_schema(self, ddl: str = "", made: str = "endless_forgets") -> None:
+        """Make the memory's schema and the store's tables (or ``ddl``, another floor's, which makes table
+        ``made``), once: two machines opening a new memory at once make them one after the other."""
         try:
             with self.guard, self.conn.transaction():
                 self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 self.conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
-                self.conn.execute(SCHEMA if not ddl else ddl)
+                if not self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", (made,)).fetchone()[0]:
+                    self.conn.execute(SCHEMA if not ddl else ddl)
         except psycopg.Error as exc:
             raise self.failed(exc, "making its tables") from None
 

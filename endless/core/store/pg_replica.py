@@ -164,8 +164,8 @@ class Replica:
     def check_origin(self) -> bool:
         """At open: whether the local copy had to be emptied because it belongs to another stream (the
         memory was removed and made again in the database, or the folder came from elsewhere)."""
-        end, patches, generation = self._state()
-        with self._locked():
+        with self._locked():  # (the state read under the lock: another process here appends under it too)
+            end, patches, generation = self._state()
             self._meta = None
             meta, size = self.meta(), self.size()
             if meta.get("generation") == generation:
@@ -224,6 +224,8 @@ class Replica:
             if meta.get("generation") != generation:
                 raise StoreUnavailable(f"the {self.stream} of memory {self.memory} was replaced in the store "
                                        f"{self.db.shown} while this process had it open; open the memory again")
+            if self.size() > end:  # (read again: another process here may have appended since)
+                end, patches, generation = self._state()
             if self.size() > end:
                 raise StoreUnavailable(
                     f"the memory store {self.db.shown} no longer holds the last {self.size() - end} bytes of the "

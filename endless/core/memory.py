@@ -400,13 +400,9 @@ class Memory:
     async def settle(self, predicate: Callable[["Memory"], bool], timeout: float, poll: float | None = None) -> bool:
         """Until ``predicate(memory)`` holds across processes (False: timeout); woken by stores here and, if the
         store tells (``LISTEN``), elsewhere, else polling.  ``poll``: that often anyway (a stop button)."""
-        def holds() -> bool:
-            self.catch_up()
-            return predicate(self)
-
-        quiet, busy = (timeout, self.settings.settle_poll_seconds) if poll is None else (poll, poll)
-        return await self._waiters.wait(holds, timeout, lambda: quiet if self.store.watch(self.notify_waiters)
-                                        else min(busy, self.settings.settle_poll_seconds))
+        return await self._waiters.settle(self.catch_up, lambda: predicate(self), timeout,
+                                          self.settings.settle_poll_seconds,
+                                          lambda: self.store.watch(self.notify_waiters), poll)
 
     # -- the lease -------------------------------------------------------------------
 

@@ -86,7 +86,11 @@ STORE_TCP_PARAMS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval
 # rarest words while their rows stay under this many (measured on 2 cores: about 2 ms per 1,000 rows
 # at 1M messages).  STOPWORDS (below) are dropped first.
 SEARCH_POSTINGS_MAX = 12_000
-STORE_SEARCH_POSTINGS_MAX = 3_000  # the same for a PostgreSQL memory's index (ts_rank_cd: 4 times BM25's cost)
+# A PostgreSQL memory's index ranks a word's rows a stretch of the newest messages at a time, each stretch
+# holding about this many of them (pg_index.PgSearchIndex.ranked), and counts its words among this many
+# stretches of 8,192 messages (the newest).
+STORE_SEARCH_WINDOW_ROWS = 1_500
+STORE_SEARCH_SAMPLE_STRETCHES = 4
 KEPT_CLAIM_SECONDS = 6 * 3600.0  # a turn's claim on kept messages lapses after this long (its process alive)
 KEPT_SHARE_BYTES = 2_000  # a kept message's bytes in a head where the kept ones do not fit whole (zoom reads the rest)
 SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it

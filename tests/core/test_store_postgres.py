@@ -343,6 +343,26 @@ def test_a_forget_reaches_every_machine_and_the_databases_own_files(tmp_path, pg
         assert again.message(target).text.startswith("(forgotten on ") and again.reports == []
 
 
+def test_forget_after_days_forgets_the_old_turns_on_every_machine(tmp_path, pg_store_url):
+    from endless.core.privacy import forget
+    from endless.core.search import finder
+
+    now = [2_000_000_000.0]
+    settings = Settings(store=pg_store_url, forget_after_days=1.0)
+    key = workspace_key(None, str(tmp_path / "project"))
+    with Memory.open(key, root=tmp_path / "laptop", settings=settings, clock=lambda: now[0]) as memory:
+        start = now[0]
+        for k, at in enumerate((start - 5 * 86_400, start - 3 * 86_400, start - 3600)):
+            now[0] = at  # (a turn's time is the memory's clock at its commit)
+            memory.commit_turn("s", "Chat", [Message("user", f"turn {k} about the heron pond", at)])
+        now[0] = start
+        outcome = forget.retention(memory)
+        assert outcome is not None and outcome.ids == [0, 1]
+    with Memory.open(key, root=tmp_path / "desktop", settings=settings, clock=lambda: now[0]) as other:
+        assert [other.message(i).text.startswith("(forgotten on ") for i in range(3)] == [True, True, False]
+        assert [h.id for h in finder.search(finder.corpus_of(other), "heron", 0, 5, 10.0).hits] == [2]
+
+
 @pytest.mark.parametrize("stop", ["in-transaction", "committed"])
 def test_a_forget_killed_inside_its_transaction_changed_nothing_and_after_it_is_whole(tmp_path, pg_cluster,
                                                                                        pg_store_url, stop):
@@ -627,3 +647,36 @@ def test_no_command_shows_or_logs_the_stores_password(tmp_path, pg_cluster, pg_s
     assert [args for args, text in said if secret in text] == []
     assert any("postgres:***@" in text for _, text in said)  # the store is named, masked
     assert _found((tmp_path / "home").rglob("*"), secret) == [] and _found(tmp_path.glob("*.log"), secret) == []
+
+
+def test_a_common_word_is_ranked_a_stretch_of_the_newest_messages_at_a_time(tmp_path, pg_store_url):
+    """Past the OR tier's cap a word's rows are ranked newest stretch first (PgSearchIndex.ranked): the
+    messages holding every word still come first, the rest of a page comes from the newest messages, and
+    pages of a longer list are the same hits in the same order (the pin to the first page's messages)."""
+    from endless.core.search import finder
+    from endless.core.search.pg_words import STRETCH
+    from endless.core.settings import STORE_SEARCH_WINDOW_ROWS
+    from endless.core.store.turns import TurnRecord
+
+    size = 2 * STRETCH + 3000
+    planted = {1_000, 9_000, 17_000}
+    # (older messages say "heron" twice: ranked whole, they would come first; by stretches, the newest do)
+    texts = [("pelican heron " if k in planted else ("heron heron " if k < 2 * STRETCH else "heron pond ")
+              if k % 3 == 0 else "") + f"note {k}" for k in range(size)]
+    with Memory.open(workspace_key(None, str(tmp_path / "ws")), root=tmp_path / "home",
+                     settings=Settings(store=pg_store_url)) as memory:
+        for start in range(0, size, 5_000):
+            memory.commit_turns([TurnRecord("s", "Birds", [Message("user", text, 1.7e9 + start + k)])
+                                 for k, text in enumerate(texts[start:start + 5_000])], sync=False, plan=False)
+        docs = memory.search_index.term_docs(["heron"])
+        assert docs["heron"] > STORE_SEARCH_WINDOW_ROWS  # (so its rows are ranked a stretch at a time)
+        whole = finder.search(finder.corpus_of(memory), "heron pelican", 0, 60, 30.0)
+        ids = [h.id for h in whole.hits]
+        assert sorted(ids[:3]) == sorted(planted)  # every word first, wherever they are
+        rest = ids[3:]
+        assert all(texts[i].startswith("heron") for i in rest) and len(rest) == 57
+        assert min(rest) >= 2 * STRETCH  # the rest of the page from the newest stretch
+        first = finder.search(finder.corpus_of(memory), "heron pelican", 0, 20, 30.0)
+        second = finder.search(finder.corpus_of(memory), "heron pelican", 20, 20, 30.0, below=first.below)
+        third = finder.search(finder.corpus_of(memory), "heron pelican", 40, 20, 30.0, below=first.below)
+        assert [h.id for h in first.hits + second.hits + third.hits] == ids  # the same hits, the same order

@@ -27,7 +27,7 @@ from endless.core.search import snippets
 from endless.core.search import index as si
 from endless.core.view import tiling
 from endless.core.search.scan import Hit, Result, SearchError
-from endless.core.settings import SEARCH_TERMS_MAX
+from endless.core.settings import SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX
 from endless.core.words import count
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def match_expressions(index: si.SearchIndex, q: ql.Query) -> list[list[str]]:
     kept: list[str] = []
     rows = 0
     for word in present[:SEARCH_TERMS_MAX]:
-        if kept and rows + docs[word] > index.postings_max:  # (SEARCH_POSTINGS_MAX, or the backend's own)
+        if kept and rows + docs[word] > SEARCH_POSTINGS_MAX:
             break
         kept.append(word)
         rows += docs[word]

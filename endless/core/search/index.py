@@ -28,8 +28,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from endless.core.store import durable
 from endless.core.store import KINDS, Message
-from endless.core.settings import (INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SEARCH_POSTINGS_MAX,
-                                   SPAN_CHARS)
+from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SPAN_CHARS
 
 FORMAT = 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -118,7 +117,6 @@ class SearchIndex:
     """One connection to a memory's index; open lazily, close with the memory."""
 
     local = True  # (a file of the memory's folder: a helper process may keep it from the files)
-    postings_max = SEARCH_POSTINGS_MAX  # rows the OR tier of a ranked search may rank (finder.match_expressions)
 
     def __init__(self, folder: Path, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = folder / "index" / f"search.v{FORMAT}.sqlite"

@@ -30,7 +30,11 @@ so the finder's tiers, filters and checks against the log run unchanged:
   and would rank a message holding only the commonest word of a query beside
   one holding only its rarest).  The finder's match expressions (quoted
   strings joined by AND and OR, FTS5's syntax) are compiled to ``tsquery``
-  values: a quoted string is a ``phraseto_tsquery``.
+  values: a quoted string is a ``phraseto_tsquery``.  Ranking a row costs a
+  visit to it, so the OR tier of a common word is ranked a stretch of the
+  newest messages at a time (:meth:`PgSearchIndex.ranked`), found through a
+  lexeme every message's ``tsvector`` carries for its stretch; words are
+  counted among the newest stretches (:meth:`PgSearchIndex.term_docs`).
 * **Writes.**  Each batch is one transaction that locks the watermark row
   (so two machines catching up never add a row twice, and a forget, which
   takes the same row, never interleaves), commits without waiting for the WAL
@@ -60,9 +64,11 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from endless.core.search.index import Filters, IndexBusy, Row, Stopped, Watermark
-from endless.core.search.pg_tables import ADD_AFTER, DDL, MARK, MARK_NAMES, TABLES
-from endless.core.search.pg_words import CONFIG, WORD, Rows, chat_id, compile_match, fold
-from endless.core.settings import INDEX_BUSY_SECONDS, SPAN_CHARS, STORE_SEARCH_POSTINGS_MAX
+from endless.core.search.pg_tables import ADD_AFTER, DDL, MARK, MARK_NAMES, TABLES, Write
+from endless.core.search.pg_words import (CONFIG, MESSAGE_TSV, STRETCH, WORD, Rows, chat_id, compile_match, fold,
+                                          stretches)
+from endless.core.settings import (INDEX_BUSY_SECONDS, SEARCH_POSTINGS_MAX, SPAN_CHARS, STORE_SEARCH_SAMPLE_STRETCHES,
+                                   STORE_SEARCH_WINDOW_ROWS)
 from endless.core.store import KINDS, Message, durable, pg_db
 
 _KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
@@ -92,9 +98,6 @@ class PgSearchIndex:
 
     TABLES = TABLES  # what a forget rewrites (its VACUUM FULL): the rows' old versions hold the words
     local = False  # (in the database: the commits feed it, never a helper reading local files)
-    # ts_rank_cd costs about a microsecond a word a row (measured at 100,000 messages: 33 ms to rank the
-    # 7,475 rows holding one of 4 words): the OR tier ranks a quarter of what FTS5's BM25 ranks in time.
-    postings_max = STORE_SEARCH_POSTINGS_MAX
 
     def __init__(self, folder: Path, url: str, memory: str, copies: Copies | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -107,7 +110,7 @@ class PgSearchIndex:
         self._made = False
         self._docs: dict[str, int] = {}  # the last term_docs answer: each word's rarity in the ranking
         self._stems: dict[str, tuple[str, ...]] = {}
-        self.held: tuple | None = None  # the watermark row a write locked (pg_index._Write)
+        self.held: tuple | None = None  # the watermark row a write locked (pg_tables.Write)
         _remove_local(folder)
 
     # -- the connection ---------------------------------------------------------------------
@@ -115,7 +118,8 @@ class PgSearchIndex:
     def exists(self) -> bool:
         return True  # (its tables are made at first use)
 
-    def _conn(self) -> psycopg.Connection:
+    def connection(self) -> psycopg.Connection:
+        """The index's connection, its tables made at the first use."""
         if not self._made:
             if not self.db.has_table("endless_index_mark"):
                 self.db.ensure_schema(DDL, "endless_index_mark")
@@ -168,9 +172,9 @@ class PgSearchIndex:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def write(self, wait: bool = True) -> "_Write":
+    def write(self, wait: bool = True) -> "Write":
         """One transaction holding the watermark row; ``wait=False`` gives up at once if another holds it."""
-        return _Write(self, wait)
+        return Write(self, wait)
 
     def add_turns(self, records: Iterable[tuple[int, int, dict]], mark: Watermark) -> None:
         """Index ``(turn, byte end, record)`` turns and move the log watermark (inside ``write``)."""
@@ -208,7 +212,7 @@ class PgSearchIndex:
                 "WITH c AS (INSERT INTO endless_chats (id, session, title) "
                 "SELECT * FROM unnest(%(cid)b::bigint[], %(cs)b::text[], %(ct)b::text[]) ON CONFLICT DO NOTHING) "
                 "INSERT INTO endless_words (id, at, kind, chat, tsv) "
-                f"SELECT u.id, u.at, u.kind, u.chat, to_tsvector('{CONFIG}', u.text) "
+                f"SELECT u.id, u.at, u.kind, u.chat, {MESSAGE_TSV} "
                 "FROM unnest(%(id)b::bigint[], %(at)b::float8[], %(kind)b::int2[], %(chat)b::bigint[], "
                 "%(text)b::text[]) AS u(id, at, kind, chat, text) ON CONFLICT DO NOTHING",
                 {"cid": list(rows.chats), "cs": [c[0] for c in rows.chats.values()],
@@ -238,7 +242,7 @@ class PgSearchIndex:
                   "turns": mark.turns, "log_end": mark.log_end, "messages": mark.messages,
                   "tree_end": mark.tree_end, "tid": mark.first_tid}
         with self.lock, self.db.guard:
-            conn = self._conn()
+            conn = self.connection()
             try:
                 found = conn.execute(ADD_AFTER, params).fetchall()
             except pg_errors.LockNotAvailable:
@@ -324,16 +328,27 @@ class PgSearchIndex:
         return [(str(a), str(b), int(c), float(d) if d is not None else float("nan")) for a, b, c, d in rows]
 
     def term_docs(self, words: list[str]) -> dict[str, int]:
-        """How many messages hold each word once stemmed, counted up to one past the OR tier's cap (past
-        it, a word is left out of that tier whatever its count: counting on costs a look at every row)."""
+        """How many messages hold each word once stemmed: 0 for a word held nowhere (looked for in all of
+        them), else the count among the newest ``STORE_SEARCH_SAMPLE_STRETCHES`` stretches, scaled to
+        the whole (the rarity that orders the words and caps the OR tier: counting every row holding a
+        common word costs a visit to each, 61 ms for four words at a million messages)."""
         if not words:
             return {}
-        # (one statement, a count per word, each word a constant: the GIN index finds its rows)
-        counts = [f"SELECT {k}, count(*) FROM (SELECT 1 FROM endless_words WHERE tsv @@ "
-                  f"phraseto_tsquery('{CONFIG}', %s) LIMIT {self.postings_max + 1}) s{k}" for k in range(len(words))]
-        rows = [(n + 1, c) for n, c in self._read(" UNION ALL ".join(counts), [fold(w) for w in words])]
-        found = {int(n): int(c) for n, c in rows}
-        docs = {word: found.get(k + 1, 0) for k, word in enumerate(words)}
+        total = max(1, self.count())
+        last = (total - 1) // STRETCH
+        first = max(0, last - STORE_SEARCH_SAMPLE_STRETCHES + 1)
+        span = total - first * STRETCH
+        # (one statement: per word, a count in the newest stretches, and whether any message holds it)
+        parts = [f"SELECT {k}, (SELECT count(*) FROM (SELECT 1 FROM endless_words WHERE tsv @@ "
+                 f"(phraseto_tsquery('{CONFIG}', %s) && %s::tsquery) LIMIT {SEARCH_POSTINGS_MAX + 1}) s), "
+                 f"EXISTS (SELECT 1 FROM endless_words WHERE tsv @@ phraseto_tsquery('{CONFIG}', %s))"
+                 for k in range(len(words))]
+        params = [x for w in words for x in (fold(w), stretches(first, last), fold(w))]
+        found = {int(n): (int(c), bool(e)) for n, c, e in self._read(" UNION ALL ".join(parts), params)}
+        docs = {}
+        for k, word in enumerate(words):
+            near, anywhere = found.get(k, (0, False))
+            docs[word] = 0 if not anywhere else max(1, round(near * total / span))
         self._docs = {fold(w): n for w, n in docs.items()}
         return docs
 
@@ -373,7 +388,15 @@ class PgSearchIndex:
 
     def ranked(self, table: str, match: str, filters: Filters, skip: int, limit: int,
                deadline: float) -> list[Row]:
-        """Rows matching the expression ``match``, best first (score: lower is better, as BM25's)."""
+        """Rows matching the expression ``match``, best first (score: lower is better, as BM25's).
+
+        Ranking a row costs a visit to it (GIN keeps no positions for ``ts_rank_cd``: about 12 µs a
+        row at a million messages, 194 ms for a word 15,896 of them hold).  So messages holding any
+        of some words (the finder's OR tier: no AND in ``match``) more than ``STORE_SEARCH_WINDOW_ROWS``
+        hold, by the words' counts, are ranked a stretch of the newest messages at a time, each
+        sized to hold about that many: newer stretches first (their scores lead), older ones while
+        the page asks for more.  A common word costs a bounded look, and a longer page only adds
+        older stretches (pages stay stable).  The rest (the all-words tier) is ranked whole."""
         query = compile_match(match)
         if query is None:
             return []
@@ -383,9 +406,24 @@ class PgSearchIndex:
         for atom in query.atoms:
             ranks.append(f"%s * ts_rank_cd({alias}.tsv, phraseto_tsquery('{CONFIG}', %s), 1)")
             rank_params += [self._idf(atom, total), atom]
-        sql = (f"SELECT {key}, -({' + '.join(ranks)}) AS score FROM {_TABLE[table]} {alias} "
-               f"WHERE {alias}.tsv @@ ({query.sql}){where} ORDER BY score, {key} DESC LIMIT %s OFFSET %s")
-        return self._rows(sql, [*rank_params, *query.params, *params, limit, skip], deadline)
+        expected = sum(self._docs.get(atom, 0) for atom in query.atoms)
+        below = total if filters.below is None else min(filters.below, total)
+        if table != "words" or query.joined or expected <= STORE_SEARCH_WINDOW_ROWS or below <= STRETCH:
+            sql = (f"SELECT {key}, -({' + '.join(ranks)}) AS score FROM {_TABLE[table]} {alias} "
+                   f"WHERE {alias}.tsv @@ ({query.sql}){where} ORDER BY score, {key} DESC LIMIT %s OFFSET %s")
+            return self._rows(sql, [*rank_params, *query.params, *params, limit, skip], deadline)
+        sql = (f"SELECT {key}, %s - ({' + '.join(ranks)}) AS score FROM {_TABLE[table]} {alias} "
+               f"WHERE {alias}.tsv @@ (({query.sql}) && %s::tsquery){where} ORDER BY score, {key} DESC LIMIT %s")
+        width = max(1, int(STORE_SEARCH_WINDOW_ROWS * total / (expected * STRETCH)))  # stretches a look takes
+        found: list[Row] = []
+        last = (below - 1) // STRETCH
+        while last >= 0 and len(found) < skip + limit:
+            first = max(0, last - width + 1)
+            lead = float(((below - 1) // STRETCH - last) // width) * 1e6  # (a newer look's rows score first)
+            found += self._rows(sql, [lead, *rank_params, *query.params, stretches(first, last), *params,
+                                      skip + limit - len(found)], deadline)
+            last = first - 1
+        return found[skip:skip + limit]
 
     def newest(self, table: str, match: str, filters: Filters, after: int | None, limit: int,
                deadline: float) -> list[Row]:
@@ -448,7 +486,7 @@ class PgSearchIndex:
     def problem(self, judge: Callable[[Iterator[tuple[int, float, int]]], str | None]) -> str | None:
         """What is wrong with the index (``judge`` compares its rows, in id order, with the log)."""
         with self.lock, self.db.guard:
-            conn = self._conn()
+            conn = self.connection()
             try:
                 with conn.transaction(), conn.cursor(name="endless_index_rows") as cursor:
                     cursor.itersize = 10_000
@@ -461,7 +499,7 @@ class PgSearchIndex:
 
     def _read(self, sql: str, params: Sequence | dict = ()) -> list[tuple]:
         with self.lock:
-            self._conn()
+            self.connection()
             return self.db.rows(sql, params, doing="reading the search index")
 
     def _exec(self, sql: str, params: Sequence | dict = ()) -> None:
@@ -477,7 +515,7 @@ class PgSearchIndex:
         if left <= 0:
             raise Stopped
         with self.lock, self.db.guard:
-            conn = self._conn()
+            conn = self.connection()
             try:
                 with conn.transaction():
                     conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{max(1, int(left * 1000))}ms",))
@@ -501,92 +539,6 @@ def _time_range(table: str, filters: Filters) -> tuple[list[str], list[float]]:
         span.append(f"{table}.at < %s")
         values.append(filters.before)
     return span, values
-
-
-class _Write:
-    """``with index.write():`` one transaction holding the watermark row, committed without waiting
-    for the WAL (derived data); rolled back on error.
-
-    It runs in psycopg's pipeline mode: the statements inside are sent without waiting for their
-    answers, so a write costs two round trips (the lock with the watermark it reads, then the rows
-    and the commit), whatever it holds: on a busy machine each round trip waits for the server's
-    turn on a core, and a commit's index update took six."""
-
-    def __init__(self, index: PgSearchIndex, wait: bool) -> None:
-        self.index, self.wait = index, wait
-        self._pipe: object = None
-        self._tx: object = None
-
-    def __enter__(self) -> PgSearchIndex:
-        index = self.index
-        index.lock.acquire()
-        for attempt in (1, 2):
-            index.db.guard.acquire()
-            try:
-                if self._begin():
-                    return index
-            except BaseException:
-                self._end(rollback=True)
-                index.lock.release()
-                raise
-            self._end(rollback=True)
-            if attempt == 1 and index.copies is not None:
-                try:
-                    index.copies.pull()  # (outside the transaction: it reads on the store's own connection)
-                except OSError:
-                    break
-        index.lock.release()
-        raise IndexBusy("a forget made on another machine is not in this machine's copy of the log yet")
-
-    def _begin(self) -> bool:
-        """Open the transaction and lock the watermark; False when the local copies lack a forget."""
-        index = self.index
-        conn = index._conn()
-        timeout = "100ms" if not self.wait else f"{int(INDEX_BUSY_SECONDS * 1000)}ms"
-        try:
-            self._pipe = conn.pipeline()
-            self._pipe.__enter__()  # type: ignore[attr-defined]
-            self._tx = conn.transaction()
-            self._tx.__enter__()  # type: ignore[attr-defined]
-            conn.execute("SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %s, true)",
-                         (timeout,))
-            row = conn.execute(MARK + " FOR UPDATE OF endless_index_mark").fetchone()
-        except pg_errors.LockNotAvailable:
-            raise IndexBusy("another machine is writing the search index") from None
-        except psycopg.Error as exc:
-            raise index.db.failed(exc, "writing the search index") from None
-        index.held = row
-        applied = index.copies.patches_applied() if index.copies is not None else None
-        return applied is None or [int(n) for n in (row[6] or [])] == applied
-
-    def _end(self, rollback: bool) -> None:
-        """Close the transaction and the pipeline (the queued statements run now: an error of one is
-        raised here, and rolls back)."""
-        index = self.index
-        index.held = None
-        failure: BaseException | None = None
-        try:
-            for part in (self._tx, self._pipe):
-                if part is None:
-                    continue
-                try:
-                    part.__exit__(*((RuntimeError, RuntimeError("rolled back"), None) if rollback or failure  # type: ignore
-                                    else (None, None, None)))
-                except psycopg.Error as exc:
-                    failure = failure or exc
-        finally:
-            self._tx = self._pipe = None
-            index.db.guard.release()
-        if failure is not None and not rollback:
-            if isinstance(failure, pg_errors.LockNotAvailable):
-                raise IndexBusy("another machine is writing the search index") from None
-            raise index.db.failed(failure, "writing the search index") from None
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        try:
-            self._end(rollback=kind is not None)
-        finally:
-            self.index.lock.release()
 
 
 def _remove_local(folder: Path) -> None:

@@ -13,7 +13,12 @@ import hashlib
 import re
 import unicodedata
 
-CONFIG = "endless_text"  # the text search configuration: Snowball English, no stop words (pg_index.DDL)
+CONFIG = "endless_text"  # the text search configuration: Snowball English, no stop words (pg_tables.DDL)
+# Every message's tsvector also holds the lexeme ``~<id // STRETCH>`` (no position; a folded word never
+# holds "~"): GIN then finds a word's rows among the newest messages without reading the others
+# (PgSearchIndex.ranked), where ranking every row holding a common word costs a heap visit each.
+STRETCH = 8192
+MESSAGE_TSV = f"to_tsvector('{CONFIG}', u.text) || ('~' || (u.id / {STRETCH}))::tsvector"
 WORD = re.compile(r"[^\W_]+")  # a word as the query language and FTS5's unicode61 see one
 _NON_WORD = re.compile(r"[\W_]+")
 
@@ -64,10 +69,11 @@ _TOKEN = re.compile(r'\s*(?:"((?:[^"]|"")*)"|(AND|OR)\b|(\()|(\)))')
 
 
 class Compiled:
-    """A match expression as SQL over ``phraseto_tsquery`` values, and its quoted strings (folded)."""
+    """A match expression as SQL over ``phraseto_tsquery`` values, and its quoted strings (folded);
+    ``joined``: whether any of them are required together (an AND)."""
 
-    def __init__(self, sql: str, params: list[str], atoms: list[str]) -> None:
-        self.sql, self.params, self.atoms = sql, params, atoms
+    def __init__(self, sql: str, params: list[str], atoms: list[str], joined: bool = False) -> None:
+        self.sql, self.params, self.atoms, self.joined = sql, params, atoms, joined
 
 
 def compile_match(expression: str) -> Compiled | None:
@@ -89,6 +95,7 @@ def compile_match(expression: str) -> Compiled | None:
             tokens.append(("(" if found.group(3) else ")", ""))
     params: list[str] = []
     atoms: list[str] = []
+    joined: list[bool] = []
     at = 0
 
     def atom() -> str | None:
@@ -117,6 +124,8 @@ def compile_match(expression: str) -> Compiled | None:
         kept = [p for p in parts if p is not None]
         if len(kept) < len(parts):
             return None  # a required string with no word matches nothing
+        if len(kept) > 1:
+            joined.append(True)
         return kept[0] if len(kept) == 1 else "(" + " && ".join(kept) + ")"
 
     def either() -> str | None:
@@ -133,4 +142,9 @@ def compile_match(expression: str) -> Compiled | None:
     if not tokens:
         return None
     sql = either()
-    return None if sql is None else Compiled(sql, params, atoms)
+    return None if sql is None else Compiled(sql, params, atoms, bool(joined))
+
+
+def stretches(first: int, last: int) -> str:
+    """A ``tsquery`` (its text) matching the messages of stretches ``first`` to ``last`` (MESSAGE_TSV)."""
+    return " | ".join(f"~{k}" for k in range(first, last + 1))

@@ -38,7 +38,6 @@ class WordIndex(Protocol):
 
     path: object  # where the index is, in a person's words (a file, or the database)
     local: bool  # a file of the memory's folder (an import's helper process may keep it from the files)
-    postings_max: int  # rows the OR tier of a ranked search may rank, at most (what it costs the backend)
     lock: threading.RLock
     clock: Callable[[], float]
 

@@ -59,6 +59,28 @@ class Waiters:
                     self._futures.remove(future)
 
 
+    async def settle(self, catch_up: Callable[[], object], holds: Callable[[], bool], timeout: float,
+                     every: float, told: Callable[[], bool], poll: float | None = None) -> bool:
+        """``Memory.settle``: until ``holds()`` after catching up; False on timeout.
+
+        ``told()``: whether the store tells this process of other processes' writes (starting it
+        listening the first time); while it does, a look comes only at a wake, and with ``poll``
+        given (a predicate that also reads a person's stop button, every ``poll`` s) the memory is
+        caught up only when something was told since the last look.  While it does not, every
+        look catches up, at least every ``every`` s (``settle_poll_seconds``).
+        """
+        seen = [-1]
+
+        def look() -> bool:
+            if poll is None or not told() or self._told != seen[0]:
+                seen[0] = self._told
+                catch_up()
+            return holds()
+
+        quiet, busy = (timeout, every) if poll is None else (poll, poll)
+        return await self.wait(look, timeout, lambda: quiet if told() else min(busy, every))
+
+
 def _resolve(future: asyncio.Future) -> None:
     if not future.done():
         future.set_result(None)

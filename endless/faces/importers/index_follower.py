@@ -59,7 +59,10 @@ def finish(helper: subprocess.Popen, completed: bool) -> None:
     """Let the helper index the rest and wait for it (``completed``), or stop it at once."""
     try:
         if completed:
-            helper.stdin.close()
+            try:
+                helper.stdin.close()
+            except OSError:  # the helper died: it is said below, and the next search catches up
+                pass
             try:
                 code = helper.wait(FOLLOWER_WAIT_SECONDS)
             except subprocess.TimeoutExpired:

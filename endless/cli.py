@@ -97,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     if command is None and "--version" in argv:
         print(f"endless {__version__}")
         return 0
+    if command == "hook" and argv[:1] == ["hook"]:  # run by an agent at every turn: no parser to build
+        from endless.faces.agents.hook import fast_main
+
+        code = fast_main(argv[1:])
+        if code is not None:
+            return code
     parser = build_parser(command)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

@@ -18,6 +18,7 @@ from typing import Iterator
 
 LOGGER = "endless"
 FORMAT = "[%(name)s] %(message)s"
+LOG_FILE_FORMAT = "%(asctime)s [%(name)s] %(message)s"  # a line of a log file says when
 
 
 class _Stderr(logging.StreamHandler):

@@ -39,6 +39,19 @@ def memories_dir(root: Path) -> Path:
     return root / "memories"
 
 
+# How Memory.open treats the views: "plan" (the merges due are planned), "append" (the new messages are
+# appended and no merge planned, for a process that only commits turns, a coding agent's capture: each plan
+# walks the whole view, seconds in a memory of tens of thousands of unwritten messages; the next opener that
+# plans does it), "skip" (read only: not read at all, for a reader of turns and messages alone).
+VIEWS = ("plan", "append", "skip")
+
+
+def _views_mode(views: str, readonly: bool) -> str:
+    if views not in VIEWS or (views == "skip" and not readonly):
+        raise MemoryUseError(f"views must be one of {', '.join(VIEWS)} (skip: read only), not {views!r}")
+    return views
+
+
 class Memory:
     """An open memory.  Use :meth:`open`; close it when done."""
 
@@ -69,7 +82,7 @@ class Memory:
     def open(cls, key: Key | None = None, *, memory_id: str | None = None,
              settings: Settings | None = None, root: Path | None = None, create: bool = True,
              readonly: bool = False, clock: Callable[[], float] = time.time,
-             agent_name: str | None = None, window_tokens: int | None = None) -> "Memory":
+             agent_name: str | None = None, window_tokens: int | None = None, views: str = "plan") -> "Memory":
         settings = settings or load_settings()
         root = Path(root) if root is not None else settings.memory_root()
         if key is None and memory_id is None:
@@ -90,7 +103,7 @@ class Memory:
                      agent_name or meta.get("agentName"), clock, readonly)
         if window_tokens is not None:
             memory.set_window(window_tokens)
-        memory._load()
+        memory._load(_views_mode(views, readonly))
         return memory
 
     def set_window(self, window_tokens: int) -> None:
@@ -111,7 +124,7 @@ class Memory:
         """The model's window in tokens that every bound is counted against: the one set, else the default."""
         return self.views.window_tokens or self.settings.default_window_tokens
 
-    def _load(self) -> None:
+    def _load(self, views: str = "plan") -> None:
         self.store.load()
         if self.readonly:
             forget.catch_up(self)
@@ -119,8 +132,9 @@ class Memory:
             self.tree.catch_up(False)
             self.log.catch_up(False)  # the log is written before its lines: now it covers every line read
             self._check(writable=False)
-            self.views.load(self.total, repair=False)
-            self.views.append(self.total)
+            if views != "skip":
+                self.views.load(self.total, repair=False)
+                self.views.append(self.total)
             return
         with self.lock:
             for what in (self.log.repair_tail(self.quarantine), self.tree.repair_tail(self.quarantine)):
@@ -135,7 +149,7 @@ class Memory:
             repaired = len(self.reports) > reported  # a view was recomputed: store it
             close_orphans(self)
             self.built.store_free_leaves(self.total, {})
-            self.views.update(self.total, save=True)
+            self.views.update(self.total, save=True) if views == "plan" else self.views.append(self.total)
             if repaired:
                 self.views.save()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -58,10 +57,15 @@ IMPORT_LINE_BYTES_MAX = 64 << 20
 # another capture of the same transcript.
 HOOK_WAIT_SECONDS = 0.0
 HOOK_INPUT_MAX = 4 << 20  # bytes of a hook's JSON read at most (a Stop hook carries the last reply)
+CAPTURE_NICE = 10  # a hook's capture runs this much below the agent's priority (it yields the CPU to the agent)
 CAPTURE_LOCK_SECONDS = 60.0
 CAPTURE_READ_MAX = 512 << 20  # bytes of a transcript read in one capture (the rest: the next one)
 HANDOVER_BYTES = 4096  # the hand-over block at a session's start, at most
 HANDOVER_GIT_SECONDS = 1.5  # all its git commands together
+# How long Codex waits for an optional MCP server before a session's first request (its own default does not
+# wait, so Endless's tools, ready about 1 s after start, were missing from every `codex exec`); a server that
+# fails to start is not waited for, one that hangs costs this once per session.
+CODEX_MCP_GRACE_MS = 5000
 FOLLOWER_POLL_SECONDS = 0.2  # how often that helper looks for the import's new turns
 FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the rest (then the next search does)
 RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days
@@ -368,6 +372,8 @@ def load_settings(
     settings = Settings()
     toml_path = path if path is not None else config_path(env)
     if toml_path.exists():
+        import tomllib  # (only when there is a file: it loads datetime, a cost every hook process would pay)
+
         try:
             data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

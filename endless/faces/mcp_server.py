@@ -38,6 +38,8 @@ VIEW_URI = "endless://memory/{memory_id}/view"
 INSTRUCTIONS = ("Look back into an Endless memory: the view resource lists summary lines id+n; "
                 "zoom opens a line down to exact messages, date tells when a message was written, "
                 "recall_search finds raw words or a /pattern/ anywhere in the history.")
+# MCP tool annotations: every tool here reads the memory and changes nothing, inside this machine.
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 
 
 def log(message: str) -> None:
@@ -93,8 +95,10 @@ def build_server(backend: Backend) -> Any:
             return await anyio.to_thread.run_sync(function, *args)
 
     def tool_models() -> list:
+        # The tools only read the memory: hosts that ask before a tool with effects (Codex 0.171 under
+        # approval policy "never" refuses such calls outright) run these without asking.
         return [types.Tool.model_validate({"name": t["name"], "description": t["description"],
-                                           "inputSchema": t["parameters"]})
+                                           "inputSchema": t["parameters"], "annotations": READ_ONLY})
                 for t in backend.tool_definitions()]
 
     def resource_models() -> list:

@@ -395,12 +395,12 @@ class Simulator:
         ids = {"request-id": response_id} if api == "anthropic" else {"x-request-id": response_id}
         if api == "responses" and request.raw.get("store", True) is not False:
             self.responses.put(response_id, wire_responses.stored_items(
-                items, wire_responses.output_items(reply, response_id)))
+                items, wire_responses.output_items(reply, response_id, request)))
         if not request.stream:
             await _sleep(duration)
             if api == "responses":
                 payload = wire_responses.response_json(
-                    request, wire_responses.output_items(reply, response_id),
+                    request, wire_responses.output_items(reply, response_id, request),
                     wire_responses.usage_json(usage, output), response_id=response_id,
                     created=int(self.wall()))
             elif api == "anthropic":

@@ -14,7 +14,11 @@ conversation (``instructions`` as a system message, a ``function_call`` as a
 tool call of the assistant message before it, a ``function_call_output`` as a
 tool message), so one conversation costs the same tokens and gets the same
 cache reads on either wire.  A function tool ``{"type": "function", "name",
-…}`` renders as its chat form ``{"type": "function", "function": {…}}``.
+…}`` renders as its chat form ``{"type": "function", "function": {…}}``.  A
+namespace tool ``{"type": "namespace", "name", "tools": [function tools]}``
+(how Codex 0.171 offers an MCP server's tools: ``mcp__<server>``) renders as
+sent, and its functions are offered to the scripted models by their own names;
+a call to one carries ``namespace`` on its ``function_call`` item.
 
 Usage: ``input_tokens`` (all of them), ``input_tokens_details.cached_tokens``
 (and ``cache_write_tokens`` when the cache model wrote any),
@@ -150,9 +154,15 @@ def parse_request(body: Any, store: ResponseStore | None = None) -> tuple[SimReq
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise WireError(400, "Invalid 'tools': expected an array of tool objects.", param="tools")
     for index, tool in enumerate(tools):
-        if tool.get("type") == "function" and not isinstance(tool.get("name"), str):
+        if tool.get("type") in ("function", "namespace") and not isinstance(tool.get("name"), str):
             raise WireError(400, f"Missing required parameter: 'tools[{index}].name'.",
                             param=f"tools[{index}].name", code="missing_required_parameter")
+        if tool.get("type") == "namespace":
+            inner = tool.get("tools")
+            if not isinstance(inner, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                                      for t in inner):
+                raise WireError(400, f"Invalid 'tools[{index}].tools': expected an array of function tools "
+                                     "each with a name.", param=f"tools[{index}].tools")
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise WireError(400, "Invalid type for 'instructions': expected a string.", param="instructions")
@@ -234,6 +244,8 @@ def parse_request(body: Any, store: ResponseStore | None = None) -> tuple[SimReq
                         param="input")
 
     function_tools = [t for t in tools if t.get("type") == "function"]
+    function_tools += [{**inner, "namespace": t["name"]} for t in tools if t.get("type") == "namespace"
+                       for inner in t["tools"] if inner.get("type", "function") == "function"]
     cache_key = body.get("prompt_cache_key") or body.get("safety_identifier") or body.get("user")
     return SimRequest(api="responses", model=model, segments=segments, messages=chat, tools=function_tools,
                       stream=bool(body.get("stream")),
@@ -251,17 +263,25 @@ def usage_json(usage: CacheUsage, output_tokens: int) -> dict:
             "total_tokens": usage.input + output_tokens}
 
 
-def output_items(reply: SimReply, response_id: str) -> list[dict]:
-    """The reply as completed output items: a message (unless only calls), then each function call."""
+def output_items(reply: SimReply, response_id: str, request: SimRequest | None = None) -> list[dict]:
+    """The reply as completed output items: a message (unless only calls), then each function call
+    (with its ``namespace`` when the request offered the function inside one)."""
     serial = response_id.removeprefix("resp_")
     items: list[dict] = []
     if reply.text or not reply.tool_calls:
         items.append({"id": f"msg_{serial}", "type": "message", "status": "completed", "role": "assistant",
                       "content": [{"type": "output_text", "text": reply.text, "annotations": [],
                                    "logprobs": []}]})
-    items.extend({"id": f"fc_{serial}_{index}", "type": "function_call", "status": "completed",
-                  "call_id": call.id, "name": call.name, "arguments": call.arguments}
-                 for index, call in enumerate(reply.tool_calls))
+    spaces: dict[str, str] = {}
+    for tool in request.tools if request is not None else []:
+        if isinstance(tool.get("namespace"), str) and isinstance(tool.get("name"), str):
+            spaces.setdefault(tool["name"], tool["namespace"])
+    for index, call in enumerate(reply.tool_calls):
+        item = {"id": f"fc_{serial}_{index}", "type": "function_call", "status": "completed",
+                "call_id": call.id, "name": call.name, "arguments": call.arguments}
+        if call.name in spaces:
+            item["namespace"] = spaces[call.name]
+        items.append(item)
     return items
 
 
@@ -300,7 +320,7 @@ def stream_events(request: SimRequest, reply: SimReply, usage: CacheUsage, outpu
                                                     created=created))
     emit("response.in_progress", response=response_json(request, None, None, response_id=response_id,
                                                         created=created))
-    items = output_items(reply, response_id)
+    items = output_items(reply, response_id, request)
     for index, item in enumerate(items):
         if item["type"] == "message":
             text = item["content"][0]["text"]

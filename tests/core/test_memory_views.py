@@ -298,3 +298,30 @@ def test_sizes_kept_from_lines_in_hand_equal_the_rendered_sizes(tmp_path) -> Non
                 checked += 1
     assert checked > 200  # leaves and free parents
     memory.close()
+
+
+def test_a_committer_can_leave_the_plan_and_a_reader_the_views(tmp_path):
+    """``views="append"`` (a coding agent's capture): the views get every message, no merge is planned;
+    the next opener that plans plans them.  ``views="skip"`` (the hand-over): turns read, views never."""
+    from endless.core.errors import MemoryUseError
+    import pytest
+
+    memory = _open(tmp_path)
+    memory.commit_turns([TurnRecord("s", "T", [Message("user", f"question {t} " + "q" * 300, 1.0),
+                                               Message("reply", f"answer {t} " + "a" * 700, 1.0)])
+                         for t in range(40)], sync=False, plan=False)  # over the ceiling, nothing planned
+    memory.close()
+    committer = Memory.open(workspace_key(None, tmp_path / "ws"), settings=SMALL, root=tmp_path, views="append")
+    assert committer.views.chat.total == committer.total == 80 and committer.views.needed == []
+    _check(committer)
+    committer.close()
+    planner = _open(tmp_path)
+    assert planner.views.needed  # the merges the view waits for, planned at this open
+    planner.close()
+    reader = Memory.open(workspace_key(None, tmp_path / "ws"), settings=SMALL, root=tmp_path, readonly=True,
+                         views="skip")
+    assert reader.turns == 40 and reader.turn_messages(39)[0].text.startswith("question 39")
+    assert reader.views.chat.total == 0  # never read
+    reader.close()
+    with pytest.raises(MemoryUseError):
+        Memory.open(workspace_key(None, tmp_path / "ws"), settings=SMALL, root=tmp_path, views="skip")

@@ -100,6 +100,10 @@ def test_tools_and_view_over_stdio(setup, monkeypatch) -> None:
     spec = orjson.loads(prompts.text("tools.json"))
     assert [(t["name"], t["description"], t["inputSchema"]) for t in got["tools"]] == \
         [(t["name"], t["description"], t["parameters"]) for t in spec]
+    # Marked as only reading, so a host asks no approval for them (Codex 0.171 under approval "never"
+    # refuses an unmarked MCP tool outright).
+    assert all(t["annotations"] == {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                                    "openWorldHint": False} for t in got["tools"])
     refused = {3, 4, 6, 9}  # no line 5+4 or 999+1, no message 99, zoom without n: tool errors, in words
     for k, ((name, args), answer, want) in enumerate(zip(calls, got["answers"], expected)):
         assert answer["content"] == [{"type": "text", "text": want}], (name, args)

@@ -208,6 +208,16 @@ def test_the_hand_over_says_where_work_stopped_and_the_files_on_disk_win(env: di
     assert "fresh.py: new, not committed" in text
     assert "branch main" in text and "recall_search" in text
     assert len(text.encode()) <= 4096
+    # A session that only reads comes next: the one after it still learns what the tree holds of the writes.
+    reader = Transcript(env["tmp"] / "user/.claude/projects/-w/r.jsonl", ws, session="e" * 36)
+    reader.clock = max(reader.clock, t.clock)  # it runs after the first (whose events were half a second apart)
+    reader.write(reader.prompt("What is left to do?"), reader.reply("The sign of refund amounts."))
+    assert hook(env, "SessionEnd", reader, reason="other").returncode == 0
+    _git(ws, "checkout", "--", "kept.py")
+    text = _start(env)
+    assert "Last session: Claude Code eeeeeeee" in text
+    assert "Files written by Claude Code 3ccf8fa8 (the last session wrote none), checked against" in text
+    assert "kept.py: same as the last commit, so its change is no longer there (reverted)" in text
 
 
 def test_a_usage_limit_and_a_killed_session_are_told_as_such(env: dict) -> None:
@@ -238,7 +248,7 @@ def test_install_and_uninstall_give_back_the_files_byte_for_byte(env: dict) -> N
     done = endless(env, "claude", "install")
     assert done.returncode == 0, done.stderr
     settings = json.loads(local.read_bytes())
-    assert settings["permissions"] == {"allow": ["Bash(ls:*)"]}
+    assert settings["permissions"] == {"allow": ["Bash(ls:*)", "mcp__endless"]}  # its tools only read
     assert settings["hooks"]["Stop"][0]["hooks"][0]["command"] == "say done"
     assert all(any("-m endless hook claude " + event in h["command"] for g in settings["hooks"][event]
                    for h in g["hooks"]) for event in ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact",
@@ -250,7 +260,7 @@ def test_install_and_uninstall_give_back_the_files_byte_for_byte(env: dict) -> N
     settings = json.loads(local.read_bytes())
     assert sum("endless hook" in h["command"] for g in settings["hooks"]["Stop"] for h in g["hooks"]) == 1
     status = json.loads(endless(env, "claude", "status").stdout)
-    assert status["missingHooks"] == [] and status["mcpServer"] is True
+    assert status["missingHooks"] == [] and status["mcpServer"] is True and status["toolsAllowed"] is True
     done = endless(env, "claude", "uninstall")
     assert done.returncode == 0 and "restored as it was before install" in done.stdout
     assert local.read_bytes() == mine and (user / ".claude.json").read_bytes() == state
@@ -305,13 +315,15 @@ def test_codex_install_and_uninstall_give_back_config_toml_byte_for_byte(env: di
     import tomllib
 
     config = tomllib.loads((home / "config.toml").read_text())
-    assert config["notify"] == ["say", "done"] and config["features"] == {"web_search": True, "codex_hooks": True}
+    assert config["notify"] == ["say", "done"] and config["features"] == {"web_search": True}  # hooks: on by default
+    assert config["mcp_optional_startup_grace_ms"] == 5000  # Codex waits for the server's tools
     assert config["mcp_servers"]["docs"] == {"command": "docs-mcp"}
     assert config["mcp_servers"]["endless"]["args"] == ["-m", "endless", "mcp"]
     assert config["mcp_servers"]["endless"]["env"] == {"ENDLESS_HOME": str(env["home"])}
     hooks = json.loads((home / "hooks.json").read_bytes())["hooks"]
-    assert sorted(hooks) == ["PreCompact", "SessionStart", "Stop", "UserPromptSubmit"]
+    assert sorted(hooks) == ["Interrupt", "PreCompact", "SessionEnd", "SessionStart", "Stop", "UserPromptSubmit"]
     assert "-m endless hook codex Stop" in hooks["Stop"][0]["hooks"][0]["command"]
+    assert hooks["SessionEnd"][0]["hooks"][0]["timeout"] == 3  # Codex's own limit for it (no warning each run)
     assert endless(env, "codex", "install").returncode == 0  # twice: the same files
     done = endless(env, "codex", "uninstall")
     assert done.returncode == 0 and "restored as it was before install" in done.stdout
@@ -498,3 +510,252 @@ def test_a_hook_with_a_broken_setup_still_exits_0_in_silence(env: dict) -> None:
     for event in ("Stop", "SessionStart"):
         done = hook(env, event, t, source="startup")
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), event
+
+
+class Rollout:
+    """A Codex rollout being written as Codex 0.171 writes it: ``session_meta``, then each turn's items."""
+
+    def __init__(self, home: Path, workspace: Path, session: str) -> None:
+        self.session, self.clock = session, time.time()
+        day = home / "sessions" / time.strftime("%Y/%m/%d", time.gmtime(self.clock))
+        day.mkdir(parents=True, exist_ok=True)
+        self.path = day / f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', time.gmtime(self.clock))}-{session}.jsonl"
+        self.write({"type": "session_meta", "payload": {"id": session, "cwd": str(workspace),
+                                                        "originator": "codex_exec", "cli_version": "0.171.0",
+                                                        "base_instructions": {"text": "You are Codex. " * 500}}})
+
+    def write(self, *lines: dict) -> None:
+        with open(self.path, "a") as handle:
+            for line in lines:
+                self.clock += 0.5
+                stamp = datetime.fromtimestamp(self.clock, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+                handle.write(json.dumps({"timestamp": stamp, **line}) + "\n")
+
+    def turn(self, prompt: str, reply: str) -> None:
+        item = uuid.uuid4().hex
+        self.write({"type": "event_msg", "payload": {"type": "task_started"}},
+                   {"type": "response_item", "payload": {"type": "message", "id": f"msg_{item}u", "role": "user",
+                                                         "content": [{"type": "input_text", "text": prompt}]}},
+                   {"type": "response_item", "payload": {"type": "message", "id": f"msg_{item}a",
+                                                         "role": "assistant",
+                                                         "content": [{"type": "output_text", "text": reply}]}},
+                   {"type": "event_msg", "payload": {"type": "task_complete"}})
+
+
+def codex_hook(env: dict, event: str, rollout: Rollout, **fields: object) -> subprocess.CompletedProcess:
+    payload = {"session_id": rollout.session, "transcript_path": str(rollout.path), "cwd": str(env["workspace"]),
+               "hook_event_name": event, **fields}
+    return subprocess.run(endless_command() + ["hook", "codex", event], input=json.dumps(payload).encode(),
+                          capture_output=True, env=env["env"], cwd=env["workspace"], timeout=120)
+
+
+def test_a_codex_session_read_in_pieces_keeps_its_id_and_title_on_every_turn(env: dict) -> None:
+    """Each capture after the first starts past the ``session_meta`` line: the session and the chat's title
+    must still be the rollout's (two sessions whose turns sat on the same lines once shared ids)."""
+    home = _codex_env(env)
+    sessions = []
+    for k in "ab":  # one after the other
+        rollout = Rollout(home, env["workspace"], f"01a2488{k}-d6ea-7090-a408-8be91f9c82f3")
+        sessions.append(rollout)
+        assert codex_hook(env, "SessionStart", rollout, source="startup").returncode == 0  # reads the meta line
+        rollout.turn(f"Plan the {rollout.session[7]} migration", "Three steps.")
+        assert codex_hook(env, "Stop", rollout).returncode == 0
+        rollout.turn("Go on with step two", "Step two done.")
+        assert codex_hook(env, "Stop", rollout).returncode == 0
+    turns = history(env)
+    assert [(t["sessionId"], t["sessionTitle"], t["entries"][0]["text"]) for t in turns] == [
+        (r.session, f"Plan the {r.session[7]} migration", text)
+        for r in sessions for text in (f"Plan the {r.session[7]} migration", "Go on with step two")]
+    text = _start(env)
+    assert f"Last session: Codex {sessions[1].session[:8]}" in text, text
+    assert "how it stopped: unknown (its last turn ended; the session did not say it ended)" in text
+    assert codex_hook(env, "SessionEnd", sessions[1], reason="other").returncode == 0
+    assert "how it stopped: ended (other)." in _start(env)
+
+
+def test_a_codex_turn_the_person_interrupts_is_kept_and_told_so(env: dict) -> None:
+    home = _codex_env(env)
+    rollout = Rollout(home, env["workspace"], "01a2488a-3c8e-7be2-913e-d3b7d578f372")
+    rollout.write({"type": "response_item", "payload": {"type": "message", "id": "msg_1", "role": "user", "content": [
+        {"type": "input_text", "text": "Rewrite the HERON importer"}]}})
+    assert codex_hook(env, "UserPromptSubmit", rollout, prompt="Rewrite the HERON importer").returncode == 0
+    assert history(env) == []  # still going
+    assert codex_hook(env, "Interrupt", rollout, turn_id="t1").returncode == 0
+    (turn,) = history(env)
+    assert turn["entries"][0]["text"] == "Rewrite the HERON importer"
+    assert "how it stopped: interrupted by the person." in _start(env)
+    assert codex_hook(env, "SessionEnd", rollout, reason="other").returncode == 0  # as codex exec does next
+    assert "how it stopped: interrupted by the person, then ended (other)." in _start(env)
+
+
+def test_sub_agents_are_left_out_when_the_setting_says_so(env: dict) -> None:
+    config = Path(env["env"]["XDG_CONFIG_HOME"]) / "endless" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("capture_subagents = false\n")
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    call, call_id = t.call("Agent", {"description": "audit", "prompt": "Audit the PELICAN exports"})
+    helper = Transcript(env["tmp"] / "user/.claude/projects/-w/s/subagents/agent-ae8ef42c.jsonl", env["workspace"])
+    helper.write(*[{**e, "isSidechain": True, "agentId": "ae8ef42cd8f52c1a5"}
+                   for e in (helper.prompt("Audit the PELICAN exports"), helper.reply("Two exports skip refunds."))])
+    t.write(t.prompt("Have a helper audit the exports"), call, t.result(call_id, "Two exports skip refunds."),
+            t.reply("The helper found two exports skipping refunds."))
+    assert hook(env, "SessionEnd", t, reason="other").returncode == 0
+    assert [turn["sessionTitle"] for turn in history(env)] == ["Claude Code 3ccf8fa8"]
+
+
+def _compaction(t: Transcript) -> list[dict]:
+    """What Claude Code 2.1.332 appends when the person types /compact (checked with `claude -p --resume ID
+    /compact`): a boundary, the model's summary in the person's name, the command and its output."""
+    boundary = {"type": "system", "subtype": "compact_boundary", "uuid": str(uuid.uuid4()), "sessionId": t.session,
+                "content": "Conversation compacted", "compactMetadata": {"trigger": "manual", "preTokens": 9000}}
+    summary = t.prompt("This session is being continued from a previous conversation that ran out of context. "
+                       "Summary: the person asked for KESTREL totals and they were fixed.")
+    summary.update(isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    caveat = t.prompt("<local-command-caveat>The command below was run directly in Claude Code.</local-command-caveat>")
+    caveat["isMeta"] = True
+    command = t.prompt("<command-name>/compact</command-name>\n            <command-message>compact</command-message>"
+                       "\n            <command-args></command-args>")
+    output = t.prompt("<local-command-stdout>Compacted (ctrl+o to see full summary)</local-command-stdout>")
+    return [boundary, summary, caveat, command, output]
+
+
+def test_a_compaction_adds_the_command_and_never_the_summary_in_the_persons_name(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    t.write(t.prompt("Fix the HERON totals"), t.reply("Fixed the HERON totals."))
+    assert hook(env, "Stop", t).returncode == 0
+    t.write(*_compaction(t))
+    assert hook(env, "PreCompact", t, trigger="manual").returncode == 0
+    assert "how it stopped: compacted its context." in _start(env)
+    t.write(t.prompt("/plan-free question after it"))
+    assert hook(env, "UserPromptSubmit", t, prompt="/plan-free question after it").returncode == 0
+    t.write(t.reply("Answered."))
+    assert hook(env, "Stop", t).returncode == 0
+    assert [[(e["kind"], e["text"]) for e in turn["entries"]] for turn in history(env)] == [
+        [("user", "Fix the HERON totals"), ("reply", "Fixed the HERON totals.")],
+        [("user", "/compact")],
+        [("user", "/plan-free question after it"), ("reply", "Answered.")]]
+    assert endless(env, "search", "KESTREL").stdout.count("KESTREL") == 0  # the summary is nobody's words
+    assert "how it stopped: unknown (its last turn ended" in _start(env)  # it went on after the compaction
+
+
+def test_a_transcript_rewritten_in_place_is_read_again_and_each_turn_lands_once(env: dict) -> None:
+    """A host that rewrites its transcript (same file, other bytes, longer or shorter than what was read) must
+    not be read from the old place: that would cut a line in two or skip new turns."""
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    first = [t.prompt("Rename the ledger columns"), t.reply("Renamed.")]
+    second = [t.prompt("Now the OSPREY report"), t.reply("The OSPREY report is done.")]
+    t.write(*first, *second)
+    assert hook(env, "Stop", t).returncode == 0
+    inode = t.path.stat().st_ino
+    third = [t.prompt("Archive the old ledger " + "with care " * 60), t.reply("Archived.")]
+    with open(t.path, "r+b") as handle:  # rewritten in place: the first turn gone, a longer third one new
+        handle.truncate(0)
+        handle.write(b"".join(json.dumps(e).encode() + b"\n" for e in (*second, *third)))
+    assert t.path.stat().st_ino == inode and t.path.stat().st_size > 0
+    assert hook(env, "Stop", t).returncode == 0
+    fourth = [t.prompt("And the last one"), t.reply("Done.")]
+    with open(t.path, "wb") as handle:  # rewritten shorter than the place read up to
+        handle.write(b"".join(json.dumps(e).encode() + b"\n" for e in fourth))
+    assert hook(env, "Stop", t).returncode == 0
+    assert [turn["entries"][0]["text"][:30] for turn in history(env)] == [
+        "Rename the ledger columns", "Now the OSPREY report", "Archive the old ledger with ca", "And the last one"]
+    assert "rewritten since the last capture; read again" in (env["home"] / "logs" / "agents.log").read_text()
+
+
+def test_a_codex_turn_that_fails_at_its_limit_is_kept_and_the_hand_over_says_why(env: dict) -> None:
+    """Codex 0.171 ends every turn with an ``event_msg`` ``task_complete``; a failed one carries its ``error``
+    (a real quota: ``codex_error_info.usage_limit_exceeded``; the simulator's 429s: a retry limit)."""
+    home = _codex_env(env)
+    rollout = Rollout(home, env["workspace"], "01a24897-1a19-7053-bce4-ad8075b2cfb0")
+    rollout.turn("Split the ledger module", "Split into read and write halves.")
+    rollout.write({"type": "response_item", "payload": {"type": "message", "id": "msg_q", "role": "user", "content": [
+        {"type": "input_text", "text": "Now move the tests"}]}},
+                  {"type": "event_msg", "payload": {"type": "task_complete", "last_agent_message": None, "error": {
+                      "message": "You've hit your usage limit. Try again at 9:05 PM.",
+                      "codex_error_info": {"usage_limit_exceeded": None}}}})
+    assert codex_hook(env, "Stop", rollout).returncode == 0
+    assert [turn["entries"][-1]["text"] for turn in history(env)] == [
+        "Split into read and write halves.", "Now move the tests"]  # the failed turn is kept, without a reply
+    assert "how it stopped: usage limit (You've hit your usage limit. Try again at 9:05 PM.)." in _start(env)
+    assert codex_hook(env, "SessionEnd", rollout, reason="other").returncode == 0
+    assert codex_hook(env, "SessionEnd", rollout, reason="other").returncode == 0  # told twice: said once
+    assert "how it stopped: usage limit (You've hit your usage limit. Try again at 9:05 PM.), then ended (other)." \
+        in _start(env)
+    rollout.turn("Try again", "Moved the tests.")  # the next turn ends well: the limit is past
+    assert codex_hook(env, "Stop", rollout).returncode == 0
+    assert "usage limit" not in _start(env)
+
+
+@pytest.mark.parametrize("whose", ["another user's", "no"])
+def test_a_hook_in_a_folder_that_is_not_the_users_captures_nothing(env: dict, whose: str) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    t.write(t.prompt("the launch codes are 0000"), t.reply("Noted."))
+    folder = env["tmp"] / "theirs"
+    if whose == "no":
+        said = "does not exist"
+    else:
+        import os
+
+        if os.getuid() != 0:
+            pytest.skip("needs root to give a folder to another user")
+        folder.mkdir()
+        os.chown(folder, 65534, 65534)
+        said = "is not a folder of this user"
+    done = hook(env, "SessionEnd", t, reason="other", cwd=str(folder))
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert history(env) == [] and not (env["home"] / "memories").exists()
+    assert said in (env["home"] / "logs" / "agents.log").read_text()
+
+
+def test_a_100_mb_transcript_is_captured_a_line_at_a_time_and_then_only_what_is_new(env: dict) -> None:
+    """Big tool results (a 5 MB file read, then a 70 MB line past the importer's 64 MB line limit): the
+    turns land, the line too long is left out and counted, and the next hook reads only what is new."""
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    rows = "".join(f"{i},{i * 3},{i % 2}\n" for i in range(330_000))  # about 5 MB
+    for n in range(5):
+        call, call_id = t.call("Bash", {"command": f"cat export_{n}.csv"})
+        t.write(t.prompt(f"Dump export {n}"), call, t.result(call_id, rows), t.reply(f"Export {n} has 330000 rows."))
+    call, call_id = t.call("Bash", {"command": "cat everything.csv"})
+    t.write(t.prompt("Dump everything"), call, t.result(call_id, "x" * (70 << 20)), t.reply("That was big."))
+    assert t.path.stat().st_size > 100_000_000
+    done = hook(env, "Stop", t)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    turns = history(env)
+    assert [turn["entries"][0]["text"] for turn in turns] == [f"Dump export {n}" for n in range(5)] + ["Dump everything"]
+    assert "[… " in turns[0]["entries"][1]["text"]  # the 5 MB result kept its two ends only
+    assert "That was big." == turns[-1]["entries"][-1]["text"]
+    log = (env["home"] / "logs" / "agents.log").read_text()
+    assert "s.jsonl:23: a line of 73,400," in log and "past 67,108,864; left out" in log
+    t.write(t.prompt("One more"), t.reply("Done."))
+    assert hook(env, "Stop", t).returncode == 0
+    assert [turn["entries"][0]["text"] for turn in history(env)][-1] == "One more"
+    doctor = json.loads(endless(env, "doctor", "--json").stdout)
+    skipped = next(c for c in doctor["findings"] if c["check"] == "agents.skipped")
+    assert skipped["message"].startswith("1 transcript line could not be read")
+
+
+def test_a_failure_in_a_turn_read_twice_is_told_once(env: dict) -> None:
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    call, call_id = t.call("Bash", {"command": "pytest -q"})
+    t.write(t.prompt("Run the tests"), call, t.result(call_id, "1 failed: test_heron_totals", error=True))
+    assert hook(env, "PreCompact", t, trigger="auto").returncode == 0  # mid-turn: read, left open
+    t.write(t.reply("One test fails on the HERON totals."))
+    assert hook(env, "Stop", t).returncode == 0  # the turn read again, whole
+    text = _start(env)
+    assert text.count("1 failed: test_heron_totals") == 1, text
+    assert "how it stopped: unknown (its last turn ended" in text  # it went on after the compaction
+
+
+def test_in_a_repository_the_settings_file_install_writes_stays_out_of_git(env: dict) -> None:
+    """The hooks name this machine's Python and memory root: `git add .` must not commit them."""
+    ws = env["workspace"]
+    _git(ws, "init", "-q", "-b", "main")
+    exclude = ws / ".git" / "info" / "exclude"
+    before = exclude.read_bytes()
+    assert endless(env, "claude", "install").returncode == 0
+    assert _git(ws, "status", "--porcelain", "--untracked-files=all") == ""
+    assert exclude.read_bytes().startswith(before) and b"/.claude/settings.local.json\n" in exclude.read_bytes()
+    assert endless(env, "claude", "install").returncode == 0  # twice: the line once
+    assert exclude.read_bytes().count(b"settings.local.json") == 1
+    done = endless(env, "claude", "uninstall")
+    assert done.returncode == 0 and exclude.read_bytes() == before

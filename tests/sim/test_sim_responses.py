@@ -221,6 +221,31 @@ def test_a_codex_shaped_request_is_answered_and_only_function_tools_are_offered(
         client.responses.create(model="gpt-sim", input="more", previous_response_id=events[-1].response.id)
 
 
+def test_an_mcp_servers_namespace_is_offered_and_its_calls_name_it():
+    """Codex 0.171 offers an MCP server's tools as one ``namespace`` tool (``mcp__<server>``); a call to one
+    must name its namespace, or Codex runs no MCP tool."""
+    sim = Simulator(Route(ScriptedAgent(seed=5)))
+    search = {"type": "function", "name": "recall_search", "description": "Search the history.", "strict": False,
+              "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}
+    tools = [*TOOLS, {"type": "namespace", "name": "mcp__endless", "description": "Endless's tools.",
+                      "tools": [search]}]
+    client = openai_client(sim, sync=True, max_retries=0)
+    turn = [{"role": "user", "content": "The PELICAN? [[call:recall_search]] [[reply:40]]"}]
+    events = list(client.responses.create(model="m", input=turn, tools=tools, stream=True))
+    call = next(e.item for e in events if e.type == "response.output_item.done" and e.item.type == "function_call")
+    raw = call.model_dump()
+    assert (raw["name"], raw.get("namespace")) == ("recall_search", "mcp__endless")
+    assert json.loads(raw["arguments"]) == {"query": "PELICAN"}  # the one word of the request long enough
+    follow = [*turn, {k: v for k, v in raw.items() if v is not None},
+              {"type": "function_call_output", "call_id": call.call_id, "output": "0+0 PELICAN-42 is frozen"}]
+    final = client.responses.create(model="m", input=follow, tools=tools)
+    assert final.output_text and [item.type for item in final.output] == ["message"]
+    assert "mcp__endless" in sim.records[0]["prompt"]  # the namespace is rendered, so counted
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="m", input="hi", tools=[{"type": "namespace", "name": "x", "tools": "no"}])
+    assert caught.value.body["param"] == "tools[0].tools"
+
+
 def test_bad_requests_are_clear_400s_and_change_nothing():
     sim, responder = sim_with()
 

@@ -25,6 +25,7 @@ from endless.faces.agents import edits
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
 SERVER = "endless"  # the MCP server's name in Claude Code
+ALLOW = f"mcp__{SERVER}"  # the permission rule for every tool of that server (they only read the memory)
 MARK = "-m endless hook "  # how Endless's own hook commands are known again (Claude Code's and Codex's)
 HOOK_TIMEOUT = 10  # seconds Claude Code gives a hook (ours return in under one)
 CARRIED_ENV = ("ENDLESS_HOME", "ENDLESS_CONFIG")
@@ -94,7 +95,8 @@ def _ours(hook: Any) -> bool:
     return isinstance(hook, dict) and MARK in str(hook.get("command", ""))
 
 
-def with_hooks(settings: dict[str, Any], agent: str = "claude", events: tuple[str, ...] = EVENTS) -> dict[str, Any]:
+def with_hooks(settings: dict[str, Any], agent: str = "claude", events: tuple[str, ...] = EVENTS,
+               timeouts: dict[str, int] | None = None) -> dict[str, Any]:
     """The settings with Endless's hook on each event (an older one of ours replaced): Claude Code's
     settings and Codex's ``hooks.json`` share this shape (event, matcher groups, command hooks)."""
     out = without_ours(settings)
@@ -105,13 +107,36 @@ def with_hooks(settings: dict[str, Any], agent: str = "claude", events: tuple[st
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise SetupError(f"the settings' hooks.{event} is not a list; fix it and run the command again")
-        groups.append({"hooks": [{"type": "command", "command": hook_command(event, agent), "timeout": HOOK_TIMEOUT}]})
+        timeout = (timeouts or {}).get(event, HOOK_TIMEOUT)
+        groups.append({"hooks": [{"type": "command", "command": hook_command(event, agent), "timeout": timeout}]})
+    return out
+
+
+def with_permission(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings allowing Endless's MCP tools: they only read, and without the rule Claude Code asks
+    before each call (and a headless ``claude -p`` refuses it)."""
+    out = orjson.loads(orjson.dumps(settings))
+    permissions = out.setdefault("permissions", {})
+    if not isinstance(permissions, dict):
+        raise SetupError("the settings' \"permissions\" is not an object; fix it and run the command again")
+    allow = permissions.setdefault("allow", [])
+    if not isinstance(allow, list):
+        raise SetupError("the settings' permissions.allow is not a list; fix it and run the command again")
+    if ALLOW not in allow:
+        allow.append(ALLOW)
     return out
 
 
 def without_ours(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings with none of Endless's entries (what uninstall leaves of a file edited since)."""
     out = orjson.loads(orjson.dumps(settings))
+    permissions = out.get("permissions")
+    if isinstance(permissions, dict) and isinstance(permissions.get("allow"), list) and ALLOW in permissions["allow"]:
+        permissions["allow"] = [rule for rule in permissions["allow"] if rule != ALLOW]
+        if not permissions["allow"]:
+            del permissions["allow"]
+        if not permissions:
+            del out["permissions"]
     hooks = out.get("hooks")
     if isinstance(hooks, dict):
         for event in list(hooks):
@@ -191,23 +216,77 @@ def status_of_hooks(settings: dict[str, Any], events: tuple[str, ...]) -> list[s
         for g in groups))
 
 
+def _allowed(settings: dict[str, Any]) -> bool:
+    permissions = settings.get("permissions")
+    allow = permissions.get("allow") if isinstance(permissions, dict) else None
+    return isinstance(allow, list) and ALLOW in allow
+
+
 def install_name(scope: str, workspace: Path) -> str:
     return f"claude:{scope}" + (f":{workspace}" if scope == "project" else "")
 
 
+EXCLUDE_MARK = "# endless claude install: this file names this machine's Python; never commit it"
+
+
+def _git_exclude(settings_path: Path, workspace: Path) -> tuple[Path, str] | None:
+    """The repository's own exclude file and the line keeping ``settings_path`` out of git, when the folder
+    is in a repository that does not ignore the file yet (None: nothing to add)."""
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, text=True, timeout=10,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    found = git("rev-parse", "--path-format=absolute", "--show-toplevel", "--git-path", "info/exclude")
+    if found is None or found.returncode != 0 or len(found.stdout.splitlines()) != 2:
+        return None
+    top, exclude = found.stdout.splitlines()
+    try:
+        relative = settings_path.resolve().relative_to(Path(top).resolve())
+    except ValueError:
+        return None
+    ignored = git("check-ignore", "-q", "--no-index", "--", str(relative))
+    if ignored is None or ignored.returncode == 0:
+        return None
+    return Path(exclude), f"/{relative.as_posix()}"
+
+
+def with_exclude(data: bytes, line: str) -> bytes:
+    text = data.decode("utf-8", "replace")
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return (text + f"{EXCLUDE_MARK}\n{line}\n").encode()
+
+
+def without_exclude(data: bytes) -> bytes | None:
+    """The exclude file without Endless's two lines (None: they are not there)."""
+    lines = data.decode("utf-8", "replace").splitlines(keepends=True)
+    for k, line in enumerate(lines):
+        if line.rstrip("\n") == EXCLUDE_MARK:
+            return "".join(lines[:k] + lines[k + 2:]).encode()
+    return None
+
+
 def install(root: Path, scope: str, workspace: Path) -> list[str]:
-    """Write the hooks and the server; returns the files changed. Both files are read (and checked)
-    before either is written."""
+    """Write the hooks and the server (and, in a repository, keep the folder's settings file out of git);
+    returns the files changed. Every file is read (and checked) before any is written."""
     settings_path, servers_path = files_for(scope, workspace)
     project = workspace if scope == "project" else None
-    settings = with_hooks(load_json(settings_path))
+    settings = with_permission(with_hooks(load_json(settings_path)))
     servers = with_server(load_json(servers_path), project)
     name = install_name(scope, workspace)
-    for path, value in ((settings_path, settings), (servers_path, servers)):
-        data = dump_json(value)
+    changes = [(settings_path, dump_json(settings)), (servers_path, dump_json(servers))]
+    exclude = _git_exclude(settings_path, workspace) if scope == "project" else None
+    if exclude is not None:
+        changes.append((exclude[0], with_exclude(edits.read_bytes(exclude[0]) or b"", exclude[1])))
+    for path, data in changes:
         if edits.read_bytes(path) != data:
             edits.write(root, name, path, data)
-    return [str(settings_path), str(servers_path)]
+    return [str(path) for path, _ in changes]
 
 
 def uninstall(root: Path, scope: str, workspace: Path) -> list[str]:
@@ -216,6 +295,8 @@ def uninstall(root: Path, scope: str, workspace: Path) -> list[str]:
         return []
 
     def strip(path: Path, data: bytes) -> bytes | None:
+        if path.name == "exclude":
+            return without_exclude(data)
         value = json_object(data)
         if value is None:
             return None
@@ -239,5 +320,6 @@ def status(root: Path, scope: str, workspace: Path) -> dict[str, Any]:
     found_servers = _servers_of(servers, workspace if scope == "project" else None, make=False) or {}
     server = found_servers.get(SERVER)
     return {"scope": scope, "settings": str(settings_path), "hooks": found, "missingHooks":
-            [e for e in EVENTS if e not in found], "mcpFile": str(servers_path), "mcpServer": is_our_server(server),
+            [e for e in EVENTS if e not in found], "toolsAllowed": _allowed(settings), "mcpFile": str(servers_path),
+            "mcpServer": is_our_server(server),
             "recorded": bool(edits.installed(root, install_name(scope, workspace)))}

@@ -1,12 +1,15 @@
 """``endless codex install|uninstall|status``: Endless's MCP server, hooks and notify program in Codex.
 
 Codex keeps its settings in ``$CODEX_HOME`` (``~/.codex``): ``config.toml``
-gets the MCP server (``[mcp_servers.endless]``), the hooks feature
-(``[features] codex_hooks = true``) and, when no other is set, the ``notify``
-program, which Codex runs after every turn even where hooks are off or not yet
-trusted; ``hooks.json`` gets the hooks (SessionStart hands over, the others
-capture).  Codex reads these for every folder, so there is one scope: the
-user's; the hooks find each session's folder from its own ``cwd``.
+gets the MCP server (``[mcp_servers.endless]``), a startup grace for optional
+MCP servers (``mcp_optional_startup_grace_ms``: without it Codex 0.171 sends a
+session's first request before the server has listed its tools) and, when no
+other is set, the ``notify`` program, which Codex runs after every turn even
+where hooks are off or not yet trusted; ``hooks.json`` gets the hooks
+(SessionStart hands over, the others capture; the ``hooks`` feature is on by
+default in 0.171, so ``[features]`` is left alone).  Codex reads these for every
+folder, so there is one scope: the user's; the hooks find each session's folder
+from its own ``cwd``, and Codex starts the MCP server in that folder.
 
 TOML is edited as text, each line Endless adds ending with :data:`LINE_MARK`
 so uninstall can find them again, and the result is parsed (``tomllib``)
@@ -16,7 +19,6 @@ before anything is written.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tomllib
 from pathlib import Path
@@ -25,12 +27,17 @@ from typing import Any
 import orjson
 
 from endless.faces.agents import claude_setup, edits
+from endless.core.settings import CODEX_MCP_GRACE_MS
 from endless.faces.agents.claude_setup import CARRIED_ENV, SetupError
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact")
+EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd", "Interrupt")
+# Codex 0.171 gives a SessionEnd or Interrupt hook 3 s at most (and warns on every run about a longer one).
+TIMEOUTS = {"SessionEnd": 3, "Interrupt": 3}
 SERVER = "endless"
 LINE_MARK = "  # added by endless codex install"
 NAME = "codex:user"
+GRACE = "mcp_optional_startup_grace_ms"
+HOOK_FEATURES = ("hooks", "codex_hooks")  # the hooks feature's name in 0.171, and before it
 
 
 def codex_home() -> Path:
@@ -64,16 +71,15 @@ def with_endless(text: str, path: Path) -> tuple[str, list[str]]:
         head.append(f"notify = {_toml(command)}{LINE_MARK}")
     elif not _our_notify(config.get("notify")):
         notes.append("your own notify program stays; Endless captures through the Stop hook instead")
+    if GRACE not in config:
+        head.append(f"{GRACE} = {CODEX_MCP_GRACE_MS}{LINE_MARK}")
+    elif not isinstance(config[GRACE], int) or config[GRACE] < 2000:
+        notes.append(f"your {GRACE} = {config[GRACE]!r} stays; below about 2000 a session's first request may "
+                     "go out before Endless's tools are listed")
     tail: list[str] = []
-    features = config.get("features")
-    if not isinstance(features, dict):
-        tail += ["", f"[features]{LINE_MARK}", f"codex_hooks = true{LINE_MARK}"]
-    elif features.get("codex_hooks") is not True:
-        if "codex_hooks" in features:
-            notes.append("codex_hooks is set to false in [features]; left so (the notify program captures)")
-        else:
-            at = next(i for i, line in enumerate(lines) if re.match(r"^\s*\[\s*features\s*\]\s*(#.*)?$", line))
-            lines.insert(at + 1, f"codex_hooks = true{LINE_MARK}")
+    if not hooks_on(config):
+        notes.append("hooks are turned off in [features]; left so: the notify program captures, but no session is "
+                     "handed over until hooks are on")
     servers = config.get("mcp_servers")
     existing = servers.get(SERVER) if isinstance(servers, dict) else None
     if existing is not None and not claude_setup.is_our_server(existing):
@@ -89,6 +95,12 @@ def with_endless(text: str, path: Path) -> tuple[str, list[str]]:
     out = "\n".join(head + lines + tail) + "\n" if (head or tail or lines) else ""
     _parse(out, path)  # what is written must read back
     return out, notes
+
+
+def hooks_on(config: dict[str, Any]) -> bool:
+    """Whether Codex runs hooks: on unless ``[features]`` turns them off (by either name)."""
+    features = config.get("features")
+    return not (isinstance(features, dict) and any(features.get(name) is False for name in HOOK_FEATURES))
 
 
 def _our_notify(value: Any) -> bool:
@@ -115,7 +127,7 @@ def install(root: Path, scope: str, workspace: Path) -> list[str]:
     config_path, hooks_path = files()
     text = (edits.read_bytes(config_path) or b"").decode("utf-8")
     config_text, notes = with_endless(text, config_path)
-    hooks = claude_setup.with_hooks(claude_setup.load_json(hooks_path), "codex", EVENTS)
+    hooks = claude_setup.with_hooks(claude_setup.load_json(hooks_path), "codex", EVENTS, TIMEOUTS)
     for path, data in ((config_path, config_text.encode()), (hooks_path, claude_setup.dump_json(hooks))):
         if edits.read_bytes(path) != data:
             edits.write(root, NAME, path, data)
@@ -150,8 +162,8 @@ def status(root: Path, scope: str, workspace: Path) -> dict[str, Any]:
         return {"scope": "user", "error": str(exc)}
     found = claude_setup.status_of_hooks(hooks, EVENTS)
     servers = config.get("mcp_servers") if isinstance(config.get("mcp_servers"), dict) else {}
-    features = config.get("features") if isinstance(config.get("features"), dict) else {}
     return {"scope": "user", "config": str(config_path), "hooksFile": str(hooks_path), "hooks": found,
-            "missingHooks": [e for e in EVENTS if e not in found], "hooksFeature": features.get("codex_hooks") is True,
+            "missingHooks": [e for e in EVENTS if e not in found], "hooksFeature": hooks_on(config),
+            "mcpGraceMs": config.get(GRACE),
             "notify": _our_notify(config.get("notify")), "mcpServer": claude_setup.is_our_server(servers.get(SERVER)),
             "recorded": bool(edits.installed(root, NAME))}

@@ -54,11 +54,15 @@ class _Git:
 
 def _git_now(folder: Path) -> tuple[_Git, Path | None]:
     git = _Git(deadline=time.monotonic() + HANDOVER_GIT_SECONDS)
-    top = git.run(folder, "rev-parse", "--show-toplevel")
-    if top is None:
-        return git, None
+    found = git.run(folder, "rev-parse", "--show-toplevel", "--abbrev-ref", "HEAD")  # (one process: two answers)
+    if found is None:
+        top = git.run(folder, "rev-parse", "--show-toplevel")  # a repository without a commit has no HEAD yet
+        if top is None:
+            return git, None
+        found = top + "\n"
+    top, _, branch = found.partition("\n")
     git.ok = True
-    git.branch = (git.run(folder, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
+    git.branch = branch.strip()
     git.last = (git.run(folder, "log", "-1", "--format=%h %s (%cr)") or "").strip()
     status = git.run(folder, "status", "--porcelain=v1", "-z", "--untracked-files=all") or ""
     for item in status.split("\0"):
@@ -77,7 +81,7 @@ def handover_text(workspace: Path, agent: str, session: str, root: Path) -> str:
     settings = load_settings()
     try:
         memory = Memory.open(workspace_key(None, workspace), settings=settings, root=root, readonly=True,
-                             create=False)
+                             create=False, views="skip")  # (turns and messages only)
     except NoMemory:
         return ""
     try:
@@ -151,7 +155,8 @@ def _block(memory: Memory, workspace: Path, sessions: list, now: float) -> str:
            f"(memory {memory.memory_id}). Where the last session left off:"]
     if last is not None and last.session == seen.session:
         name = AGENT_NAMES.get(last.agent, last.agent)
-        how = last.stopped or {"Stop": "unknown (its last turn ended; the session did not say it ended)",
+        ended = "unknown (its last turn ended; the session did not say it ended)"
+        how = last.stopped or {"Stop": ended, "notify": ended,
                                "UserPromptSubmit": "unknown (it stopped in the middle of a turn: killed, "
                                                    "crashed or cut off)"}.get(last.event, "unknown")
         out.append(f"- Last session: {name} {last.session[:8]}, last active {_ago(last.last_at, now)}; "
@@ -170,11 +175,15 @@ def _block(memory: Memory, workspace: Path, sessions: list, now: float) -> str:
     if failures:
         out.append("- Recent tool failures: " + "; ".join(_one_line(f, 120) for f in failures[-3:]))
     git, top = _git_now(workspace)
-    files = last.files if last is not None and last.session == seen.session else []
-    if files:
-        out.append("- Files it wrote, checked against the folder now (the files on disk win):")
-        out += [f"  - {line}" for line in _files_now(files, git, top, workspace,
-                                                     last.started if last is not None else None)]
+    # The files the last session wrote; when it wrote none (it only read, or asked), those of the newest
+    # session that did: the next agent must still learn what the tree holds of that work.
+    wrote = last if last is not None and last.session == seen.session and last.files else \
+        next((s for s in sorted(sessions, key=lambda s: s.last_at or 0.0, reverse=True) if s.files), None)
+    if wrote is not None:
+        who = "it wrote" if wrote is last else \
+            f"written by {AGENT_NAMES.get(wrote.agent, wrote.agent)} {wrote.session[:8]} (the last session wrote none)"
+        out.append(f"- Files {who}, checked against the folder now (the files on disk win):")
+        out += [f"  - {line}" for line in _files_now(wrote.files, git, top, workspace, wrote.started)]
     if git.ok:
         dirty = len(git.changed)
         out.append(f"- Repository now: branch {git.branch or '?'}, last commit {git.last or 'none'}; "

@@ -2,29 +2,32 @@
 
 A hook must never block or break the agent that runs it: it reads the host's
 JSON, starts ``endless capture`` for the transcript in a process of its own
-(detached, so it outlives the hook) and returns without waiting for it
-(``ENDLESS_HOOK_WAIT`` seconds: tests wait to read what landed); at a
-session's start it prints the hand-over.  Whatever
-goes wrong is written to Endless's own log (``agents.log`` under the memory
-root), never to the agent's screen, and the hook exits 0.
+(a session of its own, at a lower priority, so it outlives the hook and yields
+to the agent) and returns without waiting for it (``ENDLESS_HOOK_WAIT``
+seconds: tests wait to read what landed); at a session's start it prints the
+hand-over.  Whatever goes wrong is written to Endless's own log
+(``agents.log`` under the memory root), never to the agent's screen, and the
+hook exits 0.
+
+Every hook is a whole Python process, so this module imports little: the
+stdlib's ``json`` (the payload is small), no argument parser (``endless.cli``
+hands ``hook`` straight to :func:`fast_main`), no ``subprocess``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from endless.core import diagnostics
-from endless.core.settings import HOOK_INPUT_MAX, HOOK_WAIT_SECONDS, load_settings
-from endless.core.store import durable
+from endless.core.settings import CAPTURE_NICE, HOOK_INPUT_MAX, HOOK_WAIT_SECONDS, load_settings
 
+AGENTS = ("claude", "codex")
 LOG_FILE = "logs/agents.log"  # under the memory root
 WAIT_ENV = "ENDLESS_HOOK_WAIT"  # seconds a hook waits for its capture (tests wait for it to end)
 # What each host's events mean to a capture: (capture at all, the turn is over, the session ended).
@@ -32,11 +35,12 @@ CLAUDE_EVENTS = {"SessionStart": (True, False, False), "UserPromptSubmit": (True
                  "Stop": (True, True, False), "SubagentStop": (True, True, False), "PreCompact": (True, False, False),
                  "SessionEnd": (True, True, True)}
 CODEX_EVENTS = {"SessionStart": (True, False, False), "UserPromptSubmit": (True, False, False),
-                "Stop": (True, True, False), "PreCompact": (True, False, False), "notify": (True, True, False)}
+                "Stop": (True, True, False), "PreCompact": (True, False, False), "notify": (True, True, False),
+                "SessionEnd": (True, True, True), "Interrupt": (True, True, True)}
 
 
 def log(message: str, level: int = logging.INFO) -> None:
-    durable.log("agents", message, level)
+    diagnostics.log("agents", message, level)
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,8 @@ class HookInput:
 def parse(agent: str, event: str, raw: bytes, env: dict[str, str]) -> HookInput:
     """The hook's JSON as a :class:`HookInput`; ValueError names what is missing."""
     try:
-        data = orjson.loads(raw) if raw.strip() else {}
-    except orjson.JSONDecodeError as exc:
+        data = json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:  # not JSON, or not text at all
         raise ValueError(f"the {agent} {event} hook's input is not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"the {agent} {event} hook's input is not a JSON object")
@@ -76,9 +80,9 @@ def parse(agent: str, event: str, raw: bytes, env: dict[str, str]) -> HookInput:
 
 def _to_log_file(root: Path) -> logging.Handler:
     path = root / LOG_FILE
-    durable.make_dir(path.parent)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s [%(name)s] %(message)s"))
+    handler.setFormatter(logging.Formatter(diagnostics.LOG_FILE_FORMAT))
     return handler
 
 
@@ -117,13 +121,17 @@ def _run(agent: str, event: str, raw: bytes, env: dict[str, str], root: Path) ->
     if refused:
         log(f"{agent} {hook.event} hook: {refused}; nothing captured", logging.WARNING)
         return ""
+    if captures and transcript and not os.path.isfile(transcript):
+        captures = False  # (a session's first hooks come before its host writes the transcript)
     if captures and transcript:
         stopped = ""
         if hook.event == "SessionEnd":
             stopped = f"ended ({hook.reason})" if hook.reason else "ended"
         elif hook.event == "PreCompact":
-            stopped = "compacted its context"
-        _start_capture(agent, transcript, hook, turn_over, final, stopped, env)
+            stopped = "compacted its context"  # (live.COMPACTED: cleared once a turn ends after it)
+        elif hook.event == "Interrupt":  # (Codex: the person stopped the turn; its words so far are kept)
+            stopped = "interrupted by the person"
+        _start_capture(agent, transcript, hook, turn_over, final, stopped, env, root)
     if hook.event == "SessionStart":
         from endless.faces.agents.handover import handover_text
 
@@ -158,13 +166,14 @@ def _refusal(agent: str, transcript: str, workspace: Path, env: dict[str, str]) 
 
 def _session_start_output(agent: str, text: str) -> str:
     """Claude Code and Codex both add a SessionStart hook's ``additionalContext`` to the model's context."""
-    return orjson.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}).decode()
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}},
+                      ensure_ascii=False)
 
 
 def _start_capture(agent: str, transcript: str, hook: HookInput, turn_over: bool, final: bool, stopped: str,
-                   env: dict[str, str]) -> None:
+                   env: dict[str, str], root: Path) -> None:
     command = [sys.executable, "-m", "endless", "capture", "--agent", agent, "--transcript", transcript,
-               "--workspace", str(hook.workspace), "--event", hook.event]
+               "--workspace", str(hook.workspace), "--event", hook.event, "--nice", str(CAPTURE_NICE)]
     if hook.session:
         command += ["--session", hook.session]
     if stopped:
@@ -174,22 +183,46 @@ def _start_capture(agent: str, transcript: str, hook: HookInput, turn_over: bool
     if final:
         command.append("--final")
     started = time.monotonic()
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True, cwd=str(hook.workspace)
-                             if hook.workspace.is_dir() else None, env=env)
+    # The capture's own diagnostics (and a crash's traceback) go to the same log; its standard streams
+    # are never the host's: its output is not the agent's business.
+    try:
+        said = os.open(root / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        said = os.open(os.devnull, os.O_WRONLY)
+    try:
+        pid = os.posix_spawn(sys.executable, command, env, setsid=True, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_DUP2, said, 2)])
+    finally:
+        os.close(said)
     try:
         wait = float(env.get(WAIT_ENV, HOOK_WAIT_SECONDS))
     except ValueError:
         wait = HOOK_WAIT_SECONDS
     if wait <= 0:
         return
-    try:
-        code = child.wait(timeout=wait)
-        if code:
-            log(f"the capture of {transcript} exited {code}; see the lines above", logging.WARNING)
-    except subprocess.TimeoutExpired:
-        log(f"the capture of {transcript} goes on in the background (pid {child.pid}, "
+    code = _wait_for(pid, wait)
+    if code is None:
+        log(f"the capture of {transcript} goes on in the background (pid {pid}, "
             f"{time.monotonic() - started:.1f} s so far)")
+    elif code:
+        log(f"the capture of {transcript} exited {code}; see the lines above", logging.WARNING)
+
+
+def _wait_for(pid: int, seconds: float) -> int | None:
+    """The exit code of child ``pid`` once it ends within ``seconds``, else None (it runs on)."""
+    import select
+
+    fd = os.pidfd_open(pid)
+    try:
+        ready, _, _ = select.select([fd], [], [], seconds)
+    finally:
+        os.close(fd)
+    if not ready:
+        return None
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
 
 
 def _codex_rollout(session: str) -> str:
@@ -207,16 +240,30 @@ def _codex_rollout(session: str) -> str:
     return ""
 
 
+def fast_main(argv: list[str]) -> int | None:
+    """``endless hook AGENT EVENT [JSON]`` without building the command line's parser (a hook is a whole
+    process, run at every turn); None when ``argv`` is not that shape (``--help``, a wrong agent): the
+    parser then says what is wrong."""
+    if len(argv) not in (2, 3) or argv[0] not in AGENTS or argv[1].startswith("-") or \
+            (len(argv) == 3 and argv[2].startswith("-")):
+        return None
+    return _hook(argv[0], argv[1], argv[2] if len(argv) == 3 else None)
+
+
 def hook_command(args) -> int:
     """``endless hook AGENT EVENT [JSON]``: stdin (or, for Codex's notify, the last argument) is the host's JSON."""
+    return _hook(args.agent, args.event, args.payload)
+
+
+def _hook(agent: str, event: str, payload: str | None) -> int:
     try:
-        if args.payload is not None:
-            raw = args.payload.encode()
+        if payload is not None:
+            raw = payload.encode()
         else:
             raw = sys.stdin.buffer.read(HOOK_INPUT_MAX) if not sys.stdin.isatty() else b""
     except (OSError, ValueError):
         raw = b""
-    out = run(args.agent, args.event, raw)
+    out = run(agent, event, raw)
     if out:
         try:
             sys.stdout.write(out + "\n")

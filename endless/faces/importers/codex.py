@@ -103,18 +103,44 @@ def rollout_meta(path: Path) -> dict:
 
 
 def codex_entries(record: Any, where: str, state: CodexState) -> list[Entry]:
-    """The entries one rollout line holds, each naming its line as its event id (see :func:`_entries`).
+    """The entries one rollout line holds, each naming its event id (see :func:`_entries`).
 
-    Codex gives its items no id of their own, and a resumed session appends to its
-    file, so a line's place in its session is what an import and a live capture of
-    the same rollout agree on: the same turn, the same id, logged once.
+    The id is the item's own (``payload.id``: 0.171 gives each message and call one), else
+    the line's place in its file, within the session: an import and a live capture of the
+    same rollout agree on it (the same turn, the same id, logged once), and an item Codex
+    writes again (a resumed session, a rollout rewritten) keeps its id where it has one.
     """
     entries = _entries(record, where, state)
     if entries:
-        line = where.rsplit(":", 1)[-1]
+        payload = record["payload"]
+        item = payload.get("id") if isinstance(payload.get("id"), str) and payload["id"] else None
+        ident = f"item:{item}" if item else f"line:{where.rsplit(':', 1)[-1]}"
         for entry in entries:
-            entry.uid = entry.uid or f"codex:{state.session}:{line}"
+            entry.uid = entry.uid or f"codex:{state.session}:{ident}"
     return entries
+
+
+def turn_end(record: Any) -> str | None:
+    """How a turn ended, when this line is Codex's end of a turn (``event_msg`` ``task_complete``, checked
+    on 0.171): '' when it ended well, else a few words on why (``usage limit (…)``, ``rate limit (…)``,
+    ``error (…)``), from its ``error``; None for any other line."""
+    if not isinstance(record, dict) or record.get("type") != "event_msg":
+        return None
+    payload = record.get("payload")
+    if not isinstance(payload, dict) or payload.get("type") not in ("task_complete", "turn_aborted"):
+        return None
+    if payload["type"] == "turn_aborted":
+        return "interrupted"
+    error = payload.get("error")
+    if not isinstance(error, dict):
+        return ""
+    message = " ".join(str(error.get("message") or "").split())[:200]
+    info = orjson.dumps(error.get("codex_error_info") or {}).decode().lower()
+    if "usage_limit" in info or "usage limit" in message.lower() or "quota" in info:
+        return f"usage limit ({message})"
+    if "rate_limit" in info or "429" in info:
+        return f"rate limit ({message})"
+    return f"error ({message})"
 
 
 def _entries(record: Any, where: str, state: CodexState) -> list[Entry]:

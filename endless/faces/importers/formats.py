@@ -11,6 +11,7 @@ reads every source to its end before it writes anything.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,13 @@ from endless.core.words import count
 FORMATS = ("auto", "generic", "claude", "hermes", "codex")
 GENERIC_ROLES = ("user", "assistant", "tool", "note")
 _GENERIC_FIELDS = frozenset({"role", "content", "at", "session", "title", "name"})
+# Claude Code writes a slash command the person typed as tags (checked on 2.1.332):
+# ``<command-name>/plan</command-name><command-message>plan</command-message><command-args>X</command-args>``
+# (a custom command's expanded prompt follows as a meta line), and a built-in command's output as
+# ``<local-command-stdout>``: the command is kept as the person typed it, its output is the host's own.
+_COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
+_COMMAND_ARGS = re.compile(r"<command-args>\s*(.*?)\s*</command-args>", re.S)
+_HOST_OUTPUT = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>")
 HERMES_JSON_PREFIX = "\x00json:"  # how Hermes stores structured content in a TEXT column
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CLAUDE_TYPES = {"user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation",
@@ -397,6 +405,8 @@ def claude_entries(record: Any, where: str, summary: str = "", fallback_session:
     kind = record["type"]
     if kind not in ("user", "assistant") or record.get("isMeta") or record.get("isApiErrorMessage"):
         return []
+    if record.get("isCompactSummary") or record.get("isVisibleInTranscriptOnly"):
+        return []  # the summary a compaction wrote: what it sums up is earlier in the file
     if bool(record.get("isSidechain")) != sidechain:
         return []
     message = record.get("message")
@@ -414,7 +424,8 @@ def claude_entries(record: Any, where: str, summary: str = "", fallback_session:
     said = "user" if kind == "user" else "assistant"
     content = message["content"]
     if isinstance(content, str):
-        return [Entry(said, content, at, session, title, where, uid=uid)]
+        text = _person_words(content) if said == "user" else content
+        return [] if text is None else [Entry(said, text, at, session, title, where, uid=uid)]
     if not isinstance(content, list):
         raise FormatError(f"{where}: message content must be a text or a list of blocks")
     out = []
@@ -425,7 +436,9 @@ def claude_entries(record: Any, where: str, summary: str = "", fallback_session:
         if btype == "text":
             if not isinstance(block.get("text"), str):
                 raise FormatError(f"{where}: a text block without its text")
-            out.append(Entry(said, block["text"], at, session, title, where, uid=uid))
+            text = _person_words(block["text"]) if said == "user" else block["text"]
+            if text is not None:
+                out.append(Entry(said, text, at, session, title, where, uid=uid))
         elif btype == "tool_use":
             name = block.get("name")
             if not isinstance(name, str):
@@ -441,6 +454,20 @@ def claude_entries(record: Any, where: str, summary: str = "", fallback_session:
             out.append(Entry(said, "[image]", at, session, title, where, uid=uid))
         # thinking and redacted_thinking are never logged (DESIGN §2.2)
     return out
+
+
+def _person_words(text: str) -> str | None:
+    """A user event's text as the person typed it: a slash command as ``/name args``; None for the output
+    of a command Claude Code ran itself (not the person's words, not the model's)."""
+    head = text.lstrip()
+    if head.startswith(_HOST_OUTPUT):
+        return None
+    if "<command-name>" in head and head.startswith(("<command-name>", "<command-message>")):
+        name = _COMMAND_NAME.search(head)
+        if name is not None:
+            args = _COMMAND_ARGS.search(head)
+            return f"{name.group(1)} {args.group(1)}".strip() if args is not None else name.group(1)
+    return text
 
 
 # -- Hermes state.db --------------------------------------------------------------------------

@@ -676,8 +676,8 @@ def catch_up_cost(settings: Settings, writer: str, leaves: int, merges: int, lon
 
 def commit(memory: Memory, plan: Plan, show_progress: bool,
            landed: Callable[[int, int], None] | None = None, have: Presence | None = None,
-           index: bool = True) -> Landed:
-    """Append the new turns in durable batches, then plan the views once; says what landed.
+           index: bool = True, plan_views: bool = True) -> Landed:
+    """Append the new turns in durable batches, then plan the views once (``plan_views``); says what landed.
 
     ``landed(first, end)`` hears of each batch's messages once they are durable (the offline
     choice is recorded batch by batch, so an interrupted import keeps it for what landed).
@@ -713,7 +713,7 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
             done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event), len(batch))
             if progress is not None:
                 progress.update(task, completed=done.turns + done.skipped)
-        if done.turns:
+        if done.turns and plan_views:
             memory.plan_views()
     finally:
         if progress is not None:

@@ -18,16 +18,18 @@ importer's, like every other way in.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import orjson
 
 from endless.core.memory import Memory
-from endless.core.settings import CAPTURE_LOCK_SECONDS, CAPTURE_READ_MAX, Settings, load_settings
+from endless.core.settings import (CAPTURE_LOCK_SECONDS, CAPTURE_READ_MAX, IMPORT_LINE_BYTES_MAX, IMPORT_SCAN_BLOCK,
+                                   Settings, load_settings)
 from endless.core.store import Presence, durable, workspace_key
 from endless.faces.importers import formats
 from endless.faces.importers.formats import Entry, FormatError
@@ -36,6 +38,10 @@ from endless.faces.kit.agent_sessions import Place, Session, note_session, place
 
 AGENTS = ("claude", "codex")
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+# How a session's note says its last turn did not end well: a session's end after it adds to it.
+FAILED = ("usage limit", "rate limit", "error", "interrupted")
+COMPACTED = "compacted its context"  # the note a PreCompact hook leaves
+MARK_BYTES = 256  # the bytes before a transcript's place that tell it was appended to, not rewritten
 LIMIT_WORDS = ("usage limit", "rate limit", "limit reached", "quota", "credit balance")
 
 
@@ -60,45 +66,99 @@ class _Reading:
     end: int = 0  # just past the last whole line
     end_line: int = 1
     limit_hit: str = ""  # the host's own notice that a usage limit stopped the agent
+    ended: str | None = None  # Codex: how the last turn read ended ('' well, else why); None: no end read since
     skipped: int = 0  # lines that could not be read (left out, counted: doctor shows them)
     bad: dict[int, int] = field(default_factory=dict)  # such a line -> its byte offset
+    title: str = ""  # a Codex session's title (its first request), kept with the place for the next read
+    rewritten: bool = False  # the bytes before the place are not those read last time
+
+
+def _mark(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def _mark_at(handle: BinaryIO, offset: int) -> str:
+    """A fingerprint of the bytes just before ``offset`` (kept with the place: the next read checks that the
+    file still holds them there, else it was rewritten, not appended to)."""
+    if offset <= 0:
+        return ""
+    start = max(0, offset - MARK_BYTES)
+    return _mark(os.pread(handle.fileno(), offset - start, start))
 
 
 def _read_new(transcript: Path, place: Place, agent: str, sidechain: bool) -> _Reading:
-    """The whole lines past ``place`` and their entries (a torn last line is left for the next look)."""
+    """The whole lines past ``place`` and their entries (a torn last line is left for the next look).
+
+    Read a line at a time (a transcript of 100 MB is not held twice), at most ``CAPTURE_READ_MAX`` bytes
+    (the rest: the next capture); a line longer than the importer's limit is a bad line, skipped.
+    """
     reading = _Reading(end=place.offset, end_line=place.line)
     with open(transcript, "rb") as handle:
+        if place.mark and _mark_at(handle, place.offset) != place.mark:
+            reading.rewritten = True
+            return reading
         handle.seek(place.offset)
-        data = handle.read(CAPTURE_READ_MAX)
-    cut = data.rfind(b"\n") + 1
-    offset, number = place.offset, place.line
-    state = _codex_state() if agent == "codex" else None
-    for raw in data[:cut].split(b"\n")[:-1]:
-        reading.starts[number] = offset
-        where = f"{transcript}:{number}"
-        offset += len(raw) + 1
-        number += 1
-        if not raw.strip():
-            continue
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            log(f"{where}: not JSON; left out")
-            reading.skipped += 1
-            reading.bad[number - 1] = reading.starts[number - 1]
-            continue
-        try:
-            if agent == "claude":
-                reading.limit_hit = _limit_notice(record) or reading.limit_hit
-                reading.entries += formats.claude_entries(record, where, "", transcript.stem, sidechain)
-            else:
-                reading.entries += _codex_entries(record, where, state)
-        except FormatError as exc:
-            log(f"{exc}; left out")
-            reading.skipped += 1
-            reading.bad[number - 1] = reading.starts[number - 1]
+        offset, number = place.offset, place.line
+        state = _codex_state(transcript, place) if agent == "codex" else None
+        while offset - place.offset < CAPTURE_READ_MAX:
+            raw = handle.readline(IMPORT_LINE_BYTES_MAX + 1)
+            if not raw.endswith(b"\n"):
+                if len(raw) <= IMPORT_LINE_BYTES_MAX:
+                    break  # the end, or a line the host is still writing
+                length = _rest_of_line(handle, len(raw))
+                if length is None:
+                    break  # an endless line still being written: looked at again next time
+                reading.starts[number] = offset
+                log(f"{transcript}:{number}: a line of {length:,} bytes, past {IMPORT_LINE_BYTES_MAX:,}; left out")
+                reading.skipped += 1
+                reading.bad[number] = offset
+                offset, number = offset + length, number + 1
+                continue
+            reading.starts[number] = offset
+            where = f"{transcript}:{number}"
+            offset += len(raw)
+            number += 1
+            if not raw.strip():
+                continue
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                log(f"{where}: not JSON; left out")
+                reading.skipped += 1
+                reading.bad[number - 1] = reading.starts[number - 1]
+                continue
+            try:
+                if agent == "claude":
+                    reading.limit_hit = _limit_notice(record) or reading.limit_hit
+                    reading.entries += formats.claude_entries(record, where, "", transcript.stem, sidechain)
+                else:
+                    reading.entries += _codex_entries(record, where, state)
+                    ended = _codex_turn_end(record)
+                    reading.ended = ended if ended is not None else (None if _said_something(record) else
+                                                                      reading.ended)
+            except FormatError as exc:
+                log(f"{exc}; left out")
+                reading.skipped += 1
+                reading.bad[number - 1] = reading.starts[number - 1]
     reading.end, reading.end_line = offset, number
+    if state is not None:
+        reading.title = state.title
     return reading
+
+
+def _rest_of_line(handle: BinaryIO, read: int) -> int | None:
+    """The whole length of a line whose first ``read`` bytes were read, its newline included (the handle
+    left past it); None when the file ends before the line does."""
+    length = read
+    while True:
+        block = handle.read(IMPORT_SCAN_BLOCK)
+        if not block:
+            return None
+        at = block.find(b"\n")
+        if at >= 0:
+            handle.seek(at + 1 - len(block), os.SEEK_CUR)
+            return length + at + 1
+        length += len(block)
 
 
 def _skipped_before(reading: _Reading, offset: int) -> int:
@@ -116,10 +176,31 @@ def _limit_notice(record: object) -> str:
     return text.strip()[:200] if any(word in text.lower() for word in LIMIT_WORDS) else ""
 
 
-def _codex_state() -> object:
-    from endless.faces.importers import codex  # (written alongside; loaded only for Codex)
+def _codex_state(transcript: Path, place: Place) -> object:
+    """What reading a rollout from ``place`` starts from: its session (the ``session_meta`` of its first
+    line, read again when the read starts past it, else the id in the file name: every turn's id and chat
+    depend on it) and the title found by an earlier read."""
+    from endless.faces.importers import codex  # (loaded only for Codex)
 
-    return codex.CodexState()
+    session = codex.session_of_name(transcript)
+    if place.offset > 0:
+        try:
+            found = codex.rollout_meta(transcript).get("id")
+        except FormatError:
+            found = None
+        session = found if isinstance(found, str) and found else session
+    return codex.CodexState(session=session, title=place.title)
+
+
+def _codex_turn_end(record: object) -> str | None:
+    from endless.faces.importers import codex
+
+    return codex.turn_end(record)
+
+
+def _said_something(record: object) -> bool:
+    """A rollout line of the conversation (after a turn's end, it starts the next turn)."""
+    return isinstance(record, dict) and record.get("type") == "response_item"
 
 
 def _codex_entries(record: object, where: str, state: object) -> list[Entry]:
@@ -148,7 +229,9 @@ def capture(transcript: Path, agent: str, workspace: Path, *, final: bool = Fals
     lock_path = place_path(root, transcript).with_suffix(".lock")
     durable.make_dir(lock_path.parent)
     with FileLock(str(lock_path), timeout=CAPTURE_LOCK_SECONDS):
-        memory = Memory.open(workspace_key(None, workspace), settings=settings, root=root, create=True)
+        # Commits only: the views' merges are planned by whoever opens the memory next to write or chat.
+        memory = Memory.open(workspace_key(None, workspace), settings=settings, root=root, create=True,
+                             views="append")
         try:
             done = _capture_locked(memory, root, transcript, agent, workspace, final, turn_over, sidechain,
                                    event, session, stopped)
@@ -181,22 +264,29 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
     if place.inode != st.st_ino or st.st_size < place.offset:  # a new file there: read it from its start
         place = Place(str(transcript), 0, 1, st.st_ino)
     reading = _read_new(transcript, place, agent, sidechain)
+    if reading.rewritten:  # the same file, rewritten (shorter or longer): read again whole, ids keep it once
+        log(f"{transcript}: rewritten since the last capture; read again from its start")
+        place = Place(str(transcript), 0, 1, st.st_ino)
+        reading = _read_new(transcript, place, agent, sidechain)
     settings = memory.settings
     current: dict[str, list[Entry]] = {}
     closed = list(group(reading.entries, settings, memory.granularity, st.st_mtime, current, keep_open=True))
     # A stop ends the turn once its reply is written (the host may write it after the hook runs), or at once
     # when the host's own notice says a usage limit stopped it: that turn gets no reply.
-    if current and (final or (turn_over and (reading.limit_hit or all(turns[-1].role == "assistant"
-                                                                         for turns in current.values())))):
+    # Codex writes where a turn ends (task_complete, whether it answered or failed): then it is over.
+    answered = all(turns[-1].role == "assistant" for turns in current.values())
+    if current and (final or reading.ended is not None or (turn_over and (reading.limit_hit or answered))):
         closed += list(group([], settings, memory.granularity, st.st_mtime, current))
     if current:  # the turn still going is read again from its first line next time
-        first_line = min(int(turns[0].where.rsplit(":", 1)[1]) for turns in current.values())
+        first_line = min(_line_of(turns[0]) for turns in current.values())
         kept = Place(str(transcript), reading.starts[first_line], first_line, st.st_ino)
     else:
         kept = Place(str(transcript), reading.end, reading.end_line, st.st_ino)
     # Lines left out are counted once: those before the place kept were read for the last time.
     kept.skipped = place.skipped + (reading.skipped if not current else _skipped_before(reading, kept.offset))
-    kept.agent, kept.memory = agent, memory.memory_id
+    kept.agent, kept.memory, kept.title = agent, memory.memory_id, reading.title
+    with open(transcript, "rb") as handle:
+        kept.mark = _mark_at(handle, kept.offset)
     landed = skipped = messages = 0
     if closed:
         have = Presence(scanned=memory.turns)  # ids decide here: counting every turn held costs the whole log
@@ -205,35 +295,43 @@ def _capture_locked(memory: Memory, root: Path, transcript: Path, agent: str, wo
             for turn in closed:
                 plan.add(turn)
             plan.flush()
-            done = commit(memory, plan, False, None, have)
+            done = commit(memory, plan, False, None, have, plan_views=False)
         landed, messages, skipped = done.turns, done.messages, done.skipped + plan.skipped
     save_place(root, transcript, kept)
     sid = session or (closed[-1].session if closed else "") or transcript.stem
     if not sidechain:  # (a sub-agent's work is told with its session's)
-        _note(root, memory, agent, sid, transcript, workspace, reading, landed, event, stopped)
+        _note(root, memory, agent, sid, transcript, workspace, reading, landed, event, stopped, kept.line)
     if landed:
         log(f"{transcript.name}: {landed} turn(s), {messages} message(s) into memory {memory.memory_id}")
     return Captured(landed, messages, skipped, kept)
 
 
 def _note(root: Path, memory: Memory, agent: str, session: str, transcript: Path, workspace: Path,
-          reading: _Reading, landed: int, event: str, stopped: str) -> None:
+          reading: _Reading, landed: int, event: str, stopped: str, kept_line: int) -> None:
     times = [e.at for e in reading.entries if e.at is not None]
     files = list(_files_written(reading.entries))
+    # (the turn still going is read again next time: its failures are counted then, once)
     failures = [f"{e.text[8:160].strip()}" for e in reading.entries
-                if e.role == "result" and e.text.startswith("(error) ")]
+                if e.role == "result" and e.text.startswith("(error) ") and _line_of(e) < kept_line]
 
     def change(s: Session) -> None:
         if times:
             s.started = s.started if s.started is not None else min(times)
             s.last_at = max(times + ([s.last_at] if s.last_at else []))
         s.event = event or s.event
+        if reading.ended == "":
+            s.stopped = ""  # its last turn ended well (Codex said so): what stopped it before is past
         if reading.limit_hit:
             s.stopped = f"usage limit ({reading.limit_hit})"
-        elif stopped:
-            s.stopped = stopped
+        elif reading.ended:  # a Codex turn that failed: at its quota, a rate limit, an error
+            s.stopped = reading.ended
+        elif stopped:  # the session ended after its last turn failed (or was interrupted): both are told
+            failed = s.stopped.split(", then ", 1)[0] if s.stopped.startswith(FAILED) else ""
+            s.stopped = f"{failed}, then {stopped}" if failed and stopped.startswith("ended") else stopped
         elif event in ("UserPromptSubmit", "SessionStart"):
             s.stopped = ""  # going again
+        elif event in ("Stop", "notify") and s.stopped == COMPACTED:
+            s.stopped = ""  # a turn ended after the compaction: it went on
         for path in files:
             if path in s.files:
                 s.files.remove(path)
@@ -243,6 +341,10 @@ def _note(root: Path, memory: Memory, agent: str, session: str, transcript: Path
         s.turns += landed
 
     note_session(root, memory.memory_id, change, agent, session, str(transcript), str(workspace))
+
+
+def _line_of(entry: Entry) -> int:
+    return int(entry.where.rsplit(":", 1)[1])
 
 
 def _files_written(entries: list[Entry]) -> Iterator[str]:
@@ -277,6 +379,25 @@ def _capture_command(args) -> int:
     if args.agent not in AGENTS:
         print(f"[endless.capture] --agent must be one of {', '.join(AGENTS)}", file=__import__("sys").stderr)
         return EXIT_USAGE
+    if args.nice > 0:
+        try:
+            os.nice(args.nice)
+        except OSError:
+            pass  # (not allowed here: the capture runs at the agent's priority)
+    if args.event:  # run by a hook: its stderr is agents.log, where each line says when
+        import logging
+        import sys
+
+        from endless.core import diagnostics
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(diagnostics.LOG_FILE_FORMAT))
+        with diagnostics.diverted_to(handler):
+            return _capture_run(args, EXIT_OK, EXIT_FAILED, EXIT_USAGE)
+    return _capture_run(args, EXIT_OK, EXIT_FAILED, EXIT_USAGE)
+
+
+def _capture_run(args, EXIT_OK: int, EXIT_FAILED: int, EXIT_USAGE: int) -> int:
     if not Path(args.transcript).is_file():
         print(f"[endless.capture] {args.transcript}: no such transcript file; give the path of a Claude Code "
               "transcript (~/.claude/projects/…/SESSION.jsonl) or a Codex rollout", file=__import__("sys").stderr)
@@ -316,4 +437,6 @@ def add_capture_parser(sub) -> None:
     parser.add_argument("--final", action="store_true", help="the session ended: commit every turn read")
     parser.add_argument("--sidechain", action="store_true", help="a sub-agent's transcript (its own chat)")
     parser.add_argument("--json", action="store_true", help="print what landed as JSON")
+    parser.add_argument("--nice", type=int, default=0, metavar="N",
+                        help="run N steps below the current priority (hooks: yield the CPU to the agent)")
     parser.set_defaults(run=_capture_command)

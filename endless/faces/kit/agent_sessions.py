@@ -89,6 +89,8 @@ class Place:
     skipped: int = 0  # lines that could not be read, left out
     agent: str = ""
     memory: str = ""
+    title: str = ""  # the chat's title where the transcript's first lines give it (a Codex rollout)
+    mark: str = ""  # a digest of the bytes just before ``offset`` (they change: the file was rewritten)
 
 
 def place_path(root: Path, transcript: Path) -> Path:

@@ -1,6 +1,6 @@
-"""The two stores side by side: a 3-message turn committed through ``Memory.commit_turn`` (issue 31).
+"""The two stores side by side in one run: commits, processes at once, import, open and search at scale.
 
-Each backend gets a fresh memory under a fresh ``ENDLESS_HOME``; the same
+1. **Commit.**  Each backend gets a fresh memory under a fresh ``ENDLESS_HOME``; the same
 turns (a question, a reply of about 300 bytes, a short follow-up) are committed
 one at a time, each timed from the call to its return (the lock, the catch-up,
 the durable append, the view and the search index's upkeep: what a chat turn
@@ -8,12 +8,26 @@ pays).  The first turns warm up (imports, prepared statements) and are not
 counted.  Then 1, 2 and 4 processes commit at once to one memory (for files:
 one ``ENDLESS_HOME`` on this machine; for PostgreSQL: each process its own, as
 machines): turns per second from the moment they all start to the last commit,
-and the p99 of one commit.  PostgreSQL runs on a throwaway cluster this script
-starts the way the tests do (``tests/pg_server.py``: loopback TCP, default
-durability), or on ``--dsn``.
+and the p99 of one commit.
+2. **At scale** (``--sizes 100000,1000000``): the messages of
+   ``scripts/bench_recall.py``'s scale corpus (about 125 bytes each, a Zipf
+   vocabulary, 40 four-word queries with 5 planted messages holding all four)
+   as a JSONL file, imported by ``endless import`` as a person runs it (a
+   subprocess: messages per second, the import process's peak RSS from
+   ``wait4``); then, in a child process, the memory's open and the 40 ranked
+   searches (median, p99, and the share whose planted messages come first),
+   on one corpus made once as ``scripts/bench_recall.py`` does (making one
+   walks the view: after an import of a million messages with no line written
+   yet, that is a million parts, the same on both stores).
+   For PostgreSQL the open is timed twice: on the machine that imported, and
+   on another machine (a fresh ``ENDLESS_HOME``: its first open copies the log
+   and the tree from the database).
+
+PostgreSQL runs on a throwaway cluster this script starts the way the tests
+do (``tests/pg_server.py``: loopback TCP, default durability), or on ``--dsn``.
 
 Usage: python scripts/bench_store.py [--turns 300] [--warmup 20] [--procs 1,2,4] [--proc-turns 100]
-       [--dsn postgresql://...]
+       [--sizes 100000,1000000] [--skip-commit] [--dsn postgresql://...]
 """
 
 from __future__ import annotations
@@ -23,6 +37,7 @@ import json
 import os
 import random
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +47,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "scripts"))
 
 from endless.core.memory import Memory  # noqa: E402
 from endless.core.settings import Settings, masked_store  # noqa: E402
@@ -111,12 +127,95 @@ def p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
 
 
+def write_source(path: Path, size: int) -> list[tuple[str, list[int]]]:
+    """The scale corpus as a JSONL file ``endless import`` reads; returns the queries and their planted ids."""
+    from bench_recall import scale_messages
+
+    messages, queries, _ = scale_messages(size)
+    with open(path, "wb") as handle:
+        for kind, text, at, title in messages:
+            handle.write(json.dumps({"role": "user" if kind == "user" else "assistant", "content": text, "at": at,
+                                     "session": title}).encode() + b"\n")
+    return queries
+
+
+def run_import(source: Path, home: Path, store: str) -> tuple[float, float]:
+    """``endless import`` of ``source`` into a fresh home: (seconds, peak RSS in MB of the import process)."""
+    (home / "ws").mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_HOME": str(home / "root"), "ENDLESS_STORE": store,
+           "ENDLESS_CONFIG": str(home / "none.toml")}
+    env.pop("ENDLESS_WRITER_ROUTE", None)
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "endless.cli", "import", str(source), "--workspace",
+                             str(home / "ws"), "--no-progress"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"the import failed: {proc.stderr.read().decode()[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+# The open and the searches, in a process of their own (a person's next command).
+_SEARCH_CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from endless.core.memory import Memory
+from endless.core.search import finder
+from endless.core.settings import Settings
+from endless.core.store import workspace_key
+root, workspace, store, job = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(open(sys.argv[4]).read())
+started = time.perf_counter()
+memory = Memory.open(workspace_key(None, workspace), root=Path(root), settings=Settings(store=store))
+opened = time.perf_counter() - started
+corpus = finder.corpus_of(memory)  # (once, as bench_recall.py: what is timed is the search itself)
+finder.search(corpus, "warm", 0, 20, 60.0)
+times, first = [], []
+for query, planted in job:
+    started = time.perf_counter()
+    result = finder.search(corpus, query, 0, 20, 10.0)
+    times.append(time.perf_counter() - started)
+    first.append(sorted(h.id for h in result.hits[:len(planted)]) == sorted(planted))
+print(json.dumps({"open": opened, "times": times, "first": first, "total": memory.total}))
+"""
+
+
+def search_child(home: Path, root: Path, store: str, job: Path) -> dict:
+    done = subprocess.run([sys.executable, "-c", _SEARCH_CHILD, str(root), str(home / "ws"), store, str(job)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=home)
+    if done.returncode != 0:
+        raise SystemExit(f"the searches failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def at_scale(size: int, stores: list[tuple[str, str]], base: Path) -> list[tuple]:
+    """One size: the same source imported into each store, then opened and searched."""
+    source = base / f"source-{size}.jsonl"
+    queries = write_source(source, size)
+    job = base / f"queries-{size}.json"
+    job.write_text(json.dumps(queries))
+    rows = []
+    for name, store in stores:
+        home = base / f"{name}-{size}"
+        seconds, rss = run_import(source, home, store)
+        here = search_child(home, home / "root", store, job)
+        elsewhere = search_child(home, home / "other-machine", store, job) if store else None
+        rows.append((size, name, size / seconds, rss, here["open"], elsewhere["open"] if elsewhere else None,
+                     statistics.median(here["times"]) * 1e3, p99(here["times"]) * 1e3,
+                     sum(here["first"]) / len(here["first"]), here["total"]))
+        shutil.rmtree(home, ignore_errors=True)
+    source.unlink()
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--procs", default="1,2,4", help="processes committing at once, e.g. 1,2,4")
     parser.add_argument("--proc-turns", type=int, default=100, help="turns each of those processes commits")
+    parser.add_argument("--sizes", default="100000,1000000", help="messages imported and searched at scale")
+    parser.add_argument("--skip-commit", action="store_true", help="only the scale part")
     parser.add_argument("--dsn", help="a PostgreSQL database to use (default: a throwaway cluster)")
     parser.add_argument("--child", nargs=4, metavar=("HOME", "STORE", "PROJECT", "TURNS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -132,29 +231,48 @@ def main() -> int:
         dsn = cluster.dsn()
     rows = []
     counts = [int(n) for n in args.procs.split(",") if n.strip()]
+    sizes = [int(n) for n in args.sizes.split(",") if n.strip()]
     shared: dict[tuple[str, int], tuple[float, float]] = {}
+    scaled: list[tuple] = []
     try:
         for name, settings in (("files", Settings()), ("postgresql", Settings(store=dsn))):
+            if args.skip_commit:
+                break
             with tempfile.TemporaryDirectory(prefix=f"endless-bench-{name}-") as home:
                 times = commit_times(settings, args.turns, args.warmup, Path(home))
             rows.append((name, statistics.median(times) * 1e3, p99(times) * 1e3, len(times)))
             for procs in counts:
                 with tempfile.TemporaryDirectory(prefix=f"endless-bench-{name}-{procs}-") as home:
                     shared[(name, procs)] = at_once(settings.store, procs, args.proc_turns, Path(home))
+        for size in sizes:
+            with tempfile.TemporaryDirectory(prefix=f"endless-bench-scale-{size}-") as base:
+                scaled += at_scale(size, [("files", ""), ("postgresql", dsn)], Path(base))
     finally:
         if cluster is not None:
             cluster.remove()
-    print(f"commit of a 3-message turn (Memory.commit_turn), {args.turns} turns after {args.warmup} warm-up; "
-          f"postgresql: {masked_store(dsn) if args.dsn else 'a throwaway local cluster over loopback TCP'}")
-    print(f"{'store':<12}{'median ms':>12}{'p99 ms':>10}{'turns':>8}")
-    for name, median, tail, n in rows:
-        print(f"{name:<12}{median:>12.2f}{tail:>10.2f}{n:>8}")
-    print()
-    print(f"processes committing at once to one memory, {args.proc_turns} turns each "
-          "(files: one ENDLESS_HOME; postgresql: one each)")
-    print(f"{'store':<12}{'processes':>10}{'turns/s':>10}{'p99 ms':>10}")
-    for (name, procs), (rate, tail) in shared.items():
-        print(f"{name:<12}{procs:>10}{rate:>10.1f}{tail:>10.2f}")
+    where = masked_store(dsn) if args.dsn else "a throwaway local cluster over loopback TCP"
+    if rows:
+        print(f"commit of a 3-message turn (Memory.commit_turn), {args.turns} turns after {args.warmup} warm-up; "
+              f"postgresql: {where}")
+        print(f"{'store':<12}{'median ms':>12}{'p99 ms':>10}{'turns':>8}")
+        for name, median, tail, n in rows:
+            print(f"{name:<12}{median:>12.2f}{tail:>10.2f}{n:>8}")
+        print()
+        print(f"processes committing at once to one memory, {args.proc_turns} turns each "
+              "(files: one ENDLESS_HOME; postgresql: one each)")
+        print(f"{'store':<12}{'processes':>10}{'turns/s':>10}{'p99 ms':>10}{'vs one':>8}")
+        for (name, procs), (rate, tail) in shared.items():
+            print(f"{name:<12}{procs:>10}{rate:>10.1f}{tail:>10.2f}{rate / shared[(name, counts[0])][0]:>8.2f}")
+    if scaled:
+        print()
+        print("at scale: `endless import` of the scale corpus (peak RSS: the import process), then in a new "
+              "process the open and 40 ranked searches (all-words first: the 5 planted messages are the top 5)")
+        print(f"{'messages':>10} {'store':<11}{'import msg/s':>13}{'peak RSS MB':>12}{'open s':>8}"
+              f"{'open elsewhere s':>17}{'search median ms':>17}{'p99 ms':>8}{'all-words first':>16}")
+        for size, name, rate, rss, opened, other, median, tail, first, total in scaled:
+            assert total == size, (name, total)
+            print(f"{size:>10,} {name:<11}{rate:>13,.0f}{rss:>12.0f}{opened:>8.2f}"
+                  f"{'-' if other is None else format(other, '.2f'):>17}{median:>17.1f}{tail:>8.1f}{first:>16.0%}")
     return 0
 
 

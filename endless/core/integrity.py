@@ -38,7 +38,7 @@ from endless.core.search import IndexBusy
 from endless.core.store import Scan
 
 if TYPE_CHECKING:
-    from endless.core.search import SearchIndex
+    from endless.core.search import WordIndex
     from endless.core.store import ChangeLock, OrderLog, Store, TreeStore
 
 
@@ -48,7 +48,7 @@ class Memory(Protocol):
     log: "OrderLog"
     tree: "TreeStore"
     store: "Store"
-    search_index: "SearchIndex"
+    search_index: "WordIndex"
     lock: "ChangeLock"
     quarantine: Path
 
@@ -137,34 +137,22 @@ def scan(memory: Memory) -> Scan:
 
 
 def index_problem(memory: "Memory") -> str | None:
-    """What is wrong with the search index file (None: nothing found, or no index yet), read-only.
+    """What is wrong with the search index (None: nothing found, or no index yet), read-only.
 
-    SQLite's own check of every page, then each message row (id, time,
-    kind) against the log's record: the rows searches filter on, so a row
+    The index's own check (SQLite's of every page of its file), then each
+    message row (id, time, kind) against the log's record: the rows searches filter on, so a row
     someone changed would let ``--kind`` or ``--before`` through a message
     they exclude (search checks each hit too, and rebuilds).  A row the
     index has not reached yet is not a problem: the next search adds it.
     """
-    path = memory.search_index.path
-    if not path.exists():
+    def judge(rows) -> str | None:
+        wrong, first_wrong = _rows_against_log(memory, rows)
+        if wrong:
+            return (f"{count(wrong, 'message row')} disagree with the order log (a kind or time changed, or an "
+                    f"id the log lacks; the first at message {first_wrong})")
         return None
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
-    except sqlite3.Error as exc:
-        return f"it cannot be opened ({exc})"
-    try:
-        verdict = db.execute("PRAGMA quick_check").fetchone()
-        if verdict is None or verdict[0] != "ok":
-            return f"SQLite finds it damaged ({verdict[0] if verdict else 'no answer'})"
-        wrong, first_wrong = _rows_against_log(memory, db.execute("SELECT id, at, kind FROM msg ORDER BY id"))
-    except sqlite3.Error as exc:
-        return f"SQLite cannot read it ({exc})"
-    finally:
-        db.close()
-    if wrong:
-        return (f"{count(wrong, 'message row')} disagree with the order log (a kind or time changed, or an id "
-                f"the log lacks; the first at message {first_wrong})")
-    return None
+
+    return memory.search_index.problem(judge)
 
 
 def _rows_against_log(memory: "Memory", rows) -> tuple[int, int | None]:

@@ -22,8 +22,9 @@ from endless.core.built_lines import BuiltLines, BuiltListener, StretchListener
 from endless.core.errors import MemoryUseError, NoMemory
 from endless.core.privacy import forget, redact
 from endless.core.search import index as search_index
+from endless.core.search import word_index
 from endless.core.search import upkeep as index_upkeep
-from endless.core.settings import Settings, load_settings
+from endless.core.settings import Settings, load_settings, store_url
 from endless.core.store import (COMPLETED, STATUSES, Damage, EncodedTurn, Key, Message, Store, Stored,
                                 TurnInfo, TurnInProgress, TurnRecord, Waiters, check_kind, check_memory_id,
                                 close_orphans, decoded, durable, identity, keyfile, place_encoded, sessions,
@@ -70,7 +71,7 @@ class Memory:
         self.shortened: integrity.Shortened | None = None  # the log was found shorter than the rest at open
         self.log.on_problem = self.tree.on_problem = self.report
         self.views = ViewKeeper(folder, settings, self.log, self.tree, self.agent_name, self.report)
-        self.search_index = search_index.SearchIndex(folder)
+        self.search_index = word_index.open_index(folder, store_url(settings), self.store)
         self._redactions: Counter = Counter()  # counted since the last commit
         self.built = BuiltLines(self.tree, self.log, self.views, settings, self.agent_name)
         self._noted_sessions: set[str] = set()
@@ -266,7 +267,8 @@ class Memory:
                 mark = search_index.Watermark(len(self.log.offsets), self.log.end, self.total, self.tree.end, "")
                 index_upkeep.after_commit(self.search_index, before, commit.infos, commit.messages(), mark)
             if plan:
-                self.views.update(self.total, save=True, sync=sync)
+                self.views.update(self.total, save=True, sync=sync and self.store.views_synced)
+        self.store.durable()  # (after the lock: processes committing at once share the store's flush)
         self.notify_waiters()
         return commit.infos
 
@@ -296,7 +298,7 @@ class Memory:
         self.check_writable()
         with self.lock:
             self.catch_up(locked=True)
-            self.views.update(self.total, save=True, sync=sync)
+            self.views.update(self.total, save=True, sync=sync and self.store.views_synced)
         self.notify_waiters()
 
     def note_session(self, session: str) -> None:
@@ -372,7 +374,8 @@ class Memory:
                 self.built.after_stored(added, self.total, sync, dict(zip(parts, texts)))
                 index_upkeep.after_store(self.search_index, tree_before,
                                          [(p[0], p[1], t) for p, t in zip(parts, texts)], self.tree.end)
-                self.views.update(self.total, save=True, sync=sync)
+                self.views.update(self.total, save=True, sync=sync and self.store.views_synced)
+        self.store.durable()
         if encoded:
             self.notify_waiters()
         return stored
@@ -402,17 +405,12 @@ class Memory:
 
     # -- settle: waiting across processes ----------------------------------------------
 
-    async def settle(self, predicate: Callable[["Memory"], bool], timeout: float) -> bool:
-        """Wait until ``predicate(memory)`` holds, across processes; False on timeout.
-
-        Wakes at once when this process stores something, and polls the
-        memory's files for other processes' writes.
-        """
-        def holds() -> bool:
-            self.catch_up()
-            return predicate(self)
-
-        return await self._waiters.wait(holds, timeout, self.settings.settle_poll_seconds)
+    async def settle(self, predicate: Callable[["Memory"], bool], timeout: float, poll: float | None = None) -> bool:
+        """Until ``predicate(memory)`` holds across processes (False: timeout); woken by stores here and, if the
+        store tells (``LISTEN``), elsewhere, else polling.  ``poll``: that often anyway (a stop button)."""
+        return await self._waiters.settle(self.catch_up, lambda: predicate(self), timeout,
+                                          self.settings.settle_poll_seconds,
+                                          lambda: self.store.watch(self.notify_waiters), poll)
 
     # -- the lease -------------------------------------------------------------------
 

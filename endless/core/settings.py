@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from endless.core.meanings import MEANINGS  # (its own module for size; callers name it from here)
+
 
 def search_workers(settings: "Settings") -> int:
     """How many search worker processes the RPC starts (``rpc_search_workers``, 0: automatic)."""
@@ -82,6 +84,13 @@ STORE_CONNECT_SECONDS = 10
 STORE_LOCK_SECONDS = 60.0
 STORE_ROW_BYTES = 4 << 20
 STORE_FETCH_ROWS = 64
+# libpq's TCP settings where the URL gives none: a server that vanishes mid-statement (its host down, the
+# network cut) is noticed in about 30 s (unacknowledged data, or 10 s idle + 4 probes 5 s apart) instead of
+# the system's two hours, and the statement fails with what to do.
+STORE_PURGE_WAIT_SECONDS = 30.0  # how long a forget's VACUUM FULL waits for other machines' reads to end
+STORE_LISTEN_CHECK_SECONDS = 1.0  # how often a listening thread looks whether its memory was closed
+STORE_TCP_PARAMS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 4,
+                    "tcp_user_timeout": 30_000}
 # A ranked search first ranks the messages holding all its words, at any size; the rest of a page
 # comes from the words OR'ed, which looks at every row holding one of them: that part takes the
 # rarest words while their rows stay under this many (measured on 2 cores: about 2 ms per 1,000 rows
@@ -119,6 +128,11 @@ SEARCH_FEEDBACK_WEIGHT = 0.3
 SEARCH_EXPANSION_WORDS = 12
 SEARCH_EXPANSION_WEIGHT = 1.0
 SEARCH_EXPANSION_SECONDS = 8.0
+# A PostgreSQL memory's index ranks a word's rows a stretch of the newest messages at a time, each stretch
+# holding about this many of them (pg_index.PgSearchIndex.ranked), and counts its words among this many
+# stretches of 8,192 messages (the newest).
+STORE_SEARCH_WINDOW_ROWS = 1_500
+STORE_SEARCH_SAMPLE_STRETCHES = 4
 KEPT_CLAIM_SECONDS = 6 * 3600.0  # a turn's claim on kept messages lapses after this long (its process alive)
 KEPT_SHARE_BYTES = 2_000  # a kept message's bytes in a head where the kept ones do not fit whole (zoom reads the rest)
 SEARCH_TERMS_MAX = 16  # words a ranked query keeps (the rarest); more only slow it
@@ -246,7 +260,7 @@ class Settings:
     home: str = ""
     # Where memories are kept: empty, the files under ``home`` (the embedded store); a
     # ``postgresql://`` URL, a PostgreSQL database shared by several machines (endless.core.store.postgres).
-    store: str = ""
+    store: str = field(default="", repr=False)  # (a password may be in it: never in a repr or a log)
     # TLS for a PostgreSQL store, passed to the driver as libpq's parameters of the same names (each may also be
     # in the URL's query; a setting given here wins): sslmode (disable, allow, prefer, require, verify-ca,
     # verify-full), the root certificate to check the server with, and this machine's certificate and key.
@@ -310,81 +324,6 @@ class Settings:
         """A copy with ``values`` applied as the harness layer."""
         return _apply(self, values, "harness")
 
-
-# What each setting means, in one line for ``endless config`` (a test keeps one for every field).
-MEANINGS: dict[str, str] = {
-    "line_budget": "bytes of one summary line",
-    "line_accept_ratio": "a written line is accepted up to this many times line_budget",
-    "line_retry_ratio": "a retry asks for this share of line_budget",
-    "view_ceiling": "largest view in bytes (scaled down to a smaller model window)",
-    "view_floor": "a view that reached the ceiling is merged back down to this many bytes",
-    "view_shrink_slack": "bytes a shrinking view may stay over its floor",
-    "shrink_replan_share": "share of awaited parents built before a long shrink is re-planned",
-    "writer_view_floor": "smallest view the writer reads, in bytes",
-    "writer_view_ceiling": "largest view the writer reads, in bytes",
-    "smallest_window_tokens": "the smallest model window Endless serves, in tokens",
-    "writer_calls": "writer calls running at once",
-    "unwritten_ahead": "unwritten lines the writer may have ahead of the view",
-    "tries_per_line": "tries per line in one content round",
-    "content_rounds": "rounds of checks before the offline writer writes a line",
-    "lines_per_call": "most lines one writer call writes",
-    "retry_seconds": "seconds before a failed writer call is tried again",
-    "writer_failing_notice_seconds": "seconds without an answered writer call before the chat shows one notice",
-    "call_timeout_seconds": "seconds a writer call may take",
-    "writer_poll_seconds": "seconds between the writer pool's looks for new work",
-    "cache_warm_seconds": "seconds a provider's prompt cache is taken to stay warm",
-    "rate_limit_backoff_max": "longest wait in seconds after a rate limit",
-    "spend_cap_per_day": "USD the writer may spend per memory and day (not set: no cap)",
-    "writer_route": "the model that writes lines, as JSON (not set: each chat's own)",
-    "reasoning_effort": "reasoning effort of writer calls (lowest: the least the route offers)",
-    "turn_wait_seconds": "most seconds a turn waits for the writer before going on with a shorter head",
-    "turn_stall_seconds": "a waiting turn goes on once the writer stores no line for this long",
-    "reply_room_tokens": "tokens kept for the reply when the harness names none",
-    "recent_block_bytes": "bytes of recent messages shown word for word",
-    "long_turn_fraction": "a turn past this share of the window refreshes its head",
-    "default_window_tokens": "the model window in tokens when the harness does not say",
-    "granularity": "what one logged message is: a whole turn's parts (turn) or each step (step)",
-    "result_cap_chars": "characters of one tool result kept in a trace",
-    "trace_cap_chars": "characters of one turn's trace",
-    "message_split_chars": "a message longer than this is logged in parts",
-    "writer_result_keep_chars": "characters the writer reads from each end of a tool result",
-    "writer_input_keep_chars": "characters the writer reads from each end of a tool message",
-    "zoom_page_chars": "characters on one zoom page",
-    "regex_seconds": "seconds a pattern search may run",
-    "search_hits_tool": "hits on one page of the recall_search tool",
-    "search_hits_rpc": "most hits of one RPC or CLI search",
-    "recall_search": "whether the chat model is offered the recall_search tool",
-    "redact_secrets": "replace API keys, tokens, private keys and passwords by [redacted: kind] before a message is kept",
-    "capture_subagents": "capture a Claude Code session's sub-agents as chats of their own (false: leave them out)",
-    "import_catch_up": "after an import, write its lines (here when quick, else in a background endless catch-up)",
-    "forget_after_days": "messages older than this many days are forgotten automatically (not set: kept forever)",
-    "lease_renew_seconds": "seconds between renewals of the writer lease",
-    "lease_expiry_seconds": "a writer lease not renewed for this long is taken over",
-    "settle_poll_seconds": "seconds between looks while waiting for the memory to settle",
-    "agent_name": "the agent's name in the lines",
-    "person_tag": "the person's tag in the lines",
-    "home": "where memories live (ENDLESS_HOME; not set: the XDG data dir + /endless)",
-    "store": "where memories are kept: empty for files under home, or a postgresql:// URL (password never shown)",
-    "store_sslmode": "TLS to the PostgreSQL store: disable, allow, prefer, require, verify-ca or verify-full (empty: the URL's, else libpq's default)",
-    "store_sslrootcert": "the root certificate file the PostgreSQL store's server certificate is checked with",
-    "store_sslcert": "this machine's client certificate file for the PostgreSQL store",
-    "store_sslkey": "the private key file of that client certificate",
-    "store_copy_chunk_bytes": "bytes one step of `endless store copy` moves (one transaction or one fsynced write)",
-    "rpc_port": "port of the host RPC and History page on 127.0.0.1",
-    "hermes_transcript_messages": "Hermes's own transcript is compacted in place past this many messages",
-    "rpc_body_bytes": "largest RPC request body in bytes",
-    "rpc_request_seconds": "an RPC request still running after this is answered endless/timeout",
-    "rpc_header_seconds": "an RPC connection whose request line and headers take longer is closed",
-    "rpc_body_seconds": "an RPC request whose body takes longer to arrive is refused (408)",
-    "rpc_connections_per_client": "open RPC connections one local user may hold (past it: 503)",
-    "rpc_page_token_seconds": "a History page address expires if not opened within this",
-    "rpc_search_workers": "search worker processes of the RPC (0: one less than the CPUs)",
-    "rpc_search_nice": "niceness of the search workers",
-    "rpc_search_queue": "searches and history pages that may wait before the RPC answers endless/busy",
-    "history_limit": "turns on a history page when none is asked for",
-    "history_limit_max": "most turns on a history page",
-    "history_page_bytes": "a history page stops before this many bytes of JSON",
-}
 
 _ENV_PREFIX = "ENDLESS_"
 _NOT_SETTINGS = {"sources"}

@@ -94,7 +94,7 @@ async def wait_for_room(memory: Memory, limit: float | None = None,
             await memory.settle(lambda m: m.lines_built != built, min(remaining, settings.turn_stall_seconds))
         else:
             await memory.settle(lambda m: m.lines_built != built or interrupted(),
-                                min(remaining, settings.turn_stall_seconds))
+                                min(remaining, settings.turn_stall_seconds), poll=settings.settle_poll_seconds)
             if interrupted():
                 return fits(memory)
         if memory.lines_built == built:

@@ -2,7 +2,10 @@
 paging while turns arrive, two processes, and a SIGKILL in the middle of a catch-up.
 
 The index is derived data: every test that damages or removes it checks that
-the next search finds exactly what the log holds, each message once.
+the next search finds exactly what the log holds, each message once.  The
+tests of what a search finds run on both stores (``store``: the files' SQLite
+index, and a PostgreSQL memory's ``tsvector`` rows); those of the SQLite file
+itself run on the files.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ DAY = 86_400.0
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _open(root: Path, settings: Settings | None = None) -> Memory:
-    return Memory.open(workspace_key(None, root / "ws"), root=root / "root", settings=settings or Settings())
+def _open(root: Path, settings: Settings | None = None, store: str = "") -> Memory:
+    settings = (settings or Settings()).replace(store=store)
+    return Memory.open(workspace_key(None, root / "ws"), root=root / "root", settings=settings)
 
 
 def _add(memory: Memory, text: str, kind: str = "user", title: str = "Chat", session: str = "s1",
@@ -58,10 +62,16 @@ def utc(monkeypatch):
     time.tzset()
 
 
+@pytest.fixture(params=["files", "postgres"])
+def store(request) -> str:
+    """The store setting of each backend (the search behaviour is the same on both)."""
+    return "" if request.param == "files" else request.getfixturevalue("pg_store_url")
+
+
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path, store):
     """A small project history with the facts a person would later ask about, among distractors."""
-    memory = _open(tmp_path)
+    memory = _open(tmp_path, store=store)
     facts = {
         "db": _add(memory, "For billing we settled on Postgres, because we need real transactions "
                            "and the team already runs it."),
@@ -115,8 +125,8 @@ def test_kind_and_chat_filters(project):
         _ids(memory, "dashboard", kind="robot")
 
 
-def test_time_filters_take_dates_and_times(tmp_path, utc):
-    memory = _open(tmp_path)
+def test_time_filters_take_dates_and_times(tmp_path, utc, store):
+    memory = _open(tmp_path, store=store)
     old = _add(memory, "the kiwi harvest plan", at=BASE)
     mid = _add(memory, "the kiwi harvest moved", at=BASE + 2 * DAY)
     new = _add(memory, "the kiwi harvest is done", at=BASE + 5 * DAY)
@@ -133,8 +143,8 @@ def test_time_filters_take_dates_and_times(tmp_path, utc):
     memory.close()
 
 
-def test_summary_lines_are_their_own_scope(tmp_path):
-    memory = _open(tmp_path, Settings(line_budget=96))
+def test_summary_lines_are_their_own_scope(tmp_path, store):
+    memory = _open(tmp_path, Settings(line_budget=96), store)
     long_one = "word " * 60 + "about the aviary"
     first = _add(memory, long_one)
     second = _add(memory, "filler " * 40 + "nothing more")
@@ -155,11 +165,11 @@ def test_summary_lines_are_their_own_scope(tmp_path):
     before = [(h.id, h.count) for h in search.search(search.corpus_of(memory), "aviary short", 0, 10, 5.0,
                                                      scope="lines").hits]
     memory.search_index.close()
-    memory.search_index.path.unlink()
+    memory.search_index.set_aside()
     rebuilt = [(h.id, h.count) for h in search.search(search.corpus_of(memory), "aviary short", 0, 10, 5.0,
                                                       scope="lines").hits]
     assert rebuilt == before and len(before) == 2
-    assert memory.search_index.db().execute("SELECT count(*) FROM line").fetchone()[0] == 3
+    assert len(memory.search_index.line_keys()) == 3
     # a pattern over summary lines: the written ones, latest first; with both, messages too
     lines = search.search(search.corpus_of(memory), "/aviary\\W+\\w+/", 0, 10, 5.0, scope="lines").hits
     assert [(h.kind, h.id, h.count, h.snippet[h.marks[0][0]:h.marks[0][1]]) for h in lines] == [
@@ -175,8 +185,8 @@ def test_summary_lines_are_their_own_scope(tmp_path):
     memory.close()
 
 
-def test_hits_say_which_view_line_covers_them(tmp_path):
-    memory = _open(tmp_path, Settings(line_budget=96))
+def test_hits_say_which_view_line_covers_them(tmp_path, store):
+    memory = _open(tmp_path, Settings(line_budget=96), store)
     for k in range(8):
         _add(memory, f"pelican sighting number {k}")
     hits = search.search(search.corpus_of(memory), "pelican", 0, 20, 5.0).hits
@@ -187,8 +197,8 @@ def test_hits_say_which_view_line_covers_them(tmp_path):
     memory.close()
 
 
-def test_paging_stays_stable_while_turns_arrive(tmp_path):
-    memory = _open(tmp_path)
+def test_paging_stays_stable_while_turns_arrive(tmp_path, store):
+    memory = _open(tmp_path, store=store)
     for k in range(60):
         _add(memory, f"orchard report {k}" + " apples" * (k % 7))
     corpus = search.corpus_of(memory)

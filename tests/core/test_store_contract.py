@@ -191,6 +191,49 @@ def test_a_durable_mark_is_whole_and_a_bad_name_changes_nothing(opener: Opener) 
     store.close()
 
 
+def test_the_forget_registry_is_read_by_another_handle_in_order_each_entry_once(opener: Opener) -> None:
+    one, two = opener(_Clock()), opener(_Clock())
+    assert one.forgets.read(0) == ([], 0)
+    one.forgets.add("op-a", b'{"op":"op-a","ids":[3]}\n')
+    one.forgets.add("op-b", b'{"op":"op-b","ids":[5,6]}\n')
+    assert one.forgets.holds("op-a")
+    entries, after = two.forgets.read(0)
+    assert [e.strip() for e in entries] == [b'{"op":"op-a","ids":[3]}', b'{"op":"op-b","ids":[5,6]}']
+    assert two.forgets.holds("op-b") and not two.forgets.holds("op-c")
+    assert two.forgets.read(after) == ([], after)  # nothing new since
+    one.forgets.add("op-c", b'{"op":"op-c","ids":[9]}\n')
+    more, _ = two.forgets.read(after)
+    assert [e.strip() for e in more] == [b'{"op":"op-c","ids":[9]}']
+    one.close()
+    two.close()
+
+
+def test_an_append_made_durable_is_read_whole_and_a_telling_store_wakes_the_other_handle(opener: Opener) -> None:
+    """What ``Memory`` does around a commit: append under the lock, ``durable()`` after it; the batch is
+    then read whole by another handle.  A store that tells of changes (``watch``) wakes the other
+    handle's waiter at the append; the files tell nobody (their waiters poll)."""
+    one, two = opener(_Clock()), opener(_Clock())
+    told = threading.Event()
+    listening = two.watch(told.set)
+    if isinstance(two, FileStore):
+        assert listening is False
+    else:
+        assert listening or told.wait(30)  # (told once its listening starts)
+        assert two.watch(told.set)
+        told.clear()
+    with one.lock:
+        one.log.catch_up(True)
+        batch = _batch(one, [["durable, then acknowledged"]])
+        one.log.add(batch.lines, batch.infos, True)
+    one.durable()
+    if not isinstance(two, FileStore):
+        assert told.wait(30)
+    two.log.catch_up(False)
+    assert two.log.total == 1 and two.log.message(0).text == "durable, then acknowledged"
+    one.close()
+    two.close()
+
+
 def test_a_journal_keeps_a_turn_in_progress_message_by_message(opener: Opener) -> None:
     store = opener(_Clock())
     turn = store.journal("s1", "Chat", lambda m: Message(m.kind, m.text.replace("hunter2", "[secret]"), m.at))

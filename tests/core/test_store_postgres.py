@@ -39,7 +39,8 @@ def _machine(tmp_path: Path, url: str, name: str, clock=time.time, memory: str =
 
 
 def _commit(store: PostgresStore, words: list[str], session: str) -> TurnInfo:
-    """One turn committed as ``Memory`` does: under the lock, caught up, placed after what is there."""
+    """One turn committed as ``Memory`` does: under the lock, caught up, placed after what is there,
+    then made durable once the lock is released."""
     with store.lock:
         store.log.catch_up(True)
         turn, first = store.log.turns, store.log.total
@@ -50,6 +51,7 @@ def _commit(store: PostgresStore, words: list[str], session: str) -> TurnInfo:
                                 messages=messages, turn=turn, first=first)
         info = TurnInfo(turn, first, len(messages), session, "Chat", COMPLETED, at, tid)
         store.log.add([line], [info], True)
+    store.durable()  # (after the lock, as Memory does: acknowledged once on the server's disk)
     return info
 
 
@@ -263,22 +265,143 @@ def test_a_server_crash_mid_session_says_so_and_loses_nothing_acknowledged(tmp_p
     two.close()
 
 
-def test_a_forget_is_refused_until_it_reaches_every_machine(tmp_path, pg_store_url):
-    from endless.core.errors import MemoryUseError
-    from endless.core.privacy import forget
+SMALL = {"line_budget": 96, "view_ceiling": 2500, "view_floor": 1250, "view_shrink_slack": 600,
+         "writer_view_ceiling": 1000, "writer_view_floor": 500}
 
+
+def _pieces(text: str) -> set[bytes]:
+    return {text[k:k + 12].encode("utf-8") for k in range(len(text) - 11)}
+
+
+def _found(paths, text: str) -> list[str]:
+    """The files among ``paths`` holding any 12-character piece of ``text``."""
+    wanted = _pieces(text)
+    return [str(path) for path in paths if path.is_file() and any(p in path.read_bytes() for p in wanted)]
+
+
+def _relation_files(pg_cluster, url: str) -> list[Path]:
+    """Every file of the database's relations (heaps, TOAST, indexes), written out first (a checkpoint)."""
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute("CHECKPOINT")
+        oid = admin.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()[0]
+    return sorted((pg_cluster.data / "base" / str(oid)).glob("*"))
+
+
+def _built(tmp_path: Path, url: str, secret: str, name: str = "laptop") -> Memory:
+    """A memory of 24 turns on one machine, every line written (the offline writer), turn 9 holding ``secret``."""
+    import asyncio
+
+    from endless.core.store.turns import TurnRecord
+    from endless.writer.pool import WriterPool
+
+    memory = Memory.open(workspace_key(None, str(tmp_path / "project")), root=tmp_path / name,
+                         settings=Settings(store=url, **SMALL))
+    memory.commit_turns([TurnRecord("c1", "Garden", [
+        Message("user", secret if t == 9 else f"turn {t}: the tomatoes in bed {t % 7} need water", 1.79e9 + t),
+        Message("reply", f"noted for bed {t % 7}, turn {t}", 1.79e9 + t)], at=1.79e9 + t) for t in range(24)])
+    asyncio.run(WriterPool(memory, lambda route: None).run(until_idle=True))
+    return memory
+
+
+def test_a_forget_reaches_every_machine_and_the_databases_own_files(tmp_path, pg_cluster, pg_store_url):
+    """One transaction forgets on the laptop; the desktop, open all along, answers with the tombstone at once,
+    its copy of the log and its side copies hold no piece of the words, and neither does any file of the
+    database (heaps, TOAST, the GIN index) once the forget's VACUUM FULL ran."""
+    from endless.core import lookback
+    from endless.core.privacy import forget
+    from endless.core.search import finder
+
+    secret = f"my locker code is {os.urandom(4).hex()} and the alarm word is Wombat-{os.urandom(3).hex()}"
+    laptop = _built(tmp_path, pg_store_url, secret)
+    target = 18
+    assert laptop.message(target).text == secret
+    desktop = Memory.open(laptop.key, root=tmp_path / "desktop", settings=laptop.settings)
+    assert [h.id for h in finder.search(finder.corpus_of(desktop), "Wombat locker", 0, 5, 10.0).hits] == [target]
+    turn = desktop.journal("c9", "Desktop chat")  # a turn in progress on the desktop quotes it
+    turn.add("user", f"remember: {secret}", 2e9)
+    assert _found((desktop.folder / "pg").rglob("*"), secret) and _found(desktop.folder.rglob("*.jsonl"), secret)
+    assert _found(_relation_files(pg_cluster, pg_store_url), secret)  # (the test sees it before)
+
+    outcome = forget.forget(laptop, forget.select(laptop, query="alarm word is wombat"))
+    assert outcome.ids == [target] and outcome.nodes >= 3
+
+    for machine in (laptop, desktop):  # each answers after catching up, as every answer begins
+        assert lookback.zoom(machine, target, 1).startswith(f"{target}+0|you: (forgotten on ")
+        assert finder.search(finder.corpus_of(machine), "Wombat", 0, 5, 10.0).hits == []
+        assert finder.search(finder.corpus_of(machine), "tomatoes", 0, 5, 10.0).hits
+        assert _found(machine.folder.rglob("*"), secret) == [], machine.folder
+    assert _found(_relation_files(pg_cluster, pg_store_url), secret) == []
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:  # nor the planner's statistics
+        assert admin.execute("SELECT count(*) FROM pg_statistic s JOIN pg_class c ON c.oid = s.starelid "
+                             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
+                             "s.stakind1 + s.stakind2 + s.stakind3 + s.stakind4 + s.stakind5 > 0 AND "
+                             "(s.stavalues1::text ILIKE '%%wombat%%' OR s.stavalues2::text ILIKE '%%wombat%%' OR "
+                             "s.stavalues3::text ILIKE '%%wombat%%')", (laptop.store.db.schema,)).fetchone()[0] == 0
+    turn.commit()
+    desktop.close()
+    laptop.close()
+    with Memory.open(laptop.key, root=tmp_path / "laptop", settings=laptop.settings) as again:
+        assert again.message(target).text.startswith("(forgotten on ") and again.reports == []
+
+
+def test_forget_after_days_forgets_the_old_turns_on_every_machine(tmp_path, pg_store_url):
+    from endless.core.privacy import forget
+    from endless.core.search import finder
+
+    now = [2_000_000_000.0]
+    settings = Settings(store=pg_store_url, forget_after_days=1.0)
     key = workspace_key(None, str(tmp_path / "project"))
-    settings = Settings(store=pg_store_url)
-    with Memory.open(key, root=tmp_path / "laptop", settings=settings) as memory:
-        memory.commit_turn("s", "Chat", [Message("user", "my locker code is 4417", 1.0)])
-    with Memory.open(key, root=tmp_path / "desktop", settings=settings) as other:
-        assert other.message(0).text == "my locker code is 4417"  # the desktop has it in its search index too
-    with Memory.open(key, root=tmp_path / "laptop", settings=settings) as memory:
-        with pytest.raises(MemoryUseError, match="nothing was forgotten"):
-            forget.forget(memory, [0])
-        assert memory.message(0).text == "my locker code is 4417" and not memory.log.forgotten
-        with Memory.open(key, root=tmp_path / "laptop", settings=settings.replace(forget_after_days=1.0)) as aged:
-            assert forget.retention(aged) is None and aged.message(0).text.endswith("4417")
+    with Memory.open(key, root=tmp_path / "laptop", settings=settings, clock=lambda: now[0]) as memory:
+        start = now[0]
+        for k, at in enumerate((start - 5 * 86_400, start - 3 * 86_400, start - 3600)):
+            now[0] = at  # (a turn's time is the memory's clock at its commit)
+            memory.commit_turn("s", "Chat", [Message("user", f"turn {k} about the heron pond", at)])
+        now[0] = start
+        outcome = forget.retention(memory)
+        assert outcome is not None and outcome.ids == [0, 1]
+    with Memory.open(key, root=tmp_path / "desktop", settings=settings, clock=lambda: now[0]) as other:
+        assert [other.message(i).text.startswith("(forgotten on ") for i in range(3)] == [True, True, False]
+        assert [h.id for h in finder.search(finder.corpus_of(other), "heron", 0, 5, 10.0).hits] == [2]
+
+
+@pytest.mark.parametrize("stop", ["in-transaction", "committed"])
+def test_a_forget_killed_inside_its_transaction_changed_nothing_and_after_it_is_whole(tmp_path, pg_cluster,
+                                                                                       pg_store_url, stop):
+    """SIGKILL of the forgetting process inside its transaction: nothing forgotten (the database rolled it
+    back), and forgetting again works; after its commit: forgotten everywhere, and the next open runs the
+    rewrite the dead process left due."""
+    import harness
+    from endless.core.privacy import forget
+    from endless.core.search import finder
+
+    secret = f"the safe opens with {os.urandom(4).hex()} then Pelican-{os.urandom(3).hex()}"
+    memory = _built(tmp_path, pg_store_url, secret)
+    mid, key, settings, target = memory.memory_id, memory.key, memory.settings, 18
+    memory.close()
+    proc = harness.spawn("forget_child.py", "forget", str(tmp_path / "laptop"), mid,
+                         orjson.dumps({"store": pg_store_url, **SMALL}).decode(), str(target), stop,
+                         stderr_path=tmp_path / "child.err")
+    reader = harness.LineReader(proc.stdout.fileno())
+    try:
+        while True:
+            line = reader.readline(60)
+            assert line is not None, (tmp_path / "child.err").read_text()
+            if orjson.loads(line).get("step") == stop:
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    with Memory.open(key, settings=settings, root=tmp_path / "desktop") as other:
+        hits = [h.id for h in finder.search(finder.corpus_of(other), "Pelican", 0, 5, 10.0).hits]
+        if stop == "in-transaction":
+            assert other.message(target).text == secret and hits == [target]
+            assert forget.forget(other, [target]).ids == [target]
+        else:
+            assert other.message(target).text.startswith("(forgotten on ") and hits == []
+    assert _found(_relation_files(pg_cluster, pg_store_url), secret) == []
+    with Memory.open(memory_id=mid, settings=settings, root=tmp_path / "laptop") as laptop:
+        assert laptop.message(target).text.startswith("(forgotten on ")
+        assert _found(laptop.folder.rglob("*"), secret) == []
 
 
 def test_machines_as_real_processes_commit_at_once_into_one_order(tmp_path, pg_store_url):
@@ -322,6 +445,7 @@ def test_a_local_copy_of_another_stream_is_made_again_and_a_longer_one_is_refuse
     _commit(one, ["first life"], "s")
     one.close()
     admin = psycopg.connect(pg_store_url, autocommit=True)
+    admin.execute(f"SET search_path TO {one.db.schema}")  # (the memory's own schema)
     for table in ("endless_bytes", "endless_streams"):  # the memory removed and made again in the database
         admin.execute(f"DELETE FROM {table} WHERE memory = 'memory'")
     again = _machine(tmp_path, pg_store_url, "one")  # the same local folder, a new stream
@@ -396,3 +520,203 @@ def test_two_machines_alternating_turns_see_each_others_lines_and_keep_their_vie
         assert 1 <= batches <= 6, batches  # the sawtooth ran, and rarely: every other head read the cache
         assert sum(s["prefix"] for s in seen) >= len(seen) - batches
         assert seen[-1]["others"] > 0, name  # lines the other machine wrote, in this machine's view
+
+
+def test_a_machine_waiting_for_a_turn_is_woken_by_the_database_not_by_polling(tmp_path, pg_store_url):
+    """Machine B settles on "a new turn" with polling set to every 600 s; machine A's commit wakes it at once
+    (LISTEN/NOTIFY): the wait takes a fraction of a second, far below the poll and the 120 s timeout."""
+    project = str(tmp_path / "project")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_STORE": pg_store_url,
+           "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    env.pop("ENDLESS_HOME", None)
+    key = workspace_key(None, project)
+    settings = Settings(store=pg_store_url)
+    with Memory.open(key, root=tmp_path / "machine-a", settings=settings) as memory:
+        memory.commit_turn("s", "Chat", [Message("user", "the first turn", 1.0)])
+        waiter = subprocess.Popen([sys.executable, str(REPO / "tests" / "procs" / "pg_waiter.py"),
+                                   str(tmp_path / "machine-b"), project], stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert waiter.stdout.readline().split() == ["waiting", "1"]
+            memory.commit_turn("s", "Chat", [Message("user", "a turn from machine A", 2.0),
+                                             Message("reply", "heard on machine B", 2.0)])
+            said, _ = waiter.communicate(timeout=120)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+    assert waiter.returncode == 0
+    word, total, seconds = said.split()
+    assert (word, total) == ("woke", "3")
+    assert float(seconds) < 10.0  # (a poll would have taken 600 s: the test's timeout ends it first)
+
+
+def _turns_child(tmp_path: Path, url: str, home: str, project: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_STORE": url, "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    env.pop("ENDLESS_HOME", None)
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "procs" / "pg_turns.py"), str(tmp_path / home),
+                             project], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _say(proc: subprocess.Popen, line: str) -> None:
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def test_the_server_killed_mid_commit_loses_nothing_acknowledged_and_the_turn_is_committed_after(
+        tmp_path, pg_cluster, pg_store_url):
+    """A real machine's chat commits; the server is killed while a commit's transaction has written the
+    turn's bytes and not committed (held there by a trigger the test adds), then restarted.  The chat gets
+    a clear error naming the store (its password masked) and what to do; every acknowledged turn is there,
+    the cut one is not half there; the chat's next open commits it from its journal, once."""
+    url = pg_store_url.replace("postgres@", "postgres:pw-s3cr3t@")  # (trust: the password is not checked)
+    project = str(tmp_path / "project")
+    chat = _turns_child(tmp_path, url, "chat-home", project)
+    acknowledged = []
+    for k in range(3):
+        _say(chat, f"turn before the crash {k}")
+        word, tid = chat.stdout.readline().split()
+        assert word == "ok"
+        acknowledged.append(tid)
+    schema = PostgresStore(tmp_path / "probe" / "memories" / workspace_key(None, project).memory_id, "turn",
+                           Settings(store=url), time.time).db.schema
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f"CREATE FUNCTION {schema}.stall() RETURNS trigger LANGUAGE plpgsql AS "
+                      "$$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$")
+        admin.execute(f"CREATE TRIGGER stall AFTER INSERT ON {schema}.endless_bytes FOR EACH ROW "
+                      f"WHEN (NEW.stream = 'log') EXECUTE FUNCTION {schema}.stall()")
+        admin.execute("SELECT pg_advisory_lock(4242)")
+        _say(chat, "turn the turn cut by the crash")
+        waiting = []
+        for _ in range(600):  # until the chat's transaction waits inside the trigger (its bytes written)
+            waiting = admin.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 "
+                                    "AND NOT granted").fetchall()
+            if waiting:
+                break
+            admin.execute("SELECT pg_sleep(0.05)")
+        assert waiting
+        pg_cluster.stop("immediate")  # the server dies mid-commit: no shutdown, recovery at the next start
+    try:
+        said = chat.stdout.readline().strip()
+    finally:
+        pg_cluster.start()
+    assert said.startswith("error the memory store postgresql://postgres:***@127.0.0.1:") and "pw-s3cr3t" not in said
+    assert "Nothing that was acknowledged is lost" in said
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f"DROP TRIGGER stall ON {schema}.endless_bytes")
+    with Memory.open(workspace_key(None, project), root=tmp_path / "other-machine", settings=Settings(store=url)) as m:
+        assert [m.turn(t).tid for t in range(m.turns)] == acknowledged  # each once, in order; nothing of the cut one
+    _say(chat, "quit")  # the chat stops (its turn's journal stays, as a process killed mid-turn leaves it)
+    _, err = chat.communicate(timeout=60)
+    assert chat.returncode == 0 and "pw-s3cr3t" not in err
+    chat = _turns_child(tmp_path, url, "chat-home", project)  # its next start commits the cut turn, once
+    _say(chat, "turn after the restart")
+    word, tid = chat.stdout.readline().split()
+    assert word == "ok"
+    _say(chat, "quit")
+    chat.communicate(timeout=60)
+    with Memory.open(workspace_key(None, project), root=tmp_path / "other-machine", settings=Settings(store=url)) as m:
+        turns = [m.turn(t) for t in range(m.turns)]
+        assert [t.tid for t in turns[:3]] == acknowledged and turns[4].tid == tid and len(turns) == 5
+        assert turns[3].status == "interrupted"
+        assert [m.message(turns[3].first + k).text for k in range(2)] == ["the turn cut by the crash",
+                                                                          "noted: the turn cut by the crash"]
+
+
+def test_a_memory_is_readable_only_by_its_own_role(tmp_path, pg_cluster, pg_store_url):
+    """Alice's memory lives in a schema only her role can use: Bob, who may make memories of his own in the
+    same database, is refused hers with what to do, and reads nothing of it directly either, until an admin
+    grants him her role."""
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        for role in ("alice", "bob"):
+            admin.execute(f"DROP ROLE IF EXISTS {role}_{tmp_path.name[-6:]}")
+        alice, bob = f"alice_{tmp_path.name[-6:]}", f"bob_{tmp_path.name[-6:]}"
+        for role in (alice, bob):
+            admin.execute(f"CREATE ROLE {role} LOGIN")
+            admin.execute(f"GRANT CREATE ON DATABASE postgres TO {role}")
+    as_alice = pg_store_url.replace("postgres@", f"{alice}@")
+    as_bob = pg_store_url.replace("postgres@", f"{bob}@")
+    key = workspace_key(None, str(tmp_path / "project"))
+    with Memory.open(key, root=tmp_path / "alice", settings=Settings(store=as_alice)) as memory:
+        memory.commit_turn("s", "Chat", [Message("user", "alice's private plan", 1.0)])
+        schema = memory.store.db.schema
+    with pytest.raises(StoreUnavailable) as caught:
+        Memory.open(key, root=tmp_path / "bob", settings=Settings(store=as_bob))
+    said = str(caught.value)
+    assert f"refused {bob}" in said and f"GRANT {alice} TO {bob}" in said and schema in said
+    with psycopg.connect(as_bob, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT data FROM {schema}.endless_bytes")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT tsv FROM {schema}.endless_words")
+    with Memory.open(workspace_key(None, str(tmp_path / "bobs")), root=tmp_path / "bob",
+                     settings=Settings(store=as_bob)) as own:  # his own memories work
+        own.commit_turn("s", "Chat", [Message("user", "bob's own", 1.0)])
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f"GRANT {alice} TO {bob}")
+    with Memory.open(key, root=tmp_path / "bob", settings=Settings(store=as_bob)) as memory:
+        assert memory.message(0).text == "alice's private plan"
+
+
+def test_no_command_shows_or_logs_the_stores_password(tmp_path, pg_cluster, pg_store_url):
+    """The password of ENDLESS_STORE appears in no output and no file of any command a person runs on a
+    memory kept in PostgreSQL (trust authentication: the server takes the password without checking it),
+    nor when the server refuses the connection."""
+    secret = "Pw-9f2c7e1d-kestrel"
+    url = pg_store_url.replace("postgres@", f"postgres:{secret}@")
+    refused = f"postgresql://postgres:{secret}@127.0.0.1:{pg_cluster.port + 1}/postgres?connect_timeout=3"
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_HOME": str(tmp_path / "home"), "ENDLESS_STORE": url,
+           "ENDLESS_CONFIG": str(tmp_path / "none.toml")}
+    source = tmp_path / "chat.jsonl"
+    source.write_bytes(orjson.dumps({"role": "user", "content": "plant the tulips in october", "at": 1.76e9}) + b"\n")
+    mid = workspace_key(None, str(workspace)).memory_id
+    said = []
+    for args, store, code in ((["import", "--workspace", str(workspace), str(source)], url, 0),
+                              (["config"], url, 0), (["memories"], url, 0), (["memories", "--json"], url, 0),
+                              (["search", "tulips", "--memory", mid], url, 0), (["history", "--memory", mid], url, 0),
+                              (["doctor"], url, None), (["search", "tulips", "--memory", mid], refused, None),
+                              (["memories"], refused, None), (["doctor"], refused, None)):
+        done = subprocess.run([sys.executable, "-m", "endless.cli", *args], capture_output=True, text=True,
+                              timeout=120, env={**env, "ENDLESS_STORE": store})
+        assert code is None or done.returncode == code, (args, done.stderr)
+        assert "Traceback" not in done.stderr, (args, done.stderr)
+        said.append((args, done.stdout + done.stderr))
+    assert [args for args, text in said if secret in text] == []
+    assert any("postgres:***@" in text for _, text in said)  # the store is named, masked
+    assert _found((tmp_path / "home").rglob("*"), secret) == [] and _found(tmp_path.glob("*.log"), secret) == []
+
+
+def test_a_common_word_is_ranked_a_stretch_of_the_newest_messages_at_a_time(tmp_path, pg_store_url):
+    """Past the OR tier's cap a word's rows are ranked newest stretch first (PgSearchIndex.ranked): the
+    messages holding every word still come first, the rest of a page comes from the newest messages, and
+    pages of a longer list are the same hits in the same order (the pin to the first page's messages)."""
+    from endless.core.search import finder
+    from endless.core.search.pg_words import STRETCH
+    from endless.core.settings import STORE_SEARCH_WINDOW_ROWS
+    from endless.core.store.turns import TurnRecord
+
+    size = 2 * STRETCH + 3000
+    planted = {1_000, 9_000, 17_000}
+    # (older messages say "heron" twice: ranked whole, they would come first; by stretches, the newest do)
+    texts = [("pelican heron " if k in planted else ("heron heron " if k < 2 * STRETCH else "heron pond ")
+              if k % 3 == 0 else "") + f"note {k}" for k in range(size)]
+    with Memory.open(workspace_key(None, str(tmp_path / "ws")), root=tmp_path / "home",
+                     settings=Settings(store=pg_store_url)) as memory:
+        for start in range(0, size, 5_000):
+            memory.commit_turns([TurnRecord("s", "Birds", [Message("user", text, 1.7e9 + start + k)])
+                                 for k, text in enumerate(texts[start:start + 5_000])], sync=False, plan=False)
+        docs = memory.search_index.term_docs(["heron"])
+        assert docs["heron"] > STORE_SEARCH_WINDOW_ROWS  # (so its rows are ranked a stretch at a time)
+        whole = finder.search(finder.corpus_of(memory), "heron pelican", 0, 60, 30.0)
+        ids = [h.id for h in whole.hits]
+        assert sorted(ids[:3]) == sorted(planted)  # every word first, wherever they are
+        rest = ids[3:]
+        assert all(texts[i].startswith("heron") for i in rest) and len(rest) == 57
+        assert min(rest) >= 2 * STRETCH  # the rest of the page from the newest stretch
+        first = finder.search(finder.corpus_of(memory), "heron pelican", 0, 20, 30.0)
+        second = finder.search(finder.corpus_of(memory), "heron pelican", 20, 20, 30.0, below=first.below)
+        third = finder.search(finder.corpus_of(memory), "heron pelican", 40, 20, 30.0, below=first.below)
+        assert [h.id for h in first.hits + second.hits + third.hits] == ids  # the same hits, the same order

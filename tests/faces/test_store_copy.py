@@ -64,11 +64,18 @@ def _imported(env: dict, workspace: Path, tmp_path: Path, turns: int, words: str
 
 
 def _stream(url: str, stream: str = "log") -> tuple[int, bytes]:
+    """The stream as the database holds it, read from the one memory's schema (nothing: none there yet)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        end = conn.execute("SELECT coalesce(max(end_offset), 0) FROM endless_streams WHERE stream = %s",
+        prefix = conn.execute("SELECT current_schema()").fetchone()[0]
+        schemas = [name for (name,) in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname ~ %s",
+                                                    (f"^{prefix}_[0-9a-f]{{16}}$",))]
+        if not schemas or not conn.execute("SELECT to_regclass(%s)", (f"{schemas[0]}.endless_streams",)).fetchone()[0]:
+            return 0, b""
+        (schema,) = schemas
+        end = conn.execute(f"SELECT coalesce(max(end_offset), 0) FROM {schema}.endless_streams WHERE stream = %s",
                            (stream,)).fetchone()[0]
         data = b"".join(bytes(r[0]) for r in conn.execute(
-            "SELECT data FROM endless_bytes WHERE stream = %s ORDER BY at", (stream,)))
+            f"SELECT data FROM {schema}.endless_bytes WHERE stream = %s ORDER BY at", (stream,)))
     return end, data
 
 

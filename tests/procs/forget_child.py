@@ -1,7 +1,7 @@
 """A child for the forget tests: forgets (reporting each durable step), commits turns, searches or reads.
 
 ``forget ROOT MID SETTINGS ID STOP [WORDS]``: forget message ID (or what WORDS match), printing each step of
-:mod:`endless.core.privacy.forget`; at step number STOP (if not -1) it waits on stdin,
+:mod:`endless.core.privacy.forget`; at step number (or name) STOP (if not -1) it waits on stdin,
 so the parent kills it exactly there.  ``commit ROOT MID SETTINGS N``: commit N
 turns, one line each.  ``search ROOT MID SETTINGS N WORDS``: search N times.
 """
@@ -29,12 +29,12 @@ def main() -> None:
     mode, root, mid, settings = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Settings(**json.loads(sys.argv[4]))
     memory = Memory.open(memory_id=mid, settings=settings, root=root)
     if mode == "forget":
-        target, stop = int(sys.argv[5]), int(sys.argv[6])
+        target, stop = int(sys.argv[5]), sys.argv[6]  # (STOP: a step's number, or its name)
         count = [0]
 
         def step(name: str) -> None:
             say(step=name, n=count[0])
-            if count[0] == stop:
+            if stop in (str(count[0]), name):
                 sys.stdin.readline()  # killed here
             count[0] += 1
 

@@ -99,6 +99,34 @@ def drop_index(index: SearchIndex, report: Callable[[str], None]) -> None:
     report("the search index was removed after an interrupted forget; the next search rebuilds it")
 
 
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BLANKED = re.compile(rb'""\s*\Z')
+
+
+def patched_texts(spans: list[tuple[bytes, bytes]]) -> list[str]:
+    """The texts a forget's patches blank, from the bytes they overwrite: ``(old, new)`` per span of the
+    log (a JSON string whose new bytes are ``""`` and spaces) or of the tree (a whole line erased)."""
+    found: list[str] = []
+    for old, new in spans:
+        if new.startswith(b'{"gone":'):
+            try:
+                text = orjson.loads(old).get("text")
+            except (orjson.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(text, str) and text:
+                found.append(text)
+            continue
+        for token in _JSON_STRING.finditer(old):
+            if token.group() != b'""' and _BLANKED.match(new[token.start():token.end()]):
+                try:
+                    text = orjson.loads(token.group())
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(text, str):
+                    found.append(text)
+    return found
+
+
 def scrub(folder: Path, texts: list[str]) -> None:
     """Blank the texts in the folder's side copies in place: each occurrence (as written, JSON-escaped,
     or escaped twice in a quarantined line) becomes spaces, so a JSON string stays one and a line another

@@ -42,6 +42,18 @@ Why it is done this way:
   index files removed, before the redo is written, while the text is in hand:
   a crash then leaves the memory as before, only without a redundant copy.
 
+* **A memory kept in PostgreSQL** forgets in one transaction of the database
+  instead of the redo file's steps (:func:`_apply_at_once`): the registry
+  entry, the patches of the log and the tree, and the search index's rows
+  (deleted by id: its ``tsvector`` rows need no old text).  Killed before its
+  commit, nothing changed; after it, every machine takes the patches and the
+  entry at its next catch-up, which every answer begins with, and first blanks
+  its own side copies with the words its copy of the log still held there
+  (:func:`_scrub_before`).  Then ``VACUUM FULL`` rewrites the tables it changed
+  (:func:`purge_index`): PostgreSQL keeps an updated row's old version, its
+  TOAST chunks and its index keys in its files until a rewrite, and a mark in
+  the database has the next open finish it after a crash.
+
 Everything runs under the memory's change lock; readers never lock, and read
 the registry before the log, so once the registry line exists no reader shows
 the text.
@@ -67,13 +79,13 @@ from endless.core.search import upkeep as index_upkeep
 from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
 from endless.core.store import Stored
+from endless.core.store import REGISTRY
 from endless.core.search import is_damage, line_key
 from endless.core.privacy import spans
 from endless.core.privacy.host import Forgettable
 from endless.core.words import count
 
-REGISTRY = "forgotten.jsonl"
-REDO, PURGE = "forget.{op}.redo", "forget.{op}.purge"  # one of each per forget, by its op
+REDO, PURGE = "forget.{op}.redo", "forget.{op}.purge"  # one of each per forget, by its op (files)
 _log = logging.getLogger("endless.forget")
 
 # Set by the crash test's child to report each durable step (and so be killed between them).
@@ -89,7 +101,7 @@ def unreachable() -> str:
 
 @dataclass
 class _Known:
-    end: int = 0  # bytes of the registry read
+    end: int = 0  # the registry's position read to
     ops: set[str] = field(default_factory=set)
     kept_from: int = 0  # retention: the first turn not known to be past the cutoff
 
@@ -97,24 +109,32 @@ class _Known:
 _known: "weakref.WeakKeyDictionary[Forgettable, _Known]" = weakref.WeakKeyDictionary()
 
 
-def _registry(memory: Forgettable) -> Path:
-    return memory.folder / REGISTRY
-
-
 def catch_up(memory: Forgettable) -> None:
     """Learn of forgets other processes made: tombstones, and erased nodes cleared from the slots."""
-    known = _known.setdefault(memory, _Known())
-    if memory.log.recheck is None:
+    known = _known.get(memory)
+    if known is None:
+        known = _known.setdefault(memory, _Known())
         ref = weakref.ref(memory)
-        memory.log.recheck = lambda: catch_up(ref()) if ref() is not None else None  # type: ignore[arg-type]
-    data, tail = durable.read_complete(_registry(memory), known.end)
-    known.end = tail.complete_end
-    for _, line in durable.iter_lines(data, 0):
+        if memory.log.recheck is None:
+            memory.log.recheck = lambda: catch_up(ref()) if ref() is not None else None  # type: ignore[arg-type]
+        if memory.store.forgets_at_once:  # (files: the one copy is patched by the process that forgets)
+            memory.store.before_patch = lambda spans: _scrub_before(ref(), spans)
+    lines, known.end = memory.store.forgets.read(known.end)
+    for line in lines:
         try:
             entry = orjson.loads(line)
             _learn(memory, entry, known)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             _log.warning("%s: a damaged line in %s was skipped", memory.memory_id, REGISTRY)
+
+
+def _scrub_before(memory: Forgettable | None, spans: list[tuple[bytes, bytes]]) -> None:
+    """A forget made on another machine reaches this machine's side copies (journals, kept messages,
+    the quarantine) before its copy of the log takes the patches: the words are read from the copy's
+    old bytes, the only place this machine still has them."""
+    texts = copies.patched_texts(spans)
+    if memory is not None and texts:
+        copies.scrub(memory.folder, texts)
 
 
 def _learn(memory: Forgettable, entry: dict, known: _Known) -> None:
@@ -200,12 +220,6 @@ def select(memory: Forgettable, *, ids: Iterable[int] = (), turns: Iterable[int]
     return sorted(m for m in chosen if m not in memory.log.forgotten and m < memory.total)
 
 
-def shares_forgets(memory: Forgettable) -> bool:
-    """Whether a forget here reaches every copy of the memory (not yet for the PostgreSQL store, whose
-    other machines keep search indexes and views of their own: issue 31)."""
-    return getattr(getattr(memory, "store", None), "forgets_everywhere", True)
-
-
 def retention(memory: Forgettable) -> Outcome | None:
     """Forget every message older than ``forget_after_days`` (the same forget, with its guarantees).
 
@@ -215,10 +229,6 @@ def retention(memory: Forgettable) -> Outcome | None:
     """
     days = memory.settings.forget_after_days
     if days is None or memory.readonly:
-        return None
-    if not shares_forgets(memory):
-        _log.warning("%s: forget_after_days is not applied to a memory kept in PostgreSQL yet (a forget would not "
-                     "reach the other machines' copies)", memory.memory_id)
         return None
     cutoff = memory.clock() - days * 86_400
     known = _known.setdefault(memory, _Known())
@@ -346,10 +356,6 @@ def forget(memory: Forgettable, ids: list[int], *, dry_run: bool = False, purge:
     thread of its own.
     """
     memory.check_writable()
-    if not dry_run and not shares_forgets(memory):
-        raise MemoryUseError("this memory is kept in PostgreSQL (ENDLESS_STORE), where a forget does not reach "
-                             "the other machines' search indexes and views yet; nothing was forgotten. To forget "
-                             "now, unset ENDLESS_STORE for a memory kept in files")
     start = time.monotonic()
     with memory.lock:
         memory.catch_up(locked=True)
@@ -366,9 +372,12 @@ def forget(memory: Forgettable, ids: list[int], *, dry_run: bool = False, purge:
         plan = _plan(memory, ids, memory.clock(), matched)
         copies.scrub(memory.folder, list(plan.texts.values()) + plan.titles)
         step("scrubbed")
-        durable.replace_file(_marker(memory, REDO, plan.op), orjson.dumps(plan.to_json()))
-        step("redo")
-        written = _apply(memory, plan)
+        if memory.store.forgets_at_once:
+            written = _apply_at_once(memory, plan)
+        else:
+            durable.replace_file(_marker(memory, REDO, plan.op), orjson.dumps(plan.to_json()))
+            step("redo")
+            written = _apply(memory, plan)
         for mid in ids:  # the tombstones' own lines, and the free parents above them
             stored = memory.message(mid)
             if stored is not None and not memory.tree.built(0, mid):
@@ -376,7 +385,7 @@ def forget(memory: Forgettable, ids: list[int], *, dry_run: bool = False, purge:
         memory.views.update(memory.total, save=True)
     memory.notify_waiters()
     step("unlocked")
-    if purge and not purge_index(memory.folder):
+    if purge and not purge_index(memory):
         memory.report("the search index was busy; its old pages are merged away when the memory is next opened")
     _log.info("%s: forgot %s and %s, erased %s, %s rewritten", memory.memory_id, count(len(ids), "message"),
               count(len(plan.titles), "chat title"), count(len(plan.nodes), "line"),
@@ -385,12 +394,28 @@ def forget(memory: Forgettable, ids: list[int], *, dry_run: bool = False, purge:
                    matched.titles)
 
 
+def _apply_at_once(memory: Forgettable, plan: _Plan) -> int:
+    """A store that forgets in one transaction (PostgreSQL): the registry entry, the patches and the
+    search index's rows commit together or not at all, so no redo file is needed; the rewrite of the
+    tables that frees the old row versions (:func:`purge_index`) is marked due in the same transaction."""
+    keys = [line_key(level, index) for level, index, _, _ in plan.nodes]
+    index = memory.search_index
+    memory.store.forget_at_once(  # type: ignore[attr-defined]
+        plan.op, orjson.dumps(plan.to_json()), memory.log.patch_writes(plan.log_patches, plan.seals),
+        [(o, _erased_line(lv, i, n)) for lv, i, o, n in plan.nodes],
+        lambda conn: index.forget_rows(conn, plan.ids, keys, plan.titles), step)  # type: ignore[attr-defined]
+    step("committed")
+    catch_up(memory)
+    _clear_slots(memory, plan)
+    return sum(n for _, n in plan.log_patches) + sum(n for _, _, _, n in plan.nodes)
+
+
 def _apply(memory: Forgettable, plan: _Plan, replay: bool = False) -> int:
     """Every step after the redo is durable; each may run again after a crash.  Returns bytes patched."""
     entry = plan.to_json()
     known = _known.setdefault(memory, _Known())
-    if plan.op not in known.ops and not _in_registry(memory, plan.op):
-        durable.append_lines(_registry(memory), [durable.dumps_line(entry)])
+    if plan.op not in known.ops and not memory.store.forgets.holds(plan.op):
+        memory.store.forgets.add(plan.op, durable.dumps_line(entry))
     step("registry")
     written = _index_and_patch(memory, plan, replay)
     step("patched")
@@ -406,18 +431,23 @@ def _apply(memory: Forgettable, plan: _Plan, replay: bool = False) -> int:
     return written
 
 
-def purge_index(folder: Path, wait: bool = True) -> bool:
-    """Merge deleted words out of the memory's search index, for every forget waiting for it."""
-    return copies.purge_pending(folder, PURGE.format(op="*"), step, wait)
+def purge_index(memory: "Forgettable | Path", wait: bool = True) -> bool:
+    """Merge deleted words out of the memory's search index, for every forget waiting for it (a memory
+    kept in files: also given by its folder).  A store that forgets in one transaction rewrites the
+    tables the forgets changed instead (PostgreSQL keeps a changed row's old version in its files until
+    then).  False if busy: the memory's next open, forget or ``doctor --repair`` does it."""
+    if isinstance(memory, Path):
+        return copies.purge_pending(memory, PURGE.format(op="*"), step, wait)
+    if memory.store.forgets_at_once:
+        done = memory.store.purge(memory.search_index.TABLES, wait)  # type: ignore[attr-defined]
+        if done:
+            step("vacuumed")
+        return done
+    return copies.purge_pending(memory.folder, PURGE.format(op="*"), step, wait)
 
 
 def _marker(memory: Forgettable, form: str, op: str) -> Path:
     return memory.folder / form.format(op=op)
-
-
-def _in_registry(memory: Forgettable, op: str) -> bool:
-    path = _registry(memory)
-    return path.exists() and f'"op":"{op}"'.encode() in durable.read_all(path)
 
 
 def _patch_files(memory: Forgettable, plan: _Plan) -> int:
@@ -517,7 +547,7 @@ def on_open(memory: Forgettable) -> None:
         _apply(memory, plan, replay=True)
         memory.report(f"finished forgetting {count(len(plan.ids), 'message')} that a crash had interrupted")
     catch_up(memory)
-    copies.purge_pending(memory.folder, PURGE.format(op="*"), step, wait=False)
+    purge_index(memory, wait=False)
 
 
 def _recover_texts(memory: Forgettable, plan: _Plan) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
-    from endless.core.search import SearchIndex
+    from endless.core.search import WordIndex
     from endless.core.settings import Settings
-    from endless.core.store import ChangeLock, OrderLog, Stored, TreeStore, TurnInfo
+    from endless.core.store import ChangeLock, OrderLog, Store, Stored, TreeStore, TurnInfo
     from endless.core.view import Part, ViewKeeper
 
 
@@ -31,8 +31,9 @@ class Forgettable(Protocol):
     log: "OrderLog"
     tree: "TreeStore"
     views: "ViewKeeper"
-    search_index: "SearchIndex"
+    search_index: "WordIndex"
     lock: "ChangeLock"
+    store: "Store"
 
     @property
     def total(self) -> int: ...

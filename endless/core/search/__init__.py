@@ -20,6 +20,10 @@ _WHERE = {
     "CHATS_RENAMED": "index",
     "IndexBusy": "index",
     "SearchIndex": "index",
+    "WordIndex": "word_index",
+    "open_index": "word_index",
+    "word_index": "word_index",
+    "pg_index": "pg_index",
     "ZEROED": "index",
     "index": "index",
     "is_damage": "index",
@@ -39,6 +43,9 @@ if TYPE_CHECKING:
     from endless.core.search import follow
     from endless.core.search import index
     from endless.core.search.index import CHATS_RENAMED, IndexBusy, SearchIndex, ZEROED, is_damage, line_key
+    from endless.core.search import word_index
+    from endless.core.search.word_index import WordIndex, open_index
+    from endless.core.search import pg_index
     from endless.core.search import query
     from endless.core.search import ranking
     from endless.core.search import scan

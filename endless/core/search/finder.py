@@ -33,6 +33,7 @@ from endless.core.words import count
 
 if TYPE_CHECKING:
     from endless.core.search.upkeep import Sources
+    from endless.core.search.word_index import WordIndex
     from endless.core.store import OrderLog, TreeStore
     from endless.core.view import ViewKeeper
 
@@ -43,7 +44,7 @@ class Searchable(Protocol):
     log: "OrderLog"
     tree: "TreeStore"
     views: "ViewKeeper"
-    search_index: si.SearchIndex
+    search_index: "WordIndex"
 
     def index_sources(self) -> "Sources": ...
 
@@ -55,7 +56,7 @@ class Corpus:
     """What a search reads: the log as of its start, the index, and how to read hits back."""
 
     log: object  # the order log or a snapshot of it: ``path``, ``end``, ``total``
-    index: si.SearchIndex
+    index: "WordIndex"
     sources: index_upkeep.Sources
     record_of: Callable[[int], tuple[dict, int] | None]  # the turn record holding a message, and its place
     line_text: Callable[[int, int], str | None]

@@ -13,28 +13,38 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from pathlib import Path
 from typing import Mapping
 
 from endless.core.search import upkeep
 from endless.core.search.index import SearchIndex
-from endless.core.settings import FOLLOWER_POLL_SECONDS
-from endless.core.store import OrderLog, TreeStore
+from endless.core.search.word_index import WordIndex, open_index
+from endless.core.settings import FOLLOWER_POLL_SECONDS, Settings, is_postgres_url, store_url
+from endless.core.store import OrderLog, TreeStore, open_store
 from endless.core.view import FreeStretch
 
 
 def follow(folder: Path, granularity: str, free: Mapping[int, FreeStretch], ended: threading.Event,
-           poll: float | None = None) -> None:
+           poll: float | None = None, settings: Settings | None = None) -> None:
     """Catch ``folder``'s index up until ``ended`` is set, then once more to the files' ends.
 
     ``free``: the stretches of the tree file the import filled with free lines
     alone, by where they start (the index leaves free lines out, so they are
     stepped over unread).  Files that grew since the last pass are read again
     at once; otherwise a pass waits ``poll`` seconds or until ``ended``.
+    ``settings``: a memory kept in PostgreSQL is read from this machine's copy
+    of its log and tree, and its index is the database's (the import leaves
+    the server's tokenizing to this process's connection, beside its own).
     """
     poll = FOLLOWER_POLL_SECONDS if poll is None else poll
-    index = SearchIndex(folder)
-    log, tree = OrderLog(folder, granularity), TreeStore(folder, granularity)
+    if settings is not None and is_postgres_url(settings.store):
+        store = open_store(folder, granularity, settings, time.time)
+        index: WordIndex = open_index(folder, store_url(settings), store)
+        log, tree = store.log, store.tree
+    else:
+        store, index = None, SearchIndex(folder)
+        log, tree = OrderLog(folder, granularity), TreeStore(folder, granularity)
     loaded = False
     stored_size = upkeep.node_size(tree)
 
@@ -69,3 +79,5 @@ def follow(folder: Path, granularity: str, free: Mapping[int, FreeStretch], ende
         log.close()
         tree.close()
         index.close()
+        if store is not None:
+            store.close()

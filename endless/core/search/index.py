@@ -22,10 +22,11 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
+from endless.core.search.index_rows import (IndexBusy, Filters, Placed, Row, Stopped, Watermark,  # re-exported
+                                            line_key, line_part)
 from endless.core.store import durable
 from endless.core.store import KINDS, Message
 from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SPAN_CHARS
@@ -33,7 +34,6 @@ from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PRO
 FORMAT = 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 _KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
-
 
 _DAMAGE_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (the primary code, extended codes share it)
 
@@ -54,62 +54,6 @@ def is_damage(exc: BaseException) -> bool:
     return "malformed" in text or "not a database" in text or "vtable constructor failed" in text
 
 
-class IndexBusy(Exception):
-    """Another process holds the index's write lock longer than we may wait."""
-
-
-class Stopped(Exception):
-    """The deadline passed inside a query (SQLite was interrupted)."""
-
-
-@dataclass(frozen=True)
-class Watermark:
-    """How far the index has read: turns and bytes of the order log, bytes of the tree file."""
-
-    turns: int
-    log_end: int
-    messages: int
-    tree_end: int
-    first_tid: str
-
-
-@dataclass(frozen=True)
-class Filters:
-    """What a search may return; None means any."""
-
-    kinds: tuple[str, ...] | None = None
-    chat: str | None = None
-    since: float | None = None
-    before: float | None = None
-    below: int | None = None  # message ids below this only (pins a search to what existed at its first page)
-
-
-@dataclass(frozen=True)
-class Row:
-    """A matching message or line, best or newest first; ``score`` is BM25's (lower is better)."""
-
-    key: int
-    score: float
-
-
-@dataclass(frozen=True)
-class Placed:
-    """Where a message was said: its chat's session, its time (None: unknown), whether the filters keep it."""
-
-    session: str
-    at: float | None
-    kept: bool
-
-
-def line_key(level: int, index: int) -> int:
-    """A summary line's rowid: its level in the top bits, so keys never collide."""
-    return (level << 48) | index
-
-
-def line_part(key: int) -> tuple[int, int]:
-    return key >> 48, key & ((1 << 48) - 1)
-
-
 ZEROED = "zeroed"  # a state row: freed pages were zeroed since the index was created
 CHATS_RENAMED = "chats-renamed"  # a state row: changed by each forget that renames chats (a forgotten title)
 _SCHEMA = f"""
@@ -125,6 +69,8 @@ CREATE TABLE IF NOT EXISTS line(key INTEGER PRIMARY KEY, first INTEGER, count IN
 
 class SearchIndex:
     """One connection to a memory's index; open lazily, close with the memory."""
+
+    local = True  # (a file of the memory's folder: a helper process may keep it from the files)
 
     def __init__(self, folder: Path, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = folder / "index" / f"search.v{FORMAT}.sqlite"
@@ -227,8 +173,7 @@ class SearchIndex:
                          int(values.get("messages", 0)), int(values.get("tree_end", 0)),
                          str(values.get("first_tid", "")))
 
-    def forget_chats(self) -> None:
-        """Chat ids cached from rows that are gone (a transaction rolled back)."""
+    def forget_chats(self) -> None:  # chat ids cached from rows that are gone (a transaction rolled back)
         self._chats = {}
 
     def set_mark(self, **values: object) -> None:
@@ -503,6 +448,24 @@ class SearchIndex:
             params.extend([filters.chat, filters.chat])
         span, values = _time_range("msg", filters)
         return parts + span, params + values
+    def problem(self, judge: Callable[[Iterator[tuple[int, float, int]]], str | None]) -> str | None:
+        """What is wrong with the file (None: nothing, or no file yet): SQLite's check of every page, then
+        ``judge``'s of its message rows ``(id, at, kind)`` in id order."""
+        if not self.path.exists():
+            return None
+        try:
+            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=1.0)
+        except sqlite3.Error as exc:
+            return f"it cannot be opened ({exc})"
+        try:
+            verdict = db.execute("PRAGMA quick_check").fetchone()
+            if verdict is None or verdict[0] != "ok":
+                return f"SQLite finds it damaged ({verdict[0] if verdict else 'no answer'})"
+            return judge(iter(db.execute("SELECT id, at, kind FROM msg ORDER BY id")))
+        except sqlite3.Error as exc:
+            return f"SQLite cannot read it ({exc})"
+        finally:
+            db.close()
 
     def line_keys(self) -> set[int]:
         """The keys of every written summary line the index holds."""

@@ -60,7 +60,8 @@ from typing import Callable, Sequence
 from endless.core.search import query as ql
 from endless.core.store import durable
 from endless.core.search import when
-from endless.core.search.index import Filters, Placed, SearchIndex, line_part
+from endless.core.search.index_rows import Filters, Placed, line_part
+from endless.core.search.word_index import WordIndex
 from endless.core.settings import (QUESTION_WORDS, SEARCH_ALONE_SHARE, SEARCH_EXPANSION_WEIGHT,
                                    SEARCH_EXPANSION_WORDS, SEARCH_FEEDBACK_DOCS, SEARCH_FEEDBACK_WEIGHT,
                                    SEARCH_FEEDBACK_WORDS, SEARCH_LINE_LEVEL_MAX, SEARCH_LINE_POOL,
@@ -118,7 +119,7 @@ def as_asked(q: ql.Query, ranking: Ranking) -> Ranking:
     return replace(ranking, question_words=False, neighbours=False, lines=False, feedback=False)
 
 
-def match_expressions(index: SearchIndex, words: tuple[str, ...], phrases: tuple[str, ...]
+def match_expressions(index: WordIndex, words: tuple[str, ...], phrases: tuple[str, ...]
                       ) -> tuple[str | None, str | None]:
     """The FTS5 expressions of all the words (None: not worth a tier of its own) and of any of them.
 
@@ -151,7 +152,7 @@ def match_expressions(index: SearchIndex, words: tuple[str, ...], phrases: tuple
     return (every if len(present) > 1 or joined else None), anyof
 
 
-def messages(index: SearchIndex, q: ql.Query, filters: Filters, want: int, deadline: float, now: float,
+def messages(index: WordIndex, q: ql.Query, filters: Filters, want: int, deadline: float, now: float,
              ranking: Ranking, text_of: Callable[[int], str | None],
              expand: Callable[[str], Sequence[str]] | None = None) -> list[Ranked]:
     """The best ``want`` messages for a ranked query, best first.
@@ -224,7 +225,7 @@ def _ordered(first: dict[int, float], rest: dict[int, float], want: int,
     return (out + waiting)[:want]
 
 
-def _pool(index: SearchIndex, expression: str, filters: Filters, ranges: list[tuple[float, float]],
+def _pool(index: WordIndex, expression: str, filters: Filters, ranges: list[tuple[float, float]],
           deadline: float) -> dict[int, float]:
     """BM25 (higher better) of the best ``SEARCH_POOL`` matches, and as many from inside each named time."""
     scores = {r.key: -r.score for r in index.ranked("words", expression, filters, 0, SEARCH_POOL, deadline)}
@@ -244,7 +245,7 @@ def _narrowed(filters: Filters, since: float, before: float) -> Filters | None:
     return None if start >= stop else replace(filters, since=start, before=stop)
 
 
-def _smoothed(index: SearchIndex, scores: dict[int, float], filters: Filters,
+def _smoothed(index: WordIndex, scores: dict[int, float], filters: Filters,
               ranges: list[tuple[float, float]], ranking: Ranking) -> tuple[dict[int, float], dict[int, Placed]]:
     """Each message's score with its neighbours' and its time's part; only messages the filters keep."""
     width = SEARCH_NEIGHBOUR_WIDTH if ranking.neighbours else 0
@@ -283,7 +284,7 @@ def _expansion(expand: Callable[[str], Sequence[str]], text: str, words: tuple[s
     return tuple(w for w in found if w not in asked and w not in STOPWORDS)[:SEARCH_EXPANSION_WORDS]
 
 
-def _add_lines(index: SearchIndex, expression: str, filters: Filters, deadline: float,
+def _add_lines(index: WordIndex, expression: str, filters: Filters, deadline: float,
                totals: dict[int, float]) -> None:
     """Each message a matching written line covers gains a share of the best score, as the line ranks."""
     lines = [r for r in index.ranked("line_words", expression, replace(filters, kinds=None, chat=None), 0,
@@ -303,7 +304,7 @@ def _add_lines(index: SearchIndex, expression: str, filters: Filters, deadline: 
             totals[key] = totals.get(key, 0.0) + SEARCH_LINE_WEIGHT * part * top
 
 
-def _feedback_words(index: SearchIndex, totals: dict[int, float], words: tuple[str, ...],
+def _feedback_words(index: WordIndex, totals: dict[int, float], words: tuple[str, ...],
                     text_of: Callable[[int], str | None]) -> tuple[str, ...]:
     """The words most typical of the best few messages (common in them, rare in the memory)."""
     best = sorted(totals, key=lambda k: (-totals[k], -k))[:SEARCH_FEEDBACK_DOCS]

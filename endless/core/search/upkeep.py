@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import orjson
@@ -239,6 +239,9 @@ def after_commit(index: SearchIndex, before: tuple[int, int], infos: list["TurnI
         return
     turns = [(i.first, i.session, i.title, [in_hand[i.first + k] for k in range(i.count)]) for i in infos]
     try:
+        if not index.local:  # a database's index checks and adds in one statement (PgSearchIndex.add_after)
+            index.add_after(before, turns, replace(mark, first_tid=infos[0].tid if infos else ""))  # type: ignore
+            return
         with index.write(wait=False):
             old = index.watermark()
             if (old.log_end, old.tree_end) != before:

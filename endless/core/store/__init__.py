@@ -104,6 +104,9 @@ _WHERE = {
     "decoded": "turns",
     "place_encoded": "turns",
     "Waiters": "waiters",
+    "pg_db": "pg_db",
+    "REGISTRY": "registry",
+    "registry": "registry",
 }
 __all__ = sorted(_WHERE)
 __getattr__ = lazy_names(__name__, _WHERE)
@@ -141,3 +144,6 @@ if TYPE_CHECKING:
     from endless.core.store.tree import TreeStore, is_erased_line, parse_node
     from endless.core.store.turns import COMPLETED, EncodedTurn, KEPT, STATUSES, TurnInProgress, TurnRecord, close_orphans, decoded, place_encoded
     from endless.core.store.waiters import Waiters
+    from endless.core.store import pg_db
+    from endless.core.store import registry
+    from endless.core.store.registry import REGISTRY

@@ -18,8 +18,11 @@ def open_store(folder: Path, granularity: str, settings: Settings, clock: Callab
     """The memory's store as the ``store`` setting says: the files in ``folder`` when it is empty, a
     PostgreSQL database for a ``postgresql://`` URL (only then is the driver loaded)."""
     if is_postgres_url(settings.store):
-        from endless.core.store.postgres import PostgresStore
-
+        try:
+            from endless.core.store.postgres import PostgresStore
+        except ImportError:
+            raise MemoryUseError("the store setting (ENDLESS_STORE) names a PostgreSQL database, but its driver "
+                                 "is not installed: pip install 'endless-memory[postgres]'") from None
         return PostgresStore(folder, granularity, settings, clock)
     from endless.core.store.files import FileStore
 

@@ -62,7 +62,8 @@ class LogStore(Protocol):
         """Turns committed and read by this process."""
 
     def add(self, lines: list[bytes], infos: list["TurnInfo"], sync: bool) -> None:
-        """Append whole turn records (under the change lock, caught up); durable before it returns."""
+        """Append whole turn records (under the change lock, caught up), read by every process at once;
+        ``sync``: durable once the store's :meth:`Store.durable` returns (files: before this returns)."""
 
     def info(self, turn: int) -> "TurnInfo":
         """Where turn ``turn`` landed: its first id, count, session, title, status, time, tid."""
@@ -215,6 +216,20 @@ class IndexMarks(Protocol):
 
 
 @runtime_checkable
+class ForgetRegistry(Protocol):
+    """What was forgotten when, one entry per forget (ids, byte addresses, line names: never a text),
+    read by every process that opens the memory (:mod:`endless.core.privacy.forget`)."""
+
+    def read(self, after: int) -> tuple[list[bytes], int]:
+        """The entries past position ``after`` and the position after them (0: from the start)."""
+
+    def add(self, op: str, entry: bytes) -> None:
+        """Register forget ``op`` (a JSON entry), durable before it returns."""
+
+    def holds(self, op: str) -> bool: ...
+
+
+@runtime_checkable
 class Store(Protocol):
     """Everything the floors above use to keep a memory (DESIGN §1's storage seam)."""
 
@@ -223,6 +238,12 @@ class Store(Protocol):
     tree: LineStore
     lock: ChangeLockStore
     lease: LeaseStore
+    forgets: ForgetRegistry
+    # A forget is one transaction of the store (``forget_at_once``, ``purge``: a database), else the redo
+    # file's crash-atomic steps over the files (module forget).
+    forgets_at_once: bool
+    # Told, before this machine's copies take a forget made elsewhere, of the (old, new) bytes it overwrites.
+    before_patch: Callable[[list[tuple[bytes, bytes]]], None]
 
     def load(self) -> None:
         """Make the store ready to read: what it knows of the log and the tree, without reading them."""
@@ -244,6 +265,18 @@ class Store(Protocol):
 
     def stamp(self) -> object:
         """A cheap value that changes whenever any process stored to the log or the tree."""
+
+    def durable(self) -> None:
+        """Wait until every ``sync`` append of this handle is durable.  Called once the change lock is
+        released, before the change is acknowledged: a database commits under the lock without waiting
+        for its disk, so that processes committing at once share one flush (the files fsync each append
+        under the lock, and this does nothing)."""
+
+    def watch(self, wake: Callable[[], None]) -> bool:
+        """Have ``wake`` called whenever any process (any machine) stores to the log or the tree; True
+        while the store tells so, False while a waiter must poll (the files tell nobody)."""
+
+    views_synced: bool  # whether this machine's view files are fsynced at each change (module doc of each)
 
     # -- the store's checks of its own structures (when: ``endless.core.integrity``) --
     def sample(self, rng: "random.Random", rows: int) -> None:

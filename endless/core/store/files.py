@@ -19,6 +19,7 @@ from endless.core.store.journal import Journal
 from endless.core.store.locks import ChangeLock, Lease
 from endless.core.store.log import OrderLog
 from endless.core.store.messages import Message
+from endless.core.store.registry import FileRegistry
 from endless.core.store.tree import TreeStore
 
 MARKS = "marks"  # the folder of small named records (durable_mark)
@@ -27,12 +28,18 @@ MARKS = "marks"  # the folder of small named records (durable_mark)
 class FileStore(checks.LogAndTreeChecks):
     """A memory folder's files: the log, the tree, the lock and the lease."""
 
+    views_synced = True  # (the view files are fsynced like the rest of the memory's files)
+    forgets_at_once = False  # (a forget's steps are made crash-atomic by its redo file: module forget)
+
     def __init__(self, folder: Path, granularity: str, settings: Settings, clock: Callable[[], float]) -> None:
         self.folder = folder
         self.log = OrderLog(folder, granularity)
         self.tree = TreeStore(folder, granularity)
         self.lock = ChangeLock(folder / "lock")
         self.lease = Lease(folder, expiry=settings.lease_expiry_seconds, clock=clock)
+        self.forgets = FileRegistry(folder)
+        self.before_patch: Callable[[list[tuple[bytes, bytes]]], None] = lambda spans: None  # (never called:
+        # the one copy of the files is patched by the process that forgets, which scrubs its side copies)
 
     def load(self) -> None:
         """Read the log's and the tree's indexes (not the history: opening stays flat as it grows)."""
@@ -53,6 +60,13 @@ class FileStore(checks.LogAndTreeChecks):
 
     def bulk_commit(self, batch: Batch, sync: bool = True) -> None:
         self.log.add(batch.lines, batch.infos, sync)
+
+    def durable(self) -> None:
+        """(Every append was fsynced before it returned.)"""
+
+    def watch(self, wake: Callable[[], None]) -> bool:
+        """Files tell nobody when they grow: a waiter polls them."""
+        return False
 
     def stamp(self) -> tuple:
         """A cheap value that changes whenever any process stored to the log or the tree (a reader that

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import orjson
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from endless.core.settings import Settings, store_url
@@ -31,11 +32,31 @@ from endless.core.store.pg_db import Database, advisory_key
 
 KEYS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS endless_keys (
-    memory text PRIMARY KEY, agent text NOT NULL, project text NOT NULL, record jsonb NOT NULL);
+    memory text PRIMARY KEY, agent text NOT NULL, project text NOT NULL, record jsonb NOT NULL,
+    owner name NOT NULL DEFAULT current_user);
 CREATE TABLE IF NOT EXISTS endless_aliases (
-    alias text PRIMARY KEY, agent text NOT NULL, project text NOT NULL, memory text NOT NULL);
+    alias text PRIMARY KEY, agent text NOT NULL, project text NOT NULL, memory text NOT NULL,
+    owner name NOT NULL DEFAULT current_user);
+ALTER TABLE endless_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE endless_keys FORCE ROW LEVEL SECURITY;
+ALTER TABLE endless_aliases ENABLE ROW LEVEL SECURITY;
+ALTER TABLE endless_aliases FORCE ROW LEVEL SECURITY;
+CREATE POLICY endless_own_keys ON endless_keys
+    USING (pg_has_role(current_user, owner, 'MEMBER')) WITH CHECK (owner = current_user);
+CREATE POLICY endless_own_aliases ON endless_aliases
+    USING (pg_has_role(current_user, owner, 'MEMBER')) WITH CHECK (owner = current_user);
+GRANT SELECT, INSERT ON endless_keys, endless_aliases TO PUBLIC;
+ALTER TABLE endless_keys ALTER COLUMN project SET STATISTICS 0;
+ALTER TABLE endless_aliases ALTER COLUMN project SET STATISTICS 0;
 """
 _KEYS_LOCK = 0x656E_646C_6573_7302  # held while the two tables are made (as pg_db's _SCHEMA_LOCK)
+
+
+def directory_db(url: str) -> Database:
+    """A connection to the store's directory (a schema of its own, ``pg_db.directory_schema``), its tables made."""
+    db = Database(url, directory=True)
+    ensure_keys_schema(db)
+    return db
 
 
 def files_only(folder: Path) -> bool:
@@ -46,11 +67,25 @@ def files_only(folder: Path) -> bool:
 
 
 def ensure_keys_schema(db: Database) -> None:
+    """Make the directory's schema and tables once.  Every role that keeps memories here writes its own
+    rows and reads only the rows of the roles it is a member of (row-level security): a key names a
+    folder or a repository, which is the memory's business alone (as its schema is, pg_db)."""
     if db.rows("SELECT to_regclass('endless_aliases') IS NOT NULL", doing="opening")[0][0]:
         return
-    with db.guard, db.conn.transaction():
-        db.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_KEYS_LOCK,))
-        db.conn.execute(KEYS_SCHEMA)
+    try:
+        with db.guard, db.conn.transaction():
+            db.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_KEYS_LOCK,))
+            db.conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(db.schema)))
+            # (the connection's search path named the schema before it existed: named again, now it does)
+            db.conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(db.schema)))
+            mine = db.conn.execute("SELECT pg_has_role(nspowner, 'USAGE') FROM pg_namespace WHERE nspname = %s",
+                                   (db.schema,)).fetchone()
+            if mine and mine[0]:  # (a schema an admin made is theirs to open to others)
+                db.conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO PUBLIC").format(sql.Identifier(db.schema)))
+            if not db.conn.execute("SELECT to_regclass('endless_aliases') IS NOT NULL").fetchone()[0]:
+                db.conn.execute(KEYS_SCHEMA)
+    except psycopg.Error as exc:
+        raise db.failed(exc, "making the store's directory of memories") from None
 
 
 def register(db: Database, record: dict) -> None:
@@ -95,8 +130,7 @@ class PgDirectory:
     @property
     def db(self) -> Database:
         if self._db is None:
-            self._db = Database(self._url)
-            ensure_keys_schema(self._db)
+            self._db = directory_db(self._url)
         return self._db
 
     def _local(self, memory_ids: list[str]) -> set[str]:

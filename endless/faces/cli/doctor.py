@@ -182,7 +182,7 @@ def check_memory(report: Report, folder: Path, settings: Settings, now: float) -
         _memory_findings(report, memory, settings, now)
         _integrity_findings(report, memory)
         _price_findings(report, memory)
-        forget_findings(report, folder, mid)
+        forget_findings(report, folder, mid, memory.store.forgets.read(0)[0])
 
 
 def _plain_files(report: Report, folder: Path, mid: str) -> bool:
@@ -446,7 +446,7 @@ def _search_index_finding(report: Report, memory: Memory) -> None:
     try:
         with index.lock:
             mark = index.watermark()
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         report.add("memory.index", "warning", f"memory {memory.memory_id}: the search index cannot be read ({exc})",
                    "nothing to lose: the next search sets it aside and builds it again from the log", memory.memory_id)
         return

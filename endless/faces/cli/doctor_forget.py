@@ -1,8 +1,9 @@
 """``endless doctor``'s line for forgets: how many messages a memory forgot, and what of a forget is unfinished.
 
 Read from the files alone (``forgotten.jsonl``, the ``forget.<op>.redo`` and
-``forget.<op>.purge`` markers of :mod:`endless.core.privacy.forget`), so it works on a
-memory opened read-only and never changes it.
+``forget.<op>.purge`` markers of :mod:`endless.core.privacy.forget`), or for a memory kept
+in PostgreSQL from its registry in the database, so it works on a memory opened read-only and
+never changes it.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ from endless.core.privacy import PURGE, REDO, REGISTRY
 from endless.core.words import count
 
 
-def forget_findings(report: Any, folder: Path, mid: str) -> None:
-    """One ok line for past forgets; a warning for each kind of unfinished step, with what to do."""
+def forget_findings(report: Any, folder: Path, mid: str, entries: list[bytes] | None = None) -> None:
+    """One ok line for past forgets; a warning for each kind of unfinished step, with what to do.
+    ``entries``: the registry as the memory's store keeps it (a database's; else its file is read)."""
     ids: set[int] = set()
     forgets, latest = 0, None
-    try:
-        data = (folder / REGISTRY).read_bytes()
-    except FileNotFoundError:
-        data = b""
-    for line in data.splitlines():
+    if entries is None:
+        try:
+            entries = (folder / REGISTRY).read_bytes().splitlines()
+        except FileNotFoundError:
+            entries = []
+    for line in entries:
         try:
             entry = orjson.loads(line)
             ids.update(int(i) for i in entry["ids"])

@@ -25,7 +25,7 @@ def store_findings(report: Any, settings: Settings) -> None:
         report.add("store", "error", f"the store setting names {shown}, but the PostgreSQL driver is not installed",
                    "pip install 'endless-memory[postgres]'")
         return
-    db = Database(store_url(settings))
+    db = Database(store_url(settings), directory=True)  # (its search path: the directory of memories)
     try:
         ssl, version, host = db.rows("SELECT s.ssl, s.version, inet_server_addr()::text FROM pg_stat_ssl s "
                                      "WHERE s.pid = pg_backend_pid()")[0]

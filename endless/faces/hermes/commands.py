@@ -145,7 +145,7 @@ def forget_text(memory, rest: str) -> str:
         outcome = forget.forget(memory, chosen, dry_run=not confirmed, purge=False, query=query)
         if confirmed:  # the index's merge takes a minute at a million messages: not on the chat's loop
             import threading
-            threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
+            threading.Thread(target=forget.purge_index, args=(memory,), name="endless-forget-merge",
                              daemon=True).start()
     except ValueError:
         return "Give message numbers (as /endless history and zoom show them), turn <n>, or matching <words>."

@@ -59,7 +59,10 @@ def finish(helper: subprocess.Popen, completed: bool) -> None:
     """Let the helper index the rest and wait for it (``completed``), or stop it at once."""
     try:
         if completed:
-            helper.stdin.close()
+            try:
+                helper.stdin.close()
+            except OSError:  # the helper died: it is said below, and the next search catches up
+                pass
             try:
                 code = helper.wait(FOLLOWER_WAIT_SECONDS)
             except subprocess.TimeoutExpired:
@@ -77,6 +80,7 @@ def finish(helper: subprocess.Popen, completed: bool) -> None:
 def _follow(folder: Path, granularity: str) -> int:
     """The helper process: read what the import tells, and let the search floor catch the index up."""
     from endless.core.search import follow
+    from endless.core.settings import load_settings
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (ignored from the start already: see start)
     ended = threading.Event()
@@ -93,7 +97,7 @@ def _follow(folder: Path, granularity: str) -> int:
 
     threading.Thread(target=watch_input, daemon=True).start()
     try:
-        follow.follow(folder, granularity, free, ended)
+        follow.follow(folder, granularity, free, ended, settings=load_settings())
         return 0
     except Exception as exc:  # said through the log, never on the import's screen; the next search catches up
         durable.log("import", f"the import's index helper stopped: {exc!r}")

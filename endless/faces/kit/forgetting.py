@@ -81,7 +81,7 @@ def forget_value(settings: Settings, args: dict, root: Path | None = None, merge
                 copy = hermes_copy(memory, hermes, chosen, dry, words)
             outcome = forget.forget(memory, chosen, dry_run=dry, purge=not merge_apart, query=words)
             if merge_apart and not dry:
-                threading.Thread(target=forget.purge_index, args=(memory.folder,), name="endless-forget-merge",
+                threading.Thread(target=forget.purge_index, args=(memory,), name="endless-forget-merge",
                                  daemon=True).start()
         except MemoryUseError as exc:
             raise AnswerError(BAD_REQUEST, str(exc)) from None

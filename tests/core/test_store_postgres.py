@@ -650,6 +650,9 @@ def test_a_memory_is_readable_only_by_its_own_role(tmp_path, pg_cluster, pg_stor
             conn.execute(f"SELECT data FROM {schema}.endless_bytes")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(f"SELECT tsv FROM {schema}.endless_words")
+        # The directory of keys is every role's, each row its own: Bob sees no key naming Alice's folder.
+        directory = f"{schema[:-17]}_directory"
+        assert conn.execute(f"SELECT count(*) FROM {directory}.endless_keys").fetchone()[0] == 0
     with Memory.open(workspace_key(None, str(tmp_path / "bobs")), root=tmp_path / "bob",
                      settings=Settings(store=as_bob)) as own:  # his own memories work
         own.commit_turn("s", "Chat", [Message("user", "bob's own", 1.0)])
@@ -657,6 +660,9 @@ def test_a_memory_is_readable_only_by_its_own_role(tmp_path, pg_cluster, pg_stor
         admin.execute(f"GRANT {alice} TO {bob}")
     with Memory.open(key, root=tmp_path / "bob", settings=Settings(store=as_bob)) as memory:
         assert memory.message(0).text == "alice's private plan"
+    with psycopg.connect(as_bob, autocommit=True) as conn:  # a member of her role reads her rows too
+        assert conn.execute(f"SELECT count(*) FROM {directory}.endless_keys WHERE memory = %s",
+                            (key.memory_id,)).fetchone()[0] == 1
 
 
 def test_no_command_shows_or_logs_the_stores_password(tmp_path, pg_cluster, pg_store_url):

@@ -51,6 +51,7 @@ from endless.core.store.log import FORMAT as LOG_FORMAT, OrderLog
 from endless.core.store.messages import Message
 from endless.core.store.pg_db import Database, StoreUnavailable, advisory_key, lock_timed_out, log
 from endless.core.store.pg_replica import Replica
+from endless.core.store import tree_lines
 from endless.core.store.tree import TreeStore
 
 LOCAL = "pg"  # the memory folder's subfolder holding this machine's copy of the log and the tree
@@ -91,6 +92,7 @@ class PgOrderLog(_PulledFirst, OrderLog):
         return self.replica.append(lines, expect=self.end, sync=sync)
 
     def patch(self, writes: list, step: Callable[[str], None] = lambda name: None) -> None:
+        self._sources = {}
         self.replica.patch(writes, step)
 
     @property
@@ -109,6 +111,24 @@ class PgTreeStore(_PulledFirst, TreeStore):
     def catch_up(self, write_index: bool) -> list[tuple[int, int]]:
         self.replica.pull()
         return super().catch_up(write_index)
+
+    def migrate(self) -> str | None:
+        """This machine's copy of an older format's name is removed: the stream in the database is read
+        by this format unchanged (format 1 lines are written lines), and copied again under the new name."""
+        for version in tree_lines.OLDER_FORMATS:
+            old = self.path_of(version)
+            stale = [old, old.with_name(old.name + ".pg.json"), old.with_name(old.name + ".pg.lock"),
+                     tree_lines.pos_path(self.index_dir, version)]
+            level = 0
+            while self.slot_path(level, version).exists():
+                stale.append(self.slot_path(level, version))
+                level += 1
+            gone = [path for path in stale if path.exists()]
+            for path in gone:
+                path.unlink(missing_ok=True)
+            if old in gone:
+                return f"this machine's copy {old.name} is copied again from the database as {self.path.name}"
+        return None
 
     def line_at(self, offset: int) -> bytes:
         """The line at ``offset`` as stored now (a forget on another machine included)."""
@@ -321,6 +341,7 @@ class PostgresStore(checks.LogAndTreeChecks):
         local = folder / LOCAL
         self.log = PgOrderLog(local, granularity, self.db, self.memory)
         self.tree = PgTreeStore(local, granularity, self.db, self.memory)
+        self.tree.message_source, self.tree.messages_read = self.log.source_text, lambda: self.log.total
         self.lock = AdvisoryLock(settings.store, advisory_key(base, "change"), self.db.shown)
         self.lease = RowLease(self.db, self.memory, base, expiry=settings.lease_expiry_seconds, clock=clock)
 
@@ -332,6 +353,9 @@ class PostgresStore(checks.LogAndTreeChecks):
                 f"the memory {self.memory} keeps its history in files under {self.folder}, but the store setting "
                 f"(ENDLESS_STORE) points at {self.db.shown}, which does not hold it. Unset ENDLESS_STORE to use "
                 "it from its files; copying a memory into the database comes with `endless store copy`")
+        migrated = self.tree.migrate()
+        if migrated:
+            log(f"memory {self.memory}: {migrated}")
         emptied = [self.log.replica.check_origin(), self.tree.replica.check_origin()]
         if any(emptied):  # the derived indexes described the old copy: made again from the new one
             shutil.rmtree(self.log.index_path.parent, ignore_errors=True)

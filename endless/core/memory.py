@@ -118,8 +118,7 @@ class Memory:
             self.tree.catch_up(False)
             self.log.catch_up(False)  # the log is written before its lines: now it covers every line read
             self._check(writable=False)
-            self.views.load(self.total, repair=False)
-            self.views.append(self.total)
+            self.views.defer()  # read when asked for: a search asks only which line covers a hit
             return
         with self.lock:
             for what in (self.log.repair_tail(self.quarantine), self.tree.repair_tail(self.quarantine)):

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import add, itemgetter, lshift
 from typing import Callable, Iterable, NamedTuple, Sequence
+
+from endless.core.view import packed
 
 Part = tuple[int, int]
 Built = Callable[[int, int], bool]
@@ -144,8 +148,26 @@ def covers(coarse: Sequence[Part], fine: Sequence[Part]) -> bool:
     return k == len(fine)
 
 
-def check_tiling(parts: Iterable[Part], total: int) -> int:
-    """The end of the prefix ``[0, k)`` that ``parts`` tile; raises if they do not tile one."""
+def check_tiling(parts: Sequence[Part], total: int) -> int:
+    """The end of the prefix ``[0, k)`` that ``parts`` tile; raises if they do not tile one.
+
+    Checked with C-level passes over the whole list (a view after a long import holds hundreds of
+    thousands of parts); a view that fails is walked part by part to say where.
+    """
+    try:
+        levels = bytes(map(itemgetter(0), parts))
+        indices = list(map(itemgetter(1), parts))
+        firsts = list(map(lshift, indices, levels))
+        ends = list(map(add, firsts, map((1).__lshift__, levels)))
+        covered = ends[-1] if parts else 0
+        if (not parts or (firsts[0] == 0 and ends[:-1] == firsts[1:] and min(indices) >= 0)) and covered <= total:
+            return covered
+    except (TypeError, ValueError):
+        pass
+    return _check_tiling_slowly(parts, total)
+
+
+def _check_tiling_slowly(parts: Iterable[Part], total: int) -> int:
     at = 0
     for part in parts:
         level, index = part
@@ -278,13 +300,21 @@ class ViewState:
         return added
 
     def to_json(self) -> dict:
-        return {"total": self.total, "shrinking": self.shrinking,
-                "parts": [[l, i] for l, i in self.parts]}
+        """The stored form (format 2: the parts packed, see :mod:`endless.core.view.packed`)."""
+        return packed.pack(self.parts, self.total, self.shrinking)
 
     @classmethod
     def from_json(cls, data: object) -> "ViewState":
+        """A stored view of format 2 (packed, its checksum and tiling checked) or 1 (a list of pairs)."""
         if not isinstance(data, dict):
             raise ViewError("the stored view is not a JSON object")
+        if packed.is_packed(data):
+            try:
+                stored = packed.unpack(data)
+                packed.check_tiling(stored)
+            except packed.PackError as exc:
+                raise ViewError(str(exc)) from None
+            return cls(stored.parts(), stored.total, stored.shrinking)
         try:
             parts = [(int(p[0]), int(p[1])) for p in data["parts"]]
             total = int(data["total"])
@@ -299,8 +329,8 @@ def validate(state: ViewState, total: int, built: Built) -> None:
     covered = check_tiling(state.parts, total)
     if covered != state.total:
         raise ViewError(f"the view says it covers {state.total} messages but its parts cover {covered}")
-    for part in state.parts:
-        if part[0] > 0 and not built(*part):
+    for part in compress(state.parts, map(itemgetter(0), state.parts)):  # the merged parts alone
+        if not built(*part):
             raise ViewError(f"the view holds {name(part)}, which was never built")
 
 

@@ -40,9 +40,6 @@ INDEX_BATCH_MESSAGES = 20_000
 INDEX_PARSE_GROUP = 512  # log lines parsed with one map; a reader that stops early parsed at most this many more
 INDEX_BUSY_SECONDS = 5.0
 INDEX_PROGRESS_STEPS = 2_000
-# After an import the offline writer writes its lines in the same command when that takes about this long at
-# most; longer, or by a model, a detached `endless catch-up` does it (`endless doctor` shows it running).
-IMPORT_CATCH_UP_INLINE_SECONDS = 30.0
 IMPORT_FOLLOWER_FROM = 20_000  # messages: an import this long leaves its search index to a helper process
 PLAN_HALVES_FROM = 4 << 20  # bytes: a generic import source this long is planned by two processes, a half each
 # The first half's share of such a source's bytes: the second half's process also checks each line's
@@ -185,8 +182,12 @@ class Settings:
     # their own beside it (their transcripts under <session>/subagents/), or left out.
     capture_subagents: bool = True
     # After `endless import`, its lines written by the same command when the offline writer is quick enough,
-    # else by a detached `endless catch-up` (false: left for `endless catch-up` or a chat's writer).
-    import_catch_up: bool = False
+    # else by a detached `endless catch-up` that outlives it (false: left for `endless catch-up` or a chat's
+    # writer; `endless import --no-catch-up` leaves them once).
+    import_catch_up: bool = True
+    # The offline writer writes an import's lines in the import itself when that takes about this long at
+    # most; longer, or by a model, a detached `endless catch-up` does it (`endless doctor` shows it running).
+    import_catch_up_wait_seconds: float = 30.0
     # Retention (endless.core.privacy.forget): messages older than this many days are forgotten automatically
     # by the process running the writer (not set: kept forever).
     forget_after_days: float | None = None
@@ -302,6 +303,8 @@ MEANINGS: dict[str, str] = {
     "redact_secrets": "replace API keys, tokens, private keys and passwords by [redacted: kind] before a message is kept",
     "capture_subagents": "capture a Claude Code session's sub-agents as chats of their own (false: leave them out)",
     "import_catch_up": "after an import, write its lines (here when quick, else in a background endless catch-up)",
+    "import_catch_up_wait_seconds": "an import writes its lines itself when the offline writer takes about this "
+                                    "long at most (else a detached endless catch-up does)",
     "forget_after_days": "messages older than this many days are forgotten automatically (not set: kept forever)",
     "lease_renew_seconds": "seconds between renewals of the writer lease",
     "lease_expiry_seconds": "a writer lease not renewed for this long is taken over",
@@ -445,6 +448,8 @@ def _check(s: Settings) -> None:
                         f"{masked_store(s.store)!r}")
     if s.rpc_search_workers < 0:
         problems.append("rpc_search_workers must be 0 (automatic) or more")
+    if s.import_catch_up_wait_seconds < 0:
+        problems.append("import_catch_up_wait_seconds must be 0 (always in the background) or more")
     if s.view_floor >= s.view_ceiling:
         problems.append("view_floor must be below view_ceiling")
     if s.writer_view_floor >= s.writer_view_ceiling:

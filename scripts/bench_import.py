@@ -121,8 +121,9 @@ def run_import(path: Path, root: Path, python: Path | None) -> dict:
     env.pop("ENDLESS_WRITER_ROUTE", None)
     (root / "ws").mkdir()
     started = time.perf_counter()
+    # --no-catch-up: the import alone (by default it would go on writing its lines, here or detached)
     proc = subprocess.Popen([str(python or sys.executable), "-m", "endless.cli", "import", str(path), "--workspace",
-                             str(root / "ws"), "--no-progress"], env=env, cwd=root, stdout=subprocess.PIPE,
+                             str(root / "ws"), "--no-progress", "--no-catch-up"], env=env, cwd=root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started

@@ -268,3 +268,31 @@ def test_an_imported_password_is_never_kept_nor_found(tmp_path):
     view = subprocess.run([*endless_command(), "view"], cwd=work, env=env, capture_output=True, text=True,
                           timeout=120)
     assert "password=[redacted: password]" in view.stdout and "Bearer [redacted: authorization]" in view.stdout
+
+
+_PIECES = ["password", "passwd", "PassWord", "pwd", "secret", "client_secret", "api key", "API_KEY", "apikey",
+           "token", "auth-token", "Bearer", "--", "--api-token", "--password", "=", ":", " = ", ": ", '"', "'",
+           " ", "\n", "\t", "hunter22", "s3cr3t!", "abcdefgh", "x9Y8z7W6", "the", "field", "(", ")", "[",
+           "paſsword", "\u212aey", "to\u212aen", "ſecret", "İ", "ı", "ß", "é", "_", "-", "key_id", ","]
+
+
+def test_passing_over_texts_without_an_assignment_changes_no_redaction(monkeypatch):
+    """The password family is passed over where no needle is assigned or flagged (``_may_hold_a_password``):
+    on texts made of its names, separators, values and look-alike letters, the same result as running it
+    everywhere; and it is passed over on some of them (the gate does something)."""
+    from hypothesis import given, settings as hsettings, strategies as st
+
+    texts = st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14).map("".join)
+    passed_over = []
+
+    @hsettings(max_examples=1500, deadline=None, database=None)
+    @given(st.lists(texts, min_size=1, max_size=3).map(" ".join))
+    def check(text: str) -> None:
+        gated = redact.redact(text)
+        passed_over.append(not redact._may_hold_a_password(text))
+        with monkeypatch.context() as everywhere:
+            everywhere.setattr(redact, "_may_hold_a_password", lambda _text: True)
+            assert redact.redact(text) == gated
+
+    check()
+    assert any(passed_over) and not all(passed_over)

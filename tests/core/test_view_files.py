@@ -120,3 +120,30 @@ def test_packed_parts_round_trip_and_check_as_the_tiling_does(levels: list[int])
             tiling.check_tiling(broken, at)
         with pytest.raises(packed.PackError):
             packed.check_tiling(packed.unpack(packed.pack(broken, at + 1, False)))
+
+
+def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_path: Path, monkeypatch) -> None:
+    """A writable open takes each part's size from the file instead of reading its line, but not for a line
+    erased by a forget since, a message forgotten since, or a message whose line was written since: every
+    size is then what reading the lines gives."""
+    from endless.core.privacy import forget
+    from endless.core.view.keeper import ViewKeeper
+
+    memory = _memory(tmp_path)
+    _fill(memory, 300)
+    memory.views.save()
+    unwritten = [i for i in range(memory.total) if not memory.is_built(0, i)]
+    memory.store_line(0, unwritten[0], "written after the save")  # (the view file was not saved again)
+    forget.forget(memory, forget.select(memory, ids=[unwritten[1], 3]))
+    memory.close()
+    taking = _memory(tmp_path)
+    assert taking.views._unwritten and any(row.count(0) < len(row) for row in taking.views._sizes)
+    with monkeypatch.context() as reading:
+        reading.setattr(ViewKeeper, "_take_sizes", lambda self, state: None)
+        reading_all = _memory(tmp_path)
+        for state in ("chat", "wview"):
+            parts = getattr(reading_all.views, state).parts
+            assert getattr(taking.views, state).parts == parts
+            assert [taking.views.size_of(p) for p in parts] == [reading_all.views.size_of(p) for p in parts]
+        reading_all.close()
+    taking.close()

@@ -93,6 +93,8 @@ class ViewKeeper:
         # of 4 bytes a node, not a cache that a 100,000-line view would thrash.
         self._sizes: list[array] = []
         self._src: dict[int, int] = {}
+        # The rendered size of a message without its line, as a stored view kept it (see _take_sizes).
+        self._unwritten: dict[int, int] = {}
 
     @property
     def lines(self) -> Lines:
@@ -203,12 +205,14 @@ class ViewKeeper:
         """A node was stored: its source size is no longer needed; its size is kept if its text is in hand."""
         if part[0] == 0:
             self._src.pop(part[1], None)
+            self._unwritten.pop(part[1], None)
         if text is not None:
             self._keep_size(part, line_size(head(part), text))
 
     def forget_source(self, message_id: int) -> None:
         """A forgotten message's source size is no longer known (its tombstone is measured anew)."""
         self._src.pop(message_id, None)
+        self._unwritten.pop(message_id, None)
 
     def forget_size(self, part: Part) -> None:
         """An erased line no longer counts its old size."""
@@ -235,10 +239,11 @@ class ViewKeeper:
         for level, index in highest.items():
             self._keep_size((level, index), 0)
         src, sizes = self._src, self._sizes
-        if src:
-            for level, index in parts:
-                if level == 0:
-                    src.pop(index, None)
+        for told in (src, self._unwritten):
+            if told:
+                for level, index in parts:
+                    if level == 0:
+                        told.pop(index, None)
         for (level, index), size in zip(parts, line_sizes):
             sizes[level][index] = size
 
@@ -265,6 +270,9 @@ class ViewKeeper:
             self._keep_size(part, size)
             return size
         if level == 0:
+            told = self._unwritten.get(index)
+            if told is not None:
+                return told
             return len(line_head) + min(self.source_size(index), self.settings.line_budget) + 1
         return len(line_head) + self.settings.line_budget + 1
 
@@ -353,6 +361,7 @@ class ViewKeeper:
         try:
             state = ViewState.from_json(durable.read_json(path))
             tiling.validate(state, total, self.tree.built_or_erased)
+            self._take_sizes(state)
             return _Read(state)
         except FileNotFoundError:
             return _Read(None if writer else ViewState())
@@ -374,8 +383,8 @@ class ViewKeeper:
         chat_path, writer_path = self._paths()
         ceiling = {"ceiling": self.chat_saw.ceiling, "floor": self.chat_saw.floor}
         try:
-            durable.write_json(chat_path, {"format": FORMAT, **self.chat.to_json(), **ceiling}, sync, compact=True)
-            durable.write_json(writer_path, {"format": FORMAT, **self.wview.to_json()}, sync, compact=True)
+            durable.write_json(chat_path, {"format": FORMAT, **self._stored(self.chat), **ceiling}, sync, compact=True)
+            durable.write_json(writer_path, {"format": FORMAT, **self._stored(self.wview)}, sync, compact=True)
         except durable.LinkRefused:
             raise
         except OSError as exc:
@@ -383,6 +392,51 @@ class ViewKeeper:
                                   "it is stored at the next change, or recomputed from the log when the memory "
                                   "is next opened; `endless doctor` says what is wrong with the file")
         self.stamp = self._file_stamp()
+
+    def _stored(self, state: ViewState) -> dict:
+        """A view's file fields: its parts packed with their sizes (an unwritten part's flagged)."""
+        parts = state.parts
+        sizes = array("I", map(self.size_of, parts))
+        slots = self.tree.slots
+        levels = len(slots)
+        for k, (level, index) in enumerate(parts):
+            if not (level < levels and index < len(slots[level]) and slots[level][index]):
+                sizes[k] |= packed.UNWRITTEN
+        return packed.pack(parts, state.total, state.shrinking, sizes, self.settings.line_budget)
+
+    def _take_sizes(self, state: ViewState) -> None:
+        """Keep the sizes a stored view kept, where they still hold: a line written then and not erased
+        since (its text never changes), and an unwritten message still without its line, counted with the
+        same line budget and not forgotten since.  Then the state lets them go."""
+        stored, budget = state.stored_sizes, state.stored_budget
+        state.stored_sizes = state.stored_budget = None
+        if stored is None:
+            return
+        slots, erased, forgotten = self.tree.slots, self.tree.erased, self.log.forgotten
+        levels = len(slots)
+        same_budget = budget == self.settings.line_budget
+        flag = packed.UNWRITTEN
+        highest: dict[int, int] = {}
+        taken: list[tuple[int, int, int]] = []
+        for (level, index), size in zip(state.parts, stored):
+            built = level < levels and index < len(slots[level]) and slots[level][index]
+            if size & flag:
+                if level == 0 and same_budget and not built and index not in forgotten:
+                    self._unwritten[index] = size & ~flag
+            elif built and size and (level, index) not in erased and (level or index not in forgotten):
+                taken.append((level, index, size))
+                if index > highest.get(level, -1):
+                    highest[level] = index
+        for level, index in highest.items():  # room made once per level
+            while len(self._sizes) <= level:
+                self._sizes.append(array("I"))
+            row = self._sizes[level]
+            if index >= len(row):
+                row.frombytes(bytes(row.itemsize * (index + 1 - len(row))))
+        for level, index, size in taken:
+            row = self._sizes[level]
+            if not row[index]:
+                row[index] = size
 
     # -- changes -------------------------------------------------------------------
 

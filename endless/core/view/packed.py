@@ -13,6 +13,15 @@ A part ``(level, index)`` is stored as its level (a byte) and its first
 message ``index << level`` (4 bytes while the history is under 2**32
 messages, else 8).  Format 1 files (a JSON list of pairs) are still read;
 the next save writes format 2.
+
+Each part's rendered size in bytes goes with it (``sizes``, 4 bytes, the top
+bit set for a message whose line was not written at the save: its source's
+size capped at the line budget).  Why: a process that opens a memory for
+writing plans its views at once, and a plan sums every part's size; after a
+long import a fresh process had to read each of half a million lines (and,
+for a free line, its messages) to learn them: 20 to 30 s at 1M.  A written
+line's size never changes, so the keeper takes these back
+(``ViewKeeper._take_sizes``) for the lines still written as they were.
 """
 
 from __future__ import annotations
@@ -34,14 +43,19 @@ class PackError(ValueError):
     """A stored view that is not a whole, checked packed view (the caller words it as a view error)."""
 
 
+UNWRITTEN = 1 << 31  # a stored size's flag: the part was a message without its line (its size is capped)
+
+
 @dataclass(frozen=True)
 class Packed:
-    """A stored view's parts as two arrays, its total and its shrinking flag."""
+    """A stored view's parts as two arrays, its total and its shrinking flag (and sizes, when stored)."""
 
     levels: bytes
     firsts: array
     total: int
     shrinking: bool
+    sizes: array | None = None  # each part's rendered bytes, UNWRITTEN set for an unwritten message
+    budget: int | None = None  # the line budget the capped sizes were counted with
 
     def parts(self) -> list[Part]:
         return list(zip(self.levels, map(rshift, self.firsts, self.levels)))
@@ -51,15 +65,23 @@ def _typecode(total: int) -> str:
     return "I" if total < 1 << 32 else "Q"
 
 
-def pack(parts: Sequence[Part], total: int, shrinking: bool) -> dict:
+def pack(parts: Sequence[Part], total: int, shrinking: bool, sizes: array | None = None,
+         budget: int | None = None) -> dict:
     """The JSON fields of a stored view (without ``format``): its arrays in base64, with their checksum."""
     levels = bytes(map(itemgetter(0), parts))
     firsts = array(_typecode(total), map(lshift, map(itemgetter(1), parts), levels))
     raw_firsts = firsts.tobytes()
-    return {"total": total, "shrinking": shrinking, "width": firsts.itemsize,
-            "levels": base64.b64encode(levels).decode("ascii"),
-            "firsts": base64.b64encode(raw_firsts).decode("ascii"),
-            "crc": f"{zlib.crc32(raw_firsts, zlib.crc32(levels)):08x}"}
+    crc = zlib.crc32(raw_firsts, zlib.crc32(levels))
+    out = {"total": total, "shrinking": shrinking, "width": firsts.itemsize,
+           "levels": base64.b64encode(levels).decode("ascii"),
+           "firsts": base64.b64encode(raw_firsts).decode("ascii")}
+    if sizes is not None and len(sizes) == len(parts):
+        raw_sizes = sizes.tobytes()
+        crc = zlib.crc32(raw_sizes, crc)
+        out["sizes"] = base64.b64encode(raw_sizes).decode("ascii")
+        out["budget"] = budget
+    out["crc"] = f"{crc:08x}"
+    return out
 
 
 def is_packed(data: object) -> bool:
@@ -72,15 +94,26 @@ def unpack(data: dict) -> Packed:
         levels = base64.b64decode(data["levels"], validate=True)
         raw = base64.b64decode(data["firsts"], validate=True)
         total, shrinking, width, crc = int(data["total"]), bool(data["shrinking"]), int(data["width"]), data["crc"]
+        raw_sizes = base64.b64decode(data["sizes"], validate=True) if "sizes" in data else None
+        budget = int(data["budget"]) if raw_sizes is not None else None
     except (KeyError, TypeError, ValueError) as exc:
         raise PackError(f"the stored view is malformed: {exc}") from None
-    if f"{zlib.crc32(raw, zlib.crc32(levels)):08x}" != crc:
+    found = zlib.crc32(raw, zlib.crc32(levels))
+    if raw_sizes is not None:
+        found = zlib.crc32(raw_sizes, found)
+    if f"{found:08x}" != crc:
         raise PackError("the stored view's checksum does not match its parts (changed after it was saved)")
     if width not in (4, 8) or len(raw) != width * len(levels) or total < 0:
         raise PackError("the stored view's arrays do not agree in length")
+    if raw_sizes is not None and len(raw_sizes) != 4 * len(levels):
+        raise PackError("the stored view's sizes do not agree with its parts")
     firsts = array("I" if width == 4 else "Q")
     firsts.frombytes(raw)
-    return Packed(levels, firsts, total, shrinking)
+    sizes = None
+    if raw_sizes is not None:
+        sizes = array("I")
+        sizes.frombytes(raw_sizes)
+    return Packed(levels, firsts, total, shrinking, sizes, budget)
 
 
 def check_tiling(packed: Packed) -> None:

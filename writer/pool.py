@@ -136,7 +136,8 @@ class WriterPool:
         try:
             while not stop.is_set():
                 if not self.memory.holds_lease or keeper is None or keeper.done():
-                    if not self.memory.take_lease():
+                    # (a pool that waits says so: a catch-up standing in for a chat steps aside)
+                    if not self.memory.take_lease(want=not until_idle):
                         if until_idle:
                             return self.stats
                         await self._wait(stop, self.settings.writer_poll_seconds)

@@ -408,15 +408,17 @@ class Memory:
     # -- the lease -------------------------------------------------------------------
 
     @property
-    def holds_lease(self) -> bool:
-        """Whether this process took the writer lease (and has not released it)."""
+    def holds_lease(self) -> bool:  # this process took the writer lease (and has not released it)
         return self.lease.token is not None
 
-    def take_lease(self) -> bool:
-        """Try to become the process that runs this memory's writer pool."""
+    def take_lease(self, want: bool = False) -> bool:
+        """Try to run this memory's writer pool; ``want``: else say this process waits (``Lease.want``)."""
         self.check_writable()
         with self.lock:
-            return self.lease.try_acquire()
+            taken = self.lease.try_acquire()
+        if not taken and want:
+            self.lease.want()
+        return taken
 
     def renew_lease(self) -> bool:
         with self.lock:  # else a takeover between the renewal's read and write is undone

@@ -40,6 +40,9 @@ INDEX_BATCH_MESSAGES = 20_000
 INDEX_PARSE_GROUP = 512  # log lines parsed with one map; a reader that stops early parsed at most this many more
 INDEX_BUSY_SECONDS = 5.0
 INDEX_PROGRESS_STEPS = 2_000
+# A catch-up an import started in the background stops when no writer call has been answered for this long
+# (a dead route would hold the memory's writer lease and retry forever); doctor then says why.
+CATCH_UP_GIVE_UP_SECONDS = 600.0
 IMPORT_FOLLOWER_FROM = 20_000  # messages: an import this long leaves its search index to a helper process
 PLAN_HALVES_FROM = 4 << 20  # bytes: a generic import source this long is planned by two processes, a half each
 # The first half's share of such a source's bytes: the second half's process also checks each line's

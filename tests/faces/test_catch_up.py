@@ -174,3 +174,52 @@ def test_the_model_writer_says_its_price_and_the_spend_cap_before_it_spends(plac
             proc.kill()
             proc.wait()
     assert proc.returncode == 143 and "the lines written so far are kept" in err and "Traceback" not in err
+
+
+def test_doctor_says_a_catch_up_stopped_at_the_spend_cap_and_how_to_go_on(place) -> None:
+    """The record a catch-up leaves when the spend cap paused it (as its pool reports) is read back by doctor."""
+    from endless.core.memory import Memory
+    from endless.faces.kit.catching_up import MARK, Run
+
+    assert run(place, "import", str(place[2]), "--no-catch-up").returncode == 0
+    workspace, env, _ = place
+    home = Path(env["ENDLESS_HOME"])
+    (folder,) = (home / "memories").iterdir()
+    with Memory.open(memory_id=folder.name, root=home) as memory:
+        memory.store.durable_mark(MARK, Run(os.getpid() + 10_000, 1.0, "model", 400, 120, 2.0, "paused").to_json())
+    writer = _finding(place, "memory.writer")
+    assert "stopped at the spend cap after writing 120 lines of 400" in writer["message"]
+    assert writer["status"] == "warning" and "`endless writer resume`" in writer["fix"]
+
+
+def test_a_background_catch_up_steps_aside_for_a_chat_that_wants_the_writer(place, tmp_path) -> None:
+    """A chat's writer pool writes every chat's lines with each chat's own route: when one waits for the
+    lease (here this process, as a pool does), the catch-up an import left in the background hands it over
+    and ends; its record says to whom."""
+    from endless.core.memory import Memory
+
+    source = tmp_path / "long.jsonl"
+    with open(source, "w") as handle:
+        for k in range(1000):
+            handle.write(json.dumps({"role": "user", "content": f"question {k}: " + "the rows " * 60,
+                                     "at": 1_700_000_000 + 60 * k}) + "\n")
+            handle.write(json.dumps({"role": "assistant", "content": f"answer {k}"}) + "\n")
+    imported = run(place, "import", str(source), env={"ENDLESS_IMPORT_CATCH_UP_WAIT_SECONDS": "0"})
+    pid = int(imported.stdout.split("catch-up` (pid ", 1)[1].split(")", 1)[0])
+    home = Path(place[1]["ENDLESS_HOME"])
+    try:
+        folder = _wait_for_run(place, pid)
+        with Memory.open(memory_id=folder.name, root=home) as chat:
+            assert not chat.take_lease(want=True)  # held by the catch-up: this process says it waits
+            deadline = time.monotonic() + DEADLINE
+            while not chat.take_lease(want=True) and time.monotonic() < deadline:
+                time.sleep(0.05)  # (a pool looks again every writer_poll_seconds; bounded by the deadline)
+            assert chat.holds_lease
+            record = json.loads((folder / "marks" / "catch-up").read_bytes())
+            assert record["state"] == "handed" and record["error"] == f"pid {os.getpid()} took over"
+            assert record["written"] < record["lines_at_start"]
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

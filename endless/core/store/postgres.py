@@ -33,6 +33,7 @@ slots index the local copy.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import threading
@@ -40,13 +41,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import orjson
 import psycopg
 
 from endless.core.settings import STORE_LOCK_SECONDS, Settings
 from endless.core.store import checks, durable
 from endless.core.store.contract import Batch, check_mark_name
 from endless.core.store.journal import Journal
-from endless.core.store.locks import LockBusy
+from endless.core.store.locks import WANT_REFRESH_SECONDS, LockBusy, WantedBy
 from endless.core.store.log import FORMAT as LOG_FORMAT, OrderLog
 from endless.core.store.messages import Message
 from endless.core.store.pg_db import Database, StoreUnavailable, advisory_key, lock_timed_out, log
@@ -251,6 +253,7 @@ class RowLease:
         self.db, self.memory, self.key_base = db, memory, key_base
         self.expiry, self.clock = expiry, clock
         self.token: str | None = None
+        self._wanted_at = float("-inf")  # when this process last said it waits for the lease
 
     def _params(self, **more: object) -> dict:
         shift = 0.0 if self.clock is time.time else self.clock() - time.time()
@@ -309,6 +312,26 @@ class RowLease:
             self.db.rows("DELETE FROM endless_leases WHERE memory = %(m)s AND holder = %(t)s",
                          self._params(t=self.token), "releasing the writer's lease")
         self.release_local()
+
+    def want(self) -> None:
+        """Say that this process waits for the lease (a mark in the database; see ``Lease.want``)."""
+        now = self.clock()
+        if now - self._wanted_at < WANT_REFRESH_SECONDS:
+            return
+        self._wanted_at = now
+        value = orjson.dumps({"pid": os.getpid(), "at": now})
+        self.db.rows("INSERT INTO endless_marks (memory, name, value) VALUES (%s, 'lease-wanted', %s) "
+                     "ON CONFLICT (memory, name) DO UPDATE SET value = EXCLUDED.value", (self.memory, value),
+                     "saying this process waits for the writer's lease")
+
+    def wanted(self) -> WantedBy | None:
+        rows = self.db.rows("SELECT value FROM endless_marks WHERE memory = %s AND name = 'lease-wanted'",
+                            (self.memory,))
+        try:
+            data = orjson.loads(bytes(rows[0][0])) if rows else None
+            return None if data is None else WantedBy(int(data["pid"]), float(data["at"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
 
     def release_local(self) -> None:
         if self.token is not None:

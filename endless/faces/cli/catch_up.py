@@ -78,7 +78,9 @@ def _command(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(f"memory {done['memoryId']}: wrote {count(done['written'], 'line')} in "
                          f"{done['seconds']:.1f} s ({done['writer']} writer); "
-                         + (f"{count(done['left'], 'line')} left\n" if done["left"] else "nothing left to write\n"))
+                         + (f"{count(done['left'], 'line')} left" if done["left"] else "nothing left to write")
+                         + ("; the spend cap paused it (`endless writer resume` lifts it for today)\n"
+                            if done["paused"] else "\n"))
     return EXIT_OK
 
 

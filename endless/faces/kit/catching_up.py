@@ -44,7 +44,7 @@ class Run:
     lines_at_start: int
     written: int
     updated: float  # wall time of the last update
-    state: str  # running, done, stopped (by the person or a signal), failed
+    state: str  # running, done, paused (the spend cap), handed (to a chat's pool), stopped, failed
     background: bool = False  # started by an import, detached
     error: str = ""
 
@@ -71,6 +71,25 @@ class Run:
     def name(self) -> str:
         return ("a detached `endless catch-up` (started by `endless import`)" if self.background
                 else "`endless catch-up`")
+
+
+def _step_aside(memory: Any, pool: Any, run: Run, ended: dict[str, str]) -> bool:
+    """Whether a catch-up started in the background should stop now, and why (in ``ended``): a chat's
+    writer pool waits for the lease (it writes every chat's lines, with each chat's own route), or the
+    writer's calls have failed for ``CATCH_UP_GIVE_UP_SECONDS`` (it would hold the lease and retry
+    forever; what it says is kept in the run's record for doctor)."""
+    from endless.core.settings import CATCH_UP_GIVE_UP_SECONDS
+
+    wanted = memory.lease.wanted()
+    if wanted is not None and wanted.pid != os.getpid() and wanted.at >= run.started:
+        ended.update(state="handed", error=f"pid {wanted.pid} took over")
+        return True
+    failing = pool.stats.failing_since
+    if failing is not None and time.time() - failing >= CATCH_UP_GIVE_UP_SECONDS:
+        ended.update(state="failed", error=f"no writer call answered for {CATCH_UP_GIVE_UP_SECONDS:.0f} s "
+                                           f"(last: {pool.stats.last_error or 'an error'})")
+        return True
+    return False
 
 
 def last_run(memory: Any) -> Run | None:
@@ -101,7 +120,7 @@ def catch_up(memory: Any, writer: str, show_progress: bool, background: bool = F
     if not memory.take_lease():
         holder = lease_holder(memory)
         return {"memoryId": memory.memory_id, "writer": writer, "written": 0, "left": total, "seconds": 0.0,
-                "calls": 0, "offlineLines": 0, "modelLines": 0, "elsewhere": True,
+                "calls": 0, "offlineLines": 0, "modelLines": 0, "elsewhere": True, "paused": False,
                 "holder": None if holder is None else holder.pid}
     if writer == "model":
         from endless.llm.connect import make_provider
@@ -114,6 +133,7 @@ def catch_up(memory: Any, writer: str, show_progress: bool, background: bool = F
     wall = time.time()
     run = Run(os.getpid(), wall, writer, total, 0, wall, "running", background)
     _record(memory, run)
+    ended: dict[str, str] = {}  # why a background run stepped aside before the end (see _step_aside)
 
     def written() -> int:
         return total - lines_left(memory.built_slots(), memory.total)
@@ -139,6 +159,8 @@ def catch_up(memory: Any, writer: str, show_progress: bool, background: bool = F
                 if time.monotonic() - marked >= MARK_SECONDS:
                     _record(memory, dataclasses.replace(run, written=written(), updated=time.time()))
                     marked = time.monotonic()
+                    if background and _step_aside(memory, pool, run, ended):
+                        stop.set()
             task.result()
         finally:
             if progress is not None:
@@ -156,12 +178,14 @@ def catch_up(memory: Any, writer: str, show_progress: bool, background: bool = F
                                             error="" if stopped else f"{type(exc).__name__}: {exc}"[:300]))
         raise
     left = lines_left(memory.built_slots(), memory.total)
-    _record(memory, dataclasses.replace(run, written=total - left, updated=time.time(), state="done"))
     stats = pool.stats
+    state = ended.get("state") or ("paused" if left and stats.paused else "done")
+    _record(memory, dataclasses.replace(run, written=total - left, updated=time.time(), state=state,
+                                        error=ended.get("error", "")))
     return {"memoryId": memory.memory_id, "writer": writer, "written": total - left, "left": left,
             "seconds": round(time.monotonic() - started, 2), "calls": stats.calls,
             "offlineLines": stats.offline_lines + stats.offline_fallbacks, "modelLines": stats.model_lines,
-            "elsewhere": False}
+            "elsewhere": False, "paused": bool(left and stats.paused), "ended": state}
 
 
 @dataclass(frozen=True)
@@ -226,11 +250,14 @@ def writer_state(memory: Any, now: float) -> WriterState:
         who = "this process" if memory.holds_lease else f"pid {holder.pid}"
         return WriterState(f"{catching.sentence()}; the writer pool in {who} is writing them", True, None, left)
     said = f"{catching.left_sentence()}; nothing is writing them now"
-    cut_short = run is not None and run.state in ("running", "stopped", "failed")
+    cut_short = run is not None and run.state in ("running", "stopped", "failed", "paused")
+    fix = "run `endless catch-up` to write them now (it goes on where the last one stopped), or the next chat here does"
     if cut_short:
         ended = {"running": "ended before it finished (stopped or killed)", "stopped": "was stopped",
-                 "failed": f"failed ({run.error})"}[run.state]
+                 "failed": f"failed ({run.error})", "paused": "stopped at the spend cap"}[run.state]
         said += (f" (the last {run.name}, pid {run.pid}, {ended} after writing "
                  f"{count(run.written, 'line')} of {run.lines_at_start:,})")
-    return WriterState(said, False, "run `endless catch-up` to write them now (it goes on where the last one "
-                                    "stopped), or the next chat here does", left, cut_short)
+        if run.state == "paused":
+            fix = ("`endless writer resume` lets the writer spend past the cap for today, then run `endless "
+                   "catch-up`; or raise spend_cap_per_day")
+    return WriterState(said, False, fix, left, cut_short)

@@ -296,3 +296,23 @@ def test_passing_over_texts_without_an_assignment_changes_no_redaction(monkeypat
 
     check()
     assert any(passed_over) and not all(passed_over)
+
+
+def test_a_batch_is_redacted_as_each_alone_whatever_the_case_and_neighbours():
+    """The batch's needles (a dozen case-sensitive patterns, and the lowered texts for the rest) find every
+    secret a text alone would: secrets of every kind, repeated, in other cases, glued to other needles."""
+    from hypothesis import given, settings as hsettings, strategies as st
+
+    pieces = [_secret(kind)[0] for kind in sorted(SECRETS)] + [
+        "sk-", "sk-ant-", "akia", "AKIA", "aiza", "EYJ", "Ghp_", "ghs_", "GITHUB_PAT_", "xox", "XOXB-", "hf_",
+        "://", "_LIVE_", "_test_", "private key", "PRIVATE KEY", "İ", "ß", " ", "\n", "x", "=", "token: "]
+    texts = st.lists(st.sampled_from(pieces), min_size=0, max_size=6).map("".join)
+
+    @hsettings(max_examples=300, deadline=None, database=None)
+    @given(st.lists(texts, min_size=1, max_size=8))
+    def check(batch_texts: list[str]) -> None:
+        batch = [Message("user", t, 1.0) for t in batch_texts]
+        together, _ = redact.messages(batch)
+        assert [m.text for m in together] == [redact.redact(t).text for t in batch_texts]
+
+    check()

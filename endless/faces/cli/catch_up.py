@@ -89,7 +89,7 @@ def _elsewhere(memory: Any, done: dict) -> str:
     pid = done.get("holder")
     run = last_run(memory)
     if pid is not None and run is not None and run.pid == pid and run.state == "running":
-        return f"its lines are being written by {run.name} (pid {pid})"
+        return f"its lines are being written by a {run.name} (pid {pid})"
     return f"its writer runs in another process{f' (pid {pid})' if pid is not None else ''} (a chat using it)"
 
 

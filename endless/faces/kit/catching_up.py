@@ -63,14 +63,10 @@ class Run:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             return None
 
-    def per_minute(self) -> float:
-        took = self.updated - self.started
-        return self.written * 60.0 / took if took > 0 and self.written else 0.0
-
     @property
     def name(self) -> str:
-        return ("a detached `endless catch-up` (started by `endless import`)" if self.background
-                else "`endless catch-up`")
+        """What ran, after an article ("a", "the last")."""
+        return "detached `endless catch-up` (started by `endless import`)" if self.background else "`endless catch-up`"
 
 
 def _step_aside(memory: Any, pool: Any, run: Run, ended: dict[str, str]) -> bool:
@@ -233,8 +229,11 @@ def writer_state(memory: Any, now: float) -> WriterState:
     run = last_run(memory)
     if holder is not None and holder.fresh:
         if run is not None and run.pid == holder.pid and run.state == "running":
-            pace = run.per_minute()
-            done = f"{count(run.written, 'line')} of {run.lines_at_start:,} written"
+            # (what the tree holds now, not the record's last count: it is brought up to date every few s)
+            written = max(run.written, run.lines_at_start - left)
+            took = now - run.started
+            pace = written * 60.0 / took if took > 0 and written else 0.0
+            done = f"{count(written, 'line')} of {run.lines_at_start:,} written"
             when = time.strftime("%H:%M", time.localtime(run.started))
             if run.writer == "offline" and pace > 0:
                 rate = f"{pace:,.0f} lines a minute, done in {say_duration(left / pace * 60.0)}"
@@ -245,7 +244,7 @@ def writer_state(memory: Any, now: float) -> WriterState:
             else:
                 rate = (f"{catching.calls_per_minute:.1f} writer calls a minute, done in "
                         f"{say_duration(catching.seconds_left)}")
-            return WriterState(f"{catching.left_sentence()}; {run.name} (pid {holder.pid}, since {when}, "
+            return WriterState(f"{catching.left_sentence()}; a {run.name} (pid {holder.pid}, since {when}, "
                                f"{run.writer} writer) is writing them: {done}, {rate}", True, None, left)
         who = "this process" if memory.holds_lease else f"pid {holder.pid}"
         return WriterState(f"{catching.sentence()}; the writer pool in {who} is writing them", True, None, left)

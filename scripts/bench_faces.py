@@ -114,7 +114,8 @@ def main() -> None:
         env.pop("ENDLESS_WRITER_ROUTE", None)
         source = base / f"source-{size}.jsonl"
         lines = write_source(source, size)
-        run = [*endless_command(), "import", "--workspace", str(workspace), "--no-progress", "--json", str(source)]
+        run = [*endless_command(), "import", "--workspace", str(workspace), "--no-progress", "--no-catch-up", "--json",
+               str(source)]
         first, out = timed(run, env)
         summary = orjson.loads(out)
         again, out2 = timed(run, env)

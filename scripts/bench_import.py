@@ -4,6 +4,11 @@ For each size a generic JSONL of N messages is imported into a fresh
 ``ENDLESS_HOME``: the wall time, the rate, the peak resident memory of the
 import process (from ``wait4``), the rate relative to the same run's smallest
 size (1.00 is linear), and the memory's bytes on disk per byte of the source.
+Then, on that memory whose lines are not written yet (the import runs with
+``--no-catch-up``), what opening it costs: a cold ``endless search`` (the
+median of three whole processes, and its peak memory), and a cold open for
+writing (what a chat or ``endless catch-up`` pays first), both flat as the
+history grows when opening does not depend on the unwritten messages.
 The default mix is realistic (``--mix real``): messages of 100 to 300 bytes
 from a Zipf vocabulary, a third from the user, the rest the assistant's
 replies and tool results with their tool's name; ``--mix short`` is the old
@@ -121,8 +126,9 @@ def run_import(path: Path, root: Path, python: Path | None) -> dict:
     env.pop("ENDLESS_WRITER_ROUTE", None)
     (root / "ws").mkdir()
     started = time.perf_counter()
+    # --no-catch-up: the import alone (by default it would go on writing its lines, here or detached)
     proc = subprocess.Popen([str(python or sys.executable), "-m", "endless.cli", "import", str(path), "--workspace",
-                             str(root / "ws"), "--no-progress"], env=env, cwd=root, stdout=subprocess.PIPE,
+                             str(root / "ws"), "--no-progress", "--no-catch-up"], env=env, cwd=root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
@@ -132,6 +138,32 @@ def run_import(path: Path, root: Path, python: Path | None) -> dict:
         raise SystemExit(f"the import failed ({proc.returncode}): {err}")
     return {"seconds": seconds, "rss": usage.ru_maxrss / 1024, "out": out.strip().splitlines()[0],
             "disk": disk_bytes(root / "home")}
+
+
+SEARCH = "database billing export queue"
+OPEN_FOR_WRITING = ("import sys, time; from pathlib import Path; from endless.core.memory import Memory; "
+                    "started = time.perf_counter(); Memory.open(memory_id=sys.argv[1], root=Path(sys.argv[2])).close(); "
+                    "print(time.perf_counter() - started)")
+
+
+def cold_reads(root: Path, python: Path | None) -> dict:
+    """A cold search (median of three processes, and the largest peak) and a cold open for writing."""
+    env = {**os.environ, "ENDLESS_HOME": str(root / "home"), "XDG_CONFIG_HOME": str(root / "xdg")}
+    memory_id = next((root / "home" / "memories").iterdir()).name
+    times, peaks = [], []
+    for _ in range(3):
+        started = time.perf_counter()
+        proc = subprocess.Popen([str(python or sys.executable), "-m", "endless.cli", "search", *SEARCH.split(),
+                                 "--memory", memory_id, "--limit", "5"], env=env, cwd=root,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        times.append(time.perf_counter() - started)
+        peaks.append(usage.ru_maxrss / 1024)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"endless search failed ({os.waitstatus_to_exitcode(status)})")
+    opened = subprocess.run([str(python or sys.executable), "-c", OPEN_FOR_WRITING, memory_id, str(root / "home")],
+                            env=env, cwd=root, capture_output=True, text=True, check=True)
+    return {"search": sorted(times)[1], "search_rss": max(peaks), "open": float(opened.stdout.strip())}
 
 
 def main() -> None:
@@ -162,12 +194,15 @@ def main() -> None:
                 say(f"{size:,} messages ({name})")
                 results[(name, size)] = run_import(path, root, checkout)
                 say(f"  {results[(name, size)]['seconds']:.1f} s: {results[(name, size)]['out']}")
+                results[(name, size)].update(cold_reads(root, checkout))
             path.unlink()
     mix = "realistic (100-300 bytes, mixed roles, tool results)" if args.mix == "real" else "short (about 30 bytes)"
     print(f"`endless import` of N {mix} messages (a subprocess each, fresh home; on {os.cpu_count()} cores)\n")
-    head = "| messages | source MB | wall | messages/s | peak RSS | rate ÷ first size's | disk ÷ source |"
+    head = ("| messages | source MB | wall | messages/s | peak RSS | rate ÷ first size's | disk ÷ source "
+            "| cold search | open to write |")
     if args.compare:
-        head += " wall (compared) | messages/s | peak RSS | disk ÷ source | time, this ÷ compared |"
+        head += (" wall (compared) | messages/s | peak RSS | disk ÷ source | cold search | open to write "
+                 "| time, this ÷ compared |")
     if args.optmem:
         head += " wall (optmem) | messages/s | peak RSS | disk ÷ source | time, this ÷ optmem |"
     print(head)
@@ -178,13 +213,19 @@ def main() -> None:
         source_bytes = results[("bytes", size)]["source"]
         rate = size / a["seconds"]
         row = (f"| {size:,} | {source_bytes / 1e6:.0f} | {a['seconds']:.1f} s | {rate:,.0f} | {a['rss']:.0f} MB | "
-               f"{rate / base['this']:.2f} | {a['disk'] / source_bytes:.2f} |")
+               f"{rate / base['this']:.2f} | {a['disk'] / source_bytes:.2f} | {_cold(a)} | {a['open']:.1f} s |")
         for other in ("compare", "optmem"):
             if (other, size) in results:
                 b = results[(other, size)]
                 row += (f" {b['seconds']:.1f} s | {size / b['seconds']:,.0f} | {b['rss']:.0f} MB | "
-                        f"{b['disk'] / source_bytes:.2f} | {a['seconds'] / b['seconds']:.2f} |")
+                        f"{b['disk'] / source_bytes:.2f} |"
+                        + (f" {_cold(b)} | {b['open']:.1f} s |" if "open" in b else "")
+                        + f" {a['seconds'] / b['seconds']:.2f} |")
         print(row)
+
+
+def _cold(result: dict) -> str:
+    return f"{result['search']:.2f} s, {result['search_rss']:.0f} MB"
 
 
 if __name__ == "__main__":

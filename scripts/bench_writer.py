@@ -109,7 +109,7 @@ def measure(batch: int, turns: int, seed: int, cache: str) -> dict:
     started = time.perf_counter()
     run(main(), clock)
     elapsed = time.perf_counter() - started
-    lines = [orjson.loads(line) for line in (memory.folder / "tree.turn.v1.jsonl").read_bytes().splitlines()]
+    lines = [orjson.loads(line) for line in memory.tree.path.read_bytes().splitlines()]
     usage = [orjson.loads(line) for line in (memory.folder / "usage.jsonl").read_bytes().splitlines()]
     stats = pool.stats
     written = stats.model_lines + stats.trimmed

@@ -8,7 +8,13 @@ HERE = Path(__file__).parent
 for folder in (HERE / "procs", HERE):
     sys.path.insert(0, str(folder))
 
+import os  # noqa: E402
 import secrets  # noqa: E402
+
+# An import writes its lines itself by default (the import_catch_up setting), which makes every test that
+# imports to test something else wait for the offline writer.  The tests run with it off (their commands
+# inherit this); the tests of the catch-up itself (faces/test_catch_up.py) run with the default.
+os.environ.setdefault("ENDLESS_IMPORT_CATCH_UP", "false")
 
 import pytest  # noqa: E402
 

@@ -98,11 +98,15 @@ class WriterPool:
 
     def __init__(self, memory: WriterMemory, providers: ProviderFactory, *, settings: Settings | None = None,
                  route: Route | None = None, usage: UsageLog | None = None,
-                 wall: Callable[[], float] | None = None) -> None:
+                 wall: Callable[[], float] | None = None, offline_chosen: bool = False,
+                 model_chosen: bool = False) -> None:
         self.memory = memory
         self.queue = work_queue(memory)
         self.routes = recorded_routes(memory)
         self.stretches = offline_stretches(memory)
+        # The person asked for the model now (``endless catch-up --writer model``): stretches an import left
+        # to the offline writer are written by the model in this run.
+        self.model_chosen = model_chosen
         self.settings = settings or memory.settings
         self.providers = providers
         self.override = route if route is not None else configured_route(self.settings)
@@ -117,7 +121,7 @@ class WriterPool:
         self._backoff_until = 0.0
         self._backoff = 0.0
         self._provider_cache: dict[str, object] = {}
-        self._offline_noted = False
+        self._offline_noted = offline_chosen  # (the person chose it, and was told: not said again)
         self._wrote_offline = False
         self._paused_noted = False
         self._retention_due = 0.0  # loop time of the next look for messages past forget_after_days
@@ -135,7 +139,8 @@ class WriterPool:
         try:
             while not stop.is_set():
                 if not self.memory.holds_lease or keeper is None or keeper.done():
-                    if not self.memory.take_lease():
+                    # (a pool that waits says so: a catch-up standing in for a chat steps aside)
+                    if not self.memory.take_lease(want=not until_idle):
                         if until_idle:
                             return self.stats
                         await self._wait(stop, self.settings.writer_poll_seconds)
@@ -209,7 +214,7 @@ class WriterPool:
     # -- choosing work ---------------------------------------------------------------
 
     def _plan(self, job: Job) -> _Plan:
-        if self.stretches.covers(job.part):
+        if not self.model_chosen and self.stretches.covers(job.part):
             return _Plan(None, None, [])  # the person chose the offline writer for this stretch
         recorded = self.routes.get(job_session(self.memory, job))
         if self.override is not None:

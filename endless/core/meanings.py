@@ -51,6 +51,8 @@ MEANINGS: dict[str, str] = {
     "redact_secrets": "replace API keys, tokens, private keys and passwords by [redacted: kind] before a message is kept",
     "capture_subagents": "capture a Claude Code session's sub-agents as chats of their own (false: leave them out)",
     "import_catch_up": "after an import, write its lines (here when quick, else in a background endless catch-up)",
+    "import_catch_up_wait_seconds": "an import writes its lines itself when the offline writer takes about this "
+                                    "long at most (else a detached endless catch-up does)",
     "forget_after_days": "messages older than this many days are forgotten automatically (not set: kept forever)",
     "lease_renew_seconds": "seconds between renewals of the writer lease",
     "lease_expiry_seconds": "a writer lease not renewed for this long is taken over",

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Sequence
 
 from endless.core import integrity
 from endless.core.built_lines import BuiltLines, BuiltListener, StretchListener
-from endless.core.errors import MemoryUseError, NoMemory
+from endless.core.errors import MemoryUseError, NoMemory  # (NoMemory: re-exported, the faces name it here)
 from endless.core.privacy import forget, redact
 from endless.core.search import index as search_index
 from endless.core.search import word_index
 from endless.core.search import upkeep as index_upkeep
 from endless.core.settings import Settings, load_settings, store_url
 from endless.core.store import (COMPLETED, STATUSES, Damage, EncodedTurn, Key, Message, Store, Stored,
-                                TurnInfo, TurnInProgress, TurnRecord, Waiters, check_kind, check_memory_id,
+                                TurnInfo, TurnInProgress, TurnRecord, Waiters, check_kind,
                                 close_orphans, decoded, durable, identity, keyfile, place_encoded, sessions,
                                 memory_folder, open_store, stored_from)
 from endless.core.view import Part, ViewKeeper, tiling
@@ -126,9 +126,7 @@ class Memory:
             self.tree.catch_up(False)
             self.log.catch_up(False)  # the log is written before its lines: now it covers every line read
             self._check(writable=False)
-            if views != "skip":
-                self.views.load(self.total, repair=False)
-                self.views.append(self.total)
+            self.views.defer()  # read when asked for: a search asks only which line covers a hit
             return
         with self.lock:
             for what in (self.log.repair_tail(self.quarantine), self.tree.repair_tail(self.quarantine)):
@@ -415,15 +413,17 @@ class Memory:
     # -- the lease -------------------------------------------------------------------
 
     @property
-    def holds_lease(self) -> bool:
-        """Whether this process took the writer lease (and has not released it)."""
+    def holds_lease(self) -> bool:  # this process took the writer lease (and has not released it)
         return self.lease.token is not None
 
-    def take_lease(self) -> bool:
-        """Try to become the process that runs this memory's writer pool."""
+    def take_lease(self, want: bool = False) -> bool:
+        """Try to run this memory's writer pool; ``want``: else say this process waits (``Lease.want``)."""
         self.check_writable()
         with self.lock:
-            return self.lease.try_acquire()
+            taken = self.lease.try_acquire()
+        if not taken and want:
+            self.lease.want()
+        return taken
 
     def renew_lease(self) -> bool:
         with self.lock:  # else a takeover between the renewal's read and write is undone

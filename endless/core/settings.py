@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from endless.core.meanings import MEANINGS  # (its own module for size; callers name it from here)
+from endless.core.meanings import MEANINGS  # noqa: F401 (its own module for size; callers name it here)
 
 
 def search_workers(settings: "Settings") -> int:
@@ -41,9 +41,9 @@ INDEX_BATCH_MESSAGES = 20_000
 INDEX_PARSE_GROUP = 512  # log lines parsed with one map; a reader that stops early parsed at most this many more
 INDEX_BUSY_SECONDS = 5.0
 INDEX_PROGRESS_STEPS = 2_000
-# After an import the offline writer writes its lines in the same command when that takes about this long at
-# most; longer, or by a model, a detached `endless catch-up` does it (`endless doctor` shows it running).
-IMPORT_CATCH_UP_INLINE_SECONDS = 30.0
+# A catch-up an import started in the background stops when no writer call has been answered for this long
+# (a dead route would hold the memory's writer lease and retry forever); doctor then says why.
+CATCH_UP_GIVE_UP_SECONDS = 600.0
 IMPORT_FOLLOWER_FROM = 20_000  # messages: an import this long leaves its search index to a helper process
 PLAN_HALVES_FROM = 4 << 20  # bytes: a generic import source this long is planned by two processes, a half each
 # The first half's share of such a source's bytes: the second half's process also checks each line's
@@ -245,8 +245,12 @@ class Settings:
     # their own beside it (their transcripts under <session>/subagents/), or left out.
     capture_subagents: bool = True
     # After `endless import`, its lines written by the same command when the offline writer is quick enough,
-    # else by a detached `endless catch-up` (false: left for `endless catch-up` or a chat's writer).
-    import_catch_up: bool = False
+    # else by a detached `endless catch-up` that outlives it (false: left for `endless catch-up` or a chat's
+    # writer; `endless import --no-catch-up` leaves them once).
+    import_catch_up: bool = True
+    # The offline writer writes an import's lines in the import itself when that takes about this long at
+    # most; longer, or by a model, a detached `endless catch-up` does it (`endless doctor` shows it running).
+    import_catch_up_wait_seconds: float = 30.0
     # Retention (endless.core.privacy.forget): messages older than this many days are forgotten automatically
     # by the process running the writer (not set: kept forever).
     forget_after_days: float | None = None
@@ -450,6 +454,8 @@ def _check(s: Settings) -> None:
                         f"{masked_store(s.store)!r}")
     if s.rpc_search_workers < 0:
         problems.append("rpc_search_workers must be 0 (automatic) or more")
+    if s.import_catch_up_wait_seconds < 0:
+        problems.append("import_catch_up_wait_seconds must be 0 (always in the background) or more")
     if s.view_floor >= s.view_ceiling:
         problems.append("view_floor must be below view_ceiling")
     if s.writer_view_floor >= s.writer_view_ceiling:

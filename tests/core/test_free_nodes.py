@@ -99,7 +99,7 @@ def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], turn_sizes: l
             told: list[FreeStretch] = []
             memory.on_free_stretch(told.append)
             if before:
-                memory.commit_turns([TurnRecord("s", "t", messages[i:min(i + 2, before)], tid=f"{i:016x}")
+                memory.commit_turns([TurnRecord("s", "t", messages[i:min(i + 2, before)], tid=f"{i + 1:016x}")
                                      for i in range(0, before, 2)], sync=False)
             at, k = before, 0
             while at < len(messages):  # batches of whole turns, cut at random
@@ -110,7 +110,7 @@ def test_the_memory_holds_exactly_the_free_nodes(texts: list[str], turn_sizes: l
                     take = 1
                     while at + take < len(messages) and messages[at + take].kind == "reply":
                         take += 1
-                    turns.append(TurnRecord("s", "t", messages[at:at + take], tid=f"{at:016x}"))
+                    turns.append(TurnRecord("s", "t", messages[at:at + take], tid=f"{at + 1:016x}"))
                     at += take
                 if way == "records":
                     memory.commit_turns(turns, sync=False)
@@ -152,7 +152,8 @@ def _check_told(memory: Memory, told: list[FreeStretch], free: dict[tuple[int, i
         assert stretch.start == at < stretch.end <= len(data)
         for line in data[stretch.start:stretch.end].splitlines():
             record = orjson.loads(line)
-            assert free[(record["l"], record["i"])] == record["text"]
+            assert "text" not in record  # a free line holds no copy of the log's words
+            assert free[(record["l"], record["i"])] == memory.node_text(record["l"], record["i"])
         at = stretch.end
     assert at == len(data)  # no writer ran: every line is a commit's free line, and told
 
@@ -164,13 +165,13 @@ def test_a_written_line_is_never_in_a_stretch_told_free(tmp_path: Path) -> None:
     memory.on_free_stretch(told.append)
     long = "w" * 300  # past the budget: its leaf and its parent are the writer's
     memory.commit_turns([TurnRecord("s", "t", [Message("user", long, 1.0), Message("reply", "ok", 2.0)],
-                                    tid=f"{0:016x}")], sync=False)
+                                    tid=f"{1:016x}")], sync=False)
     assert [(s.start, s.end) for s in told] == [(0, memory.tree.end)]  # the short reply's leaf alone
     memory.store_line(0, 0, "the person pasted a long row of w")
     written_end = memory.tree.end  # the written leaf, and the free parent it makes with the reply's
     told.clear()
     memory.commit_turns([TurnRecord("s", "t", [Message("user", "hi", 3.0), Message("reply", "yes", 4.0)],
-                                    tid=f"{1:016x}")], sync=False)
+                                    tid=f"{2:016x}")], sync=False)
     assert [(s.start, s.end) for s in told] == [(written_end, memory.tree.end)]
     lines = memory.tree.path.read_bytes()[told[0].start:told[0].end].splitlines()
     # the new leaves, their parent, and the one above it over the written leaf's free parent (not told)
@@ -187,7 +188,7 @@ def test_a_parent_exactly_at_the_budget_is_free_and_one_byte_more_is_not(tmp_pat
              ("b" * (room // 2), "c" * (room - room // 2 + 1))]  # one byte over
     for k, (user, reply) in enumerate(pairs):
         memory.commit_turns([TurnRecord("s", "t", [Message("user", user, 1.0), Message("reply", reply, 2.0)],
-                                        tid=f"{k:016x}")], sync=False)
+                                        tid=f"{k + 1:016x}")], sync=False)
     assert memory.is_built(1, 0) and not memory.is_built(1, 1)
     assert len(memory.node_text(1, 0).encode()) == SETTINGS.line_budget
     memory.close()

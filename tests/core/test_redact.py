@@ -268,3 +268,51 @@ def test_an_imported_password_is_never_kept_nor_found(tmp_path):
     view = subprocess.run([*endless_command(), "view"], cwd=work, env=env, capture_output=True, text=True,
                           timeout=120)
     assert "password=[redacted: password]" in view.stdout and "Bearer [redacted: authorization]" in view.stdout
+
+
+_PIECES = ["password", "passwd", "PassWord", "pwd", "secret", "client_secret", "api key", "API_KEY", "apikey",
+           "token", "auth-token", "Bearer", "--", "--api-token", "--password", "=", ":", " = ", ": ", '"', "'",
+           " ", "\n", "\t", "hunter22", "s3cr3t!", "abcdefgh", "x9Y8z7W6", "the", "field", "(", ")", "[",
+           "paſsword", "\u212aey", "to\u212aen", "ſecret", "İ", "ı", "ß", "é", "_", "-", "key_id", ","]
+
+
+def test_passing_over_texts_without_an_assignment_changes_no_redaction(monkeypatch):
+    """The password family is passed over where no needle is assigned or flagged (``_may_hold_a_password``):
+    on texts made of its names, separators, values and look-alike letters, the same result as running it
+    everywhere; and it is passed over on some of them (the gate does something)."""
+    from hypothesis import given, settings as hsettings, strategies as st
+
+    texts = st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14).map("".join)
+    passed_over = []
+
+    @hsettings(max_examples=1500, deadline=None, database=None)
+    @given(st.lists(texts, min_size=1, max_size=3).map(" ".join))
+    def check(text: str) -> None:
+        gated = redact.redact(text)
+        passed_over.append(not redact._may_hold_a_password(text))
+        with monkeypatch.context() as everywhere:
+            everywhere.setattr(redact, "_may_hold_a_password", lambda _text: True)
+            assert redact.redact(text) == gated
+
+    check()
+    assert any(passed_over) and not all(passed_over)
+
+
+def test_a_batch_is_redacted_as_each_alone_whatever_the_case_and_neighbours():
+    """The batch's needles (a dozen case-sensitive patterns, and the lowered texts for the rest) find every
+    secret a text alone would: secrets of every kind, repeated, in other cases, glued to other needles."""
+    from hypothesis import given, settings as hsettings, strategies as st
+
+    pieces = [_secret(kind)[0] for kind in sorted(SECRETS)] + [
+        "sk-", "sk-ant-", "akia", "AKIA", "aiza", "EYJ", "Ghp_", "ghs_", "GITHUB_PAT_", "xox", "XOXB-", "hf_",
+        "://", "_LIVE_", "_test_", "private key", "PRIVATE KEY", "İ", "ß", " ", "\n", "x", "=", "token: "]
+    texts = st.lists(st.sampled_from(pieces), min_size=0, max_size=6).map("".join)
+
+    @hsettings(max_examples=300, deadline=None, database=None)
+    @given(st.lists(texts, min_size=1, max_size=8))
+    def check(batch_texts: list[str]) -> None:
+        batch = [Message("user", t, 1.0) for t in batch_texts]
+        together, _ = redact.messages(batch)
+        assert [m.text for m in together] == [redact.redact(t).text for t in batch_texts]
+
+    check()

@@ -481,6 +481,32 @@ def test_endless_import_into_the_database_is_read_on_another_machine(tmp_path, p
         assert other.total == 600
         assert other.message(598).text == "question 299 about tulips" and other.message(599).text == "answer 299"
         assert sorted({other.turn(t).session for t in range(other.turns)}) == ["s0", "s1", "s2"]
+        # Its free lines are read through the log on this machine too: the tree in the database holds
+        # references, never a copy of the words.
+        assert other.node_text(1, 299) == "you: question 299 about tulips\nAssistant: answer 299"
+        admin = psycopg.connect(pg_store_url, autocommit=True)
+        tree = b"".join(bytes(row[0]) for row in admin.execute(
+            f"SELECT data FROM {other.store.db.schema}.endless_bytes WHERE stream = 'tree' ORDER BY at"))
+        admin.close()
+        assert b'"ref":"you: "' in tree and b"tulips" not in tree
+
+
+def test_a_machine_copy_of_the_older_tree_format_is_copied_again(tmp_path, pg_store_url):
+    """A machine's local copy named by tree format 1 is removed at open and the stream (readable by format 2
+    as it is) copied again: every line reads as before."""
+    key = workspace_key(None, str(tmp_path / "project"))
+    settings = Settings(store=pg_store_url)
+    with Memory.open(key, root=tmp_path / "laptop", settings=settings) as memory:
+        memory.commit_turn("s1", "Garden", [Message("user", "how deep for tulip bulbs?", 1e9),
+                                            Message("reply", "about 15 cm", 1e9 + 1)])
+        local, texts = memory.tree.path, {(0, 0): memory.node_text(0, 0), (1, 0): memory.node_text(1, 0)}
+    old = local.with_name("tree.turn.v1.jsonl")
+    os.rename(local, old)
+    os.rename(local.with_name(local.name + ".pg.json"), old.with_name(old.name + ".pg.json"))
+    with Memory.open(key, root=tmp_path / "laptop", settings=settings) as memory:
+        assert not old.exists() and not old.with_name(old.name + ".pg.json").exists()
+        assert {part: memory.node_text(*part) for part in texts} == texts
+        assert texts[(1, 0)] == "you: how deep for tulip bulbs?\nAssistant: about 15 cm"
 
 
 def test_two_machines_alternating_turns_see_each_others_lines_and_keep_their_views_cached(tmp_path, pg_store_url):

@@ -283,3 +283,36 @@ def test_parse_name_rejects_every_invalid_form():
         assert views.parse_name(ident, n, 48) is None
     assert views.parse_name(True, 1, 5) is None
     assert views.parse_name(1.0, 1, 5) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(total=st.integers(2, 300), seed=st.integers(0, 10_000), built_share=st.floats(0, 1),
+       known_share=st.floats(0, 1), target_share=st.floats(0, 1))
+def test_the_fast_planned_form_plans_as_the_sized_one(total, seed, built_share, known_share, target_share):
+    """merge_down reads a planned Lines' sizes and built parents inline (the keeper's fast form): the same
+    parts, merges and size as the form that asks a function for every size, erased merged parts included."""
+    import random
+
+    rng = random.Random(seed)
+    levels = total.bit_length()
+    slots = [array("Q", [rng.random() < built_share or level == 0 for _ in range(total >> level)])
+             for level in range(levels)]
+    true_size = {(level, index): 50 + rng.randrange(400) for level in range(levels) for index in range(total >> level)}
+    known = [array("I", [true_size[(level, index)] if slots[level][index] and rng.random() < known_share else 0
+                         for index in range(total >> level)]) for level in range(levels)]
+    parts = [(0, i) for i in range(total)]
+    parts, _, _ = merge_down(parts, total, 0, Lines(true_size.__getitem__, lambda l, i: bool(slots[l][i])))
+    erased = [p for p in parts if p[0] and rng.random() < 0.2]
+    for level, index in erased:  # a forget erased them: still in the view, unbuilt now
+        slots[level][index] = 0
+        known[level][index] = 0
+    built = lambda l, i: l < len(slots) and i < len(slots[l]) and bool(slots[l][i])  # noqa: E731
+    size_of = lambda part: true_size[part] if built(*part) or part[0] == 0 else 900  # noqa: E731
+    fast = Lines(size_of, built, known, slots)
+    slow = Lines(size_of, built)
+    assert fast.planned(333).estimate == 333 and slow.planned(333).estimate is None
+    size = sum(map(size_of, parts))
+    target = int(size * target_share)
+    one = merge_down(parts, total, target, fast.planned(333), size, fast.unbuilt)
+    two = merge_down(parts, total, target, slow.planned(333), size, slow.unbuilt)
+    assert one == two

@@ -283,7 +283,7 @@ def test_a_full_disk_leaves_no_temporary_file_and_names_the_path(small_disk, tmp
     assert _leftovers(folder) == []
 
 
-@pytest.mark.parametrize("name", ["index/turns.v1.bin", "index/tree-pos.v1.bin", "index/tree-L00.v1.bin",
+@pytest.mark.parametrize("name", ["index/turns.v1.bin", "index/tree-pos.v2.bin", "index/tree-L00.v2.bin",
                                   "view.json", "writer-view.json"])
 def test_a_derived_file_that_cannot_be_read_or_written_never_blocks_a_write(imported, tmp_path, name):
     """A folder where an index or view file belongs: the import goes on (the file is rebuilt from the log

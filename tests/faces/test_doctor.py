@@ -312,7 +312,7 @@ def test_foreign_files_and_permissions_are_findings_never_crashes(env, memory) -
     code, report = doctor(env, "--repair")
     assert code == 1 and findings(report, "memory.files")
     view.unlink()
-    (memory.folder / "tree.turn.v1.jsonl").unlink()  # a missing file: the tree is rebuilt as empty
+    memory.tree.path.unlink()  # a missing file: the tree is rebuilt as empty
     code, report = doctor(env)
     assert not [f for f in report["findings"] if f["status"] == "error"], report
     if os.geteuid() != 0:  # root reads whatever the mode says

@@ -298,7 +298,7 @@ def test_lease_handover_the_new_holder_finishes(tmp_path):
     second.catch_up()
     assert _all_written(second)
     built = [r for r in second.tree.catch_up(False)]
-    lines = (second.folder / "tree.turn.v1.jsonl").read_text().splitlines()
+    lines = second.tree.path.read_text().splitlines()
     keys = [(l.split('"l":')[1].split(",")[0], l.split('"i":')[1].split(",")[0]) for l in lines]
     assert len(keys) == len(set(keys)), "nothing is written twice"
     del built

@@ -309,7 +309,8 @@ def _plan(memory: Forgettable, ids: list[int], at: float, matched: derived.Match
             raw = memory.tree.line_at(offset)
             record = orjson.loads(raw)
             plan.nodes.append((part[0], part[1], offset, len(raw)))
-            plan.line_texts[part] = record["text"]
+            if isinstance(record.get("text"), str):  # (a free line of format 2 holds no words: none indexed)
+                plan.line_texts[part] = record["text"]
     return plan
 
 

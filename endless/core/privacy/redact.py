@@ -129,6 +129,21 @@ def _looks_secret(kind: str, found: re.Match[str], value: str) -> bool:
 # each needle is looked for once (some serve two detectors); most messages hold none and stop there
 _ALL_NEEDLES = tuple(sorted({needle for _, needles, _, _ in _DETECTORS for needle in needles}))
 
+# The "password" family's needles are everyday words ("key", "token"), and its patterns (any case, every
+# name of a secret, at every position) are the slowest: an import of a realistic coding chat ran them on
+# a third of its messages, for a third of its planning time.  A match needs one of its needles followed,
+# within the name, by ``[:=]`` (``password = …``) or preceded by ``--`` (``--token …``), so a text where
+# neither stands is passed over.  Looked for in the case-folded text: every character the patterns match
+# to a needle's letter in any case folds to that letter (checked over all of Unicode), so no text the
+# patterns would redact is passed over.
+_ASSIGNED = re.compile(r"(?:passw|pwd|secret|key|token)[^\s\"':=]*[\"']?\s*[:=]")
+_FLAGGED = re.compile(r"--[\s\S]*?(?:passw|pwd|secret|key|token)")
+
+
+def _may_hold_a_password(text: str) -> bool:
+    folded = text.casefold()
+    return _ASSIGNED.search(folded) is not None or _FLAGGED.search(folded) is not None
+
 
 @dataclass(frozen=True)
 class Redacted:
@@ -146,8 +161,16 @@ def redact(text: str, present: set[str] | None = None) -> Redacted:
     if not present:
         return Redacted(text, Counter())
     kinds: Counter = Counter()
+    passwords: bool | None = None  # whether the password family may match (looked at once, when needed)
     for kind, needles, pattern, group in _DETECTORS:
-        if present.isdisjoint(needles) or not pattern.search(text):
+        if present.isdisjoint(needles):
+            continue
+        if kind == "password":
+            if passwords is None:
+                passwords = _may_hold_a_password(text)
+            if not passwords:
+                continue
+        if not pattern.search(text):
             continue
         mark = MARK.format(kind=kind)
 
@@ -168,27 +191,73 @@ def redact(text: str, present: set[str] | None = None) -> Redacted:
     return Redacted(text, kinds)
 
 
+# The needles of detectors whose patterns are case-sensitive, looked for as those patterns write them, in
+# the texts as they are: a dozen searches instead of one per needle (an import looks in a million
+# messages), each one's needles sharing a pattern.  Each match names the needles it stands for.
+_EXACT = [(re.compile(pattern), names) for pattern, names in (
+    (r"://", lambda m: ("://",)),
+    (r"_(?:live|test)_", lambda m: (m.group(0),)),
+    (r"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA|Iza)", lambda m: (m.group(0).lower(),)),
+    (r"eyJ", lambda m: ("eyj",)),
+    (r"gh(?:[oprsu]|ithub_pat)_", lambda m: (m.group(0) if len(m.group(0)) == 4 else "github_pat_",)),
+    (r"glpat-", lambda m: ("glpat-",)),
+    (r"hf_", lambda m: ("hf_",)),
+    (r"npm_", lambda m: ("npm_",)),
+    (r"xox", lambda m: ("xox",)),
+    (r"hooks\.slack\.com", lambda m: ("hooks.slack.com",)),
+    (r"sk-(?:ant-)?", lambda m: ("sk-", "sk-ant-") if len(m.group(0)) > 3 else ("sk-",)),
+    (r"PRIVATE KEY", lambda m: ("private key",)),
+)]
+# The needles of patterns that match in any case, looked for in the lowered texts.
+_FOLDED = ("authorization", "bearer", "key", "passw", "pwd", "secret", "token")
+
+
+def _check_needles() -> None:
+    """Every needle of a detector is found by one of the two ways (a new detector must say which)."""
+    exact = {"://", "_live_", "_test_", "eyj", "glpat-", "hf_", "npm_", "xox", "hooks.slack.com", "sk-", "sk-ant-",
+             "private key", "github_pat_", *(f"gh{c}_" for c in "oprsu"),
+             *(a.lower() for a in ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA", "AIza"))}
+    missing = set(_ALL_NEEDLES) - exact - set(_FOLDED)
+    if missing:
+        raise RuntimeError(f"needles looked for nowhere: {sorted(missing)}")
+
+
+_check_needles()
+
+
 def needles_in(texts: list[str]) -> list[set[str] | None]:
     """For each text, the needles it holds (None: none), looked for in all the texts at once.
 
     An import redacts messages by the hundred thousand, most of them short and
-    without a needle: one search per needle over the batch's lowered texts
-    (joined by NUL, which no needle holds, so no match spans two texts) costs
-    a fraction of a search per needle per message.
+    without a needle: one search over the batch's texts joined by NUL (which no
+    needle holds, so no match spans two texts) costs a fraction of a search
+    per message.  A case-sensitive detector's needles are looked for as its
+    pattern writes them, a dozen patterns in the texts as they are; the others'
+    in the lowered texts.  (A needle said present only narrows nothing: each
+    detector still runs its own pattern.)
     """
+    found: list[set[str] | None] = [None] * len(texts)
+
+    def mark(k: int, names: tuple[str, ...]) -> None:
+        held = found[k]
+        if held is None:
+            found[k] = set(names)
+        else:
+            held.update(names)
+
+    starts = list(accumulate((len(t) + 1 for t in texts), initial=0))
+    joined = "\0".join(texts)
+    for pattern, names in _EXACT:
+        for match in pattern.finditer(joined):
+            mark(bisect_right(starts, match.start()) - 1, names(match))
     lowered = [t.lower() for t in texts]  # per text: lowering may change a text's length
     starts = list(accumulate((len(t) + 1 for t in lowered), initial=0))
     joined = "\0".join(lowered)
-    found: list[set[str] | None] = [None] * len(texts)
-    for needle in _ALL_NEEDLES:
+    for needle in _FOLDED:
         at = joined.find(needle)
         while at >= 0:
             k = bisect_right(starts, at) - 1
-            held = found[k]
-            if held is None:
-                found[k] = {needle}
-            else:
-                held.add(needle)
+            mark(k, (needle,))
             at = joined.find(needle, starts[k + 1])  # the next text: this one holds the needle
     return found
 

@@ -470,8 +470,6 @@ def _pattern_lines(corpus: Corpus, q: ql.Query, filters: si.Filters, want: int, 
 
 def corpus_of(memory: Searchable) -> Corpus:
     """A search over an open memory as this process last read it."""
-    import bisect
-
     log = memory.log
 
     def record_of(mid: int) -> tuple[dict, int] | None:
@@ -481,14 +479,9 @@ def corpus_of(memory: Searchable) -> Corpus:
             return None
         return record, mid - record["id"]
 
-    parts = list(memory.views.chat.parts)
-    firsts = [tiling.first(p) for p in parts]
-
     def covering(mid: int) -> str | None:
-        at = bisect.bisect_right(firsts, mid) - 1
-        if at < 0 or mid >= tiling.end(parts[at]):
-            return None
-        return tiling.name(parts[at])
+        part = memory.views.covering(mid)
+        return None if part is None else tiling.name(part)
 
     return Corpus(log, memory.search_index, memory.index_sources(), record_of, memory.tree.cached_text,
                   covering)

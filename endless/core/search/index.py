@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from endless.core.search.index_rows import (IndexBusy, Filters, Placed, Row, Stopped, Watermark,  # re-exported
-                                            line_key, line_part)
+from endless.core.search.index_rows import (Filters, IndexBusy, Placed, Row, Stopped,  # noqa: F401 (re-exported)
+                                            Watermark, line_key, line_part)
 from endless.core.store import durable
 from endless.core.store import KINDS, Message
 from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SPAN_CHARS

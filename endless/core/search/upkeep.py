@@ -134,14 +134,16 @@ def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
 
 _NODE_HEAD = re.compile(rb'\{"l":(\d+),"i":(\d+),')
 _NODE_TAIL = re.compile(rb',"size":(\d+)(?:,"src":(\d+))?\}\s*$')
+_FREE_KEYS = (b'"ref":', b'"join"')  # what follows a free line's head (TreeStore.encode_ref, encode_join)
 
 
 def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
     """Index the written lines among the tree's next nodes (free lines repeat messages: left out).
 
-    Most nodes are free, and are told apart by their sizes alone, read from
-    the record's ends without parsing its text (see :func:`is_free`); only
-    written lines are parsed.  A stretch its writer said is free is not read.
+    Most nodes are free: a line of format 2 says so in its first bytes; one of
+    format 1 is told apart by its sizes alone, read from the record's ends
+    without parsing its text (see :func:`is_free`); only written lines are
+    parsed.  A stretch its writer said is free is not read.
     """
     sizes: list[array] = []  # per level, the size of each node this pass read (0: not read)
     written: list[tuple[int, int, str]] = []
@@ -153,8 +155,11 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
             continue
         for offset, line in sources.tree.lines(pos, sources.tree_end):
             pos = offset + len(line) + 1
-            head, tail = _NODE_HEAD.match(line), _NODE_TAIL.search(line, max(0, len(line) - 64))
-            if head is not None and tail is not None:  # else not a node as the tree writes them (damage)
+            head = _NODE_HEAD.match(line)
+            tail = None
+            if head is not None and line[head.end():head.end() + 6] not in _FREE_KEYS:  # (a free line of
+                tail = _NODE_TAIL.search(line, max(0, len(line) - 64))  # format 2 holds no words of its own)
+            if tail is not None:  # else free, or not a node as the tree writes them (damage)
                 level, ix, size = int(head[1]), int(head[2]), int(tail[1])
                 src = None if tail[2] is None else int(tail[2])
                 _remember(sizes, level, ix, size)
@@ -165,6 +170,10 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
                         text = None
                     if isinstance(text, str):
                         written.append((level, ix, text))
+            elif head is not None:  # a free line: its size, for telling whether a written parent above is free
+                free_tail = _NODE_TAIL.search(line, max(0, len(line) - 64))
+                if free_tail is not None:
+                    _remember(sizes, int(head[1]), int(head[2]), int(free_tail[1]))
             if len(written) >= INDEX_BATCH_MESSAGES or sources.free_until(pos) is not None:
                 break  # a batch is full, or a free stretch starts here: stepped over unread
         else:
@@ -175,7 +184,7 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
 def node_size(tree: "TreeStore") -> Callable[[int, int], int | None]:
     """A stored line's size in bytes, read from its record (for nodes before the watermark)."""
     def size_of(level: int, index: int) -> int | None:
-        record = tree.record(level, index)
+        record = tree.record(level, index, resolve=False)
         size = None if record is None else record.get("size")
         return size if isinstance(size, int) else None
 

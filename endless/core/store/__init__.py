@@ -65,6 +65,7 @@ _WHERE = {
     "workspace_key": "keys",
     "ChangeLock": "locks",
     "Lease": "locks",
+    "LockBusy": "locks",
     "holder_pid": "locks",
     "is_held": "locks",
     "Damage": "log",
@@ -133,7 +134,7 @@ if TYPE_CHECKING:
     from endless.core.store import keyfile
     from endless.core.store.keyfile import FORMAT
     from endless.core.store.keys import InvalidKey, Key, MEMORY_ID, check_memory_id, gateway_key, memory_id, path_key, workspace_key
-    from endless.core.store.locks import ChangeLock, Lease, holder_pid, is_held
+    from endless.core.store.locks import ChangeLock, Lease, LockBusy, holder_pid, is_held
     from endless.core.store import log
     from endless.core.store.log import Damage, OrderLog, TurnInfo, tid_number
     from endless.core.store import records

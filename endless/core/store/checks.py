@@ -208,8 +208,9 @@ def _table(path: Path) -> array:
 
 
 def _guess_part(line: bytes) -> str | None:
+    """``line L/I`` of a damaged node line whose head still reads (``{"l":L,"i":I,`` and anything)."""
     try:
-        head = orjson.loads(line[:line.index(b',"text"')] + b"}")
+        head = orjson.loads(line[:line.index(b",", line.index(b'"i":'))] + b"}")
         return f"line {head['l']}/{head['i']}"
     except (ValueError, orjson.JSONDecodeError, KeyError, TypeError):
         return None

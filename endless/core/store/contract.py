@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from endless.core.store.checks import Scan
     from endless.core.settings import Settings
     from endless.core.store.journal import Journal
+    from endless.core.store.locks import WantedBy
     from endless.core.store.log import TurnInfo
     from endless.core.store.messages import Message, Stored
 
@@ -203,6 +204,12 @@ class LeaseStore(Protocol):
     def renew(self) -> bool: ...
 
     def release(self) -> None: ...
+
+    def want(self) -> None:
+        """Say that this process waits for the lease (a holder standing in for a chat steps aside)."""
+
+    def wanted(self) -> "WantedBy | None":
+        """The last process that said it waits, and when."""
 
 
 @runtime_checkable

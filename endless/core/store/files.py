@@ -35,6 +35,7 @@ class FileStore(checks.LogAndTreeChecks):
         self.folder = folder
         self.log = OrderLog(folder, granularity)
         self.tree = TreeStore(folder, granularity)
+        self.tree.message_source, self.tree.messages_read = self.log.source_text, lambda: self.log.total
         self.lock = ChangeLock(folder / "lock")
         self.lease = Lease(folder, expiry=settings.lease_expiry_seconds, clock=clock)
         self.forgets = FileRegistry(folder)
@@ -42,7 +43,11 @@ class FileStore(checks.LogAndTreeChecks):
         # the one copy of the files is patched by the process that forgets, which scrubs its side copies)
 
     def load(self) -> None:
-        """Read the log's and the tree's indexes (not the history: opening stays flat as it grows)."""
+        """Read the log's and the tree's indexes (not the history: opening stays flat as it grows), the
+        tree's files of an older format renamed first."""
+        migrated = self.tree.migrate()
+        if migrated:
+            durable.log("tree", f"{self.folder.name}: {migrated}")
         self.log.load_index()
         self.tree.load_index()
 

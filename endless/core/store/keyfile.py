@@ -18,7 +18,7 @@ FORMAT = 1
 
 
 # The folders inside a memory's own (closed to others like the memory's folder itself).
-SUBFOLDERS = ("index", "journal", "pending")
+SUBFOLDERS = ("index", "journal", "pending", "marks")
 
 
 def record(key: Key, granularity: str, agent_name: str | None, clock: Callable[[], float]) -> dict:

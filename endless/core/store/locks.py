@@ -166,6 +166,17 @@ class LeaseInfo:
     renewed: float
 
 
+@dataclass(frozen=True)
+class WantedBy:
+    """A process waiting for the writer lease, and when it last said so (the memory's clock)."""
+
+    pid: int
+    at: float
+
+
+WANT_REFRESH_SECONDS = 5.0  # how often a waiting process says again that it waits
+
+
 class Lease:
     """The writer lease of one memory, as seen and held by this process.
 
@@ -181,6 +192,7 @@ class Lease:
         self.clock = clock
         self.token: str | None = None
         self._alive: Beacon | None = None
+        self._wanted_at = float("-inf")  # when this process last said it waits for the lease
 
     def _alive_path(self, token: str) -> Path:
         return self.folder / f"lease.{token}.alive"
@@ -233,6 +245,28 @@ class Lease:
         if self.token is not None and info is not None and info.token == self.token:
             _remove(self.path)
         self.release_local()
+
+    def want(self) -> None:
+        """Say that this process waits for the lease (``lease.wanted``: its pid and when, refreshed at most
+        every few seconds).  A holder that only stands in while no chat runs (a catch-up an import
+        started in the background) reads it with :meth:`wanted` and steps aside."""
+        now = self.clock()
+        if now - self._wanted_at < WANT_REFRESH_SECONDS:
+            return
+        self._wanted_at = now
+        try:
+            durable.replace_file(self.folder / "lease.wanted", b'{"pid":%d,"at":%r}' % (os.getpid(), now),
+                                 sync=False)  # (advisory: a lost one is written again at the next look)
+        except OSError:
+            pass
+
+    def wanted(self) -> WantedBy | None:
+        """The last process that said it waits for the lease, and when (None: none did)."""
+        try:
+            data = durable.read_json(self.folder / "lease.wanted")
+            return WantedBy(int(data["pid"]), float(data["at"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def release_local(self) -> None:
         if self._alive is not None:

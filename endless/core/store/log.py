@@ -34,6 +34,7 @@ from endless.core.store.records import (SEAL_FROM_END, examine, parse_turn, plac
                                          shown, stored_from)
 
 FORMAT = 1
+SOURCE_CACHE = 64  # turn records kept parsed for free leaves' words (see OrderLog.source_text)
 _FIELDS = 5  # offset, length, first id, count, turn id (as an integer)
 _ITEM = 8
 
@@ -93,6 +94,8 @@ class OrderLog:
         self.forgotten: dict[int, float] = {}  # id -> when it was forgotten (endless.core.privacy.forget)
         self.forgets = 0  # forgets read of (a forget of titles or lines alone forgets no id)
         self.recheck: Callable[[], None] | None = None  # reads forgets made since (endless.core.privacy.forget)
+        self._sources: dict[int, tuple[int, list[str]]] = {}  # turn -> first id, its words (source_text)
+        self._sources_at = 0  # the forgets read of when they were kept
 
     # -- loading and catching up -------------------------------------------------
 
@@ -123,6 +126,7 @@ class OrderLog:
                 self.reset()
 
     def reset(self) -> None:
+        self._sources = {}
         for name in ("offsets", "lengths", "firsts", "counts", "tids"):
             setattr(self, name, array("Q"))
         self._index_written = 0
@@ -401,6 +405,7 @@ class OrderLog:
 
     def patch(self, writes: list[byte_ranges.Write], step: Callable[[str], None] = lambda name: None) -> None:
         """A forget's same-length writes (:meth:`patch_writes`), durable before it returns."""
+        self._sources = {}
         byte_ranges.patch(self.path, writes, step)
 
     def close(self) -> None:
@@ -435,6 +440,34 @@ class OrderLog:
         if record is None or not record["id"] <= message_id < record["id"] + len(record["m"]):
             return None
         return self.shown(stored_from(record, message_id - record["id"], turn))
+
+    def source_text(self, message_id: int) -> str | None:
+        """The words a free leaf of message ``message_id`` is made of: its writer text as stored, else its
+        text; None when it cannot be read or was forgotten (its words are gone, its leaf with them).
+
+        A free parent reads its leaves one after another, and an import's leaves come a few to a
+        record: the last records read are kept as their messages' words (dropped at any forget
+        read of or patch made, and whenever the log is indexed again).
+        """
+        if message_id in self.forgotten:
+            return None
+        turn = self.turn_of(message_id)
+        if turn is None:
+            return None
+        if self._sources_at != self.forgets:
+            self._sources, self._sources_at = {}, self.forgets
+        kept = self._sources.get(turn)
+        if kept is None:
+            record = self.read_record(turn)
+            if record is None:
+                return None
+            kept = (record["id"], [m["w"] if "w" in m else m["x"] for m in record["m"]])
+            if len(self._sources) >= SOURCE_CACHE:
+                self._sources.clear()
+            self._sources[turn] = kept
+        first, texts = kept
+        k = message_id - first
+        return texts[k] if 0 <= k < len(texts) else None
 
     def shown(self, stored: Stored) -> Stored:
         """A forgotten message as its tombstone (what :mod:`endless.core.privacy.forget` registered)."""

@@ -23,7 +23,7 @@ store stays the default.  :class:`PostgresStore` keeps the contract of
   at commit); :meth:`PostgresStore.watch` starts a thread that ``LISTEN``s and
   wakes the memory's waiters, so a turn waiting on another machine's writer
   wakes without polling (:class:`endless.core.store.pg_db.Listener`).
-* **The change lock** is a session-level advisory lock keyed by the memory,
+* **The change lock** (:mod:`endless.core.store.pg_locks`) is a session-level advisory lock keyed by the memory,
   held by a connection of its own while the ``with`` block runs; the append's
   check of the stream's end keeps the log whole even if that connection is lost
   mid-change.
@@ -60,23 +60,22 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import threading
-import time
 from pathlib import Path
 from typing import Callable
 
 import psycopg
 
-from endless.core.settings import STORE_LOCK_SECONDS, STORE_PURGE_WAIT_SECONDS, Settings, store_url
+from endless.core.settings import STORE_PURGE_WAIT_SECONDS, Settings, store_url
 from endless.core.store import checks, copying, durable, keyfile, pg_keys
 from endless.core.store.contract import Batch, check_mark_name
 from endless.core.store.journal import Journal
-from endless.core.store.locks import LockBusy
 from endless.core.store.log import FORMAT as LOG_FORMAT, OrderLog
 from endless.core.store.messages import Message
 from endless.core.store.pg_db import Database, Listener, StoreUnavailable, advisory_key, lock_timed_out, log
+from endless.core.store.pg_locks import AdvisoryLock, RowLease
 from endless.core.store.pg_replica import Replica
 from endless.core.store.registry import REGISTER, PgRegistry
+from endless.core.store import tree_lines
 from endless.core.store.tree import TreeStore
 
 LOCAL = "pg"  # the memory folder's subfolder holding this machine's copy of the log and the tree
@@ -151,6 +150,7 @@ class PgOrderLog(_PulledFirst, OrderLog):
         return at
 
     def patch(self, writes: list, step: Callable[[str], None] = lambda name: None) -> None:
+        self._sources = {}
         self.replica.patch(writes, step)
 
     @property
@@ -171,6 +171,24 @@ class PgTreeStore(_PulledFirst, TreeStore):
         self.replica.pull()
         return super().catch_up(write_index)
 
+    def migrate(self) -> str | None:
+        """This machine's copy of an older format's name is removed: the stream in the database is read
+        by this format unchanged (format 1 lines are written lines), and copied again under the new name."""
+        for version in tree_lines.OLDER_FORMATS:
+            old = self.path_of(version)
+            stale = [old, old.with_name(old.name + ".pg.json"), old.with_name(old.name + ".pg.lock"),
+                     tree_lines.pos_path(self.index_dir, version)]
+            level = 0
+            while self.slot_path(level, version).exists():
+                stale.append(self.slot_path(level, version))
+                level += 1
+            gone = [path for path in stale if path.exists()]
+            for path in gone:
+                path.unlink(missing_ok=True)
+            if old in gone:
+                return f"this machine's copy {old.name} is copied again from the database as {self.path.name}"
+        return None
+
     def line_at(self, offset: int) -> bytes:
         """The line at ``offset`` as stored now (a forget on another machine included)."""
         self.replica.pull()
@@ -190,176 +208,6 @@ class PgTreeStore(_PulledFirst, TreeStore):
     @property
     def where(self) -> str:
         return self._where
-
-
-class _Held:
-    """One memory's advisory lock as this process holds it: one connection, re-entrant within a thread,
-    excluding the process's other threads (as the file store's lock does for two handles of one folder)."""
-
-    def __init__(self, url: str, key: int) -> None:
-        self.db = Database(url)
-        self.key = key
-        self.threads = threading.RLock()
-        self.depth = 0
-        self.users = 0
-        self.timed: object = None  # the connection whose lock_timeout is set
-
-
-_HELD: dict[tuple[str, int], _Held] = {}
-_HELD_GUARD = threading.Lock()
-
-
-class AdvisoryLock:
-    """The memory's change lock: ``pg_advisory_lock`` on a connection of its own while the block runs."""
-
-    def __init__(self, url: str, key: int, shown: str, timeout: float = STORE_LOCK_SECONDS) -> None:
-        self.shown, self.timeout = shown, timeout
-        with _HELD_GUARD:
-            self._held = _HELD.setdefault((url, key), _Held(url, key))
-            self._held.users += 1
-        self._closed = False
-
-    def __enter__(self) -> "AdvisoryLock":
-        held = self._held
-        if not held.threads.acquire(timeout=self.timeout):
-            raise LockBusy(f"the lock of this memory in {self.shown} is held by another thread of this process "
-                           f"for more than {self.timeout:.0f} s; if it hangs, stop this process")
-        if held.depth == 0:
-            try:
-                self._lock_session(held)
-            except psycopg.Error as exc:
-                held.threads.release()
-                if lock_timed_out(exc):
-                    raise LockBusy(f"the lock of this memory in {self.shown} is held by another process or machine "
-                                   f"for more than {self.timeout:.0f} s; if one hangs, stop it") from None
-                raise held.db.failed(exc, "taking the memory's lock") from None
-            except BaseException:
-                held.threads.release()
-                raise
-        held.depth += 1
-        return self
-
-    def _lock_session(self, held: _Held) -> None:
-        """``pg_advisory_lock`` on the lock's connection; one found lost is opened again once (the lock
-        lived with it, so nothing is held twice)."""
-        for attempt in (1, 2):
-            conn = held.db.conn
-            try:
-                if held.timed is not conn:  # (once per connection: a change pays one round trip to lock)
-                    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self.timeout * 1000)}ms",))
-                    held.timed = conn
-                conn.execute("SELECT pg_advisory_lock(%s)", (held.key,))
-                return
-            except psycopg.OperationalError:
-                if attempt == 2 or not held.db.lost():
-                    raise
-                held.db.close()
-
-    def __exit__(self, *exc: object) -> None:
-        held = self._held
-        held.depth -= 1
-        try:
-            if held.depth == 0:
-                held.db.conn.execute("SELECT pg_advisory_unlock(%s)", (held.key,))
-        except (psycopg.Error, StoreUnavailable) as error:  # the connection went: the lock went with it
-            log(f"the lock of a memory in {self.shown} was lost with its connection ({error}); "
-                "changes made under it were checked by the store")
-            held.db.close()
-        finally:
-            held.threads.release()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        with _HELD_GUARD:
-            self._held.users -= 1
-            if self._held.users == 0 and self._held.depth == 0:
-                _HELD.pop((self._held.db.url, self._held.key), None)
-                self._held.db.close()
-
-
-_NOW = "now() + make_interval(secs => %(shift)s)"
-
-
-class RowLease:
-    """The writer's lease: a row naming its holder until ``expires_at`` (the database's clock).
-
-    ``clock`` is the memory's clock; its distance from this machine's real clock shifts the
-    database's ``now()`` (zero for the real clock: a test's clock moves it), so a test can let
-    a lease expire without waiting and two machines' clocks are never compared."""
-
-    def __init__(self, db: Database, memory: str, key_base: str, *, expiry: float,
-                 clock: Callable[[], float]) -> None:
-        self.db, self.memory, self.key_base = db, memory, key_base
-        self.expiry, self.clock = expiry, clock
-        self.token: str | None = None
-
-    def _params(self, **more: object) -> dict:
-        shift = 0.0 if self.clock is time.time else self.clock() - time.time()
-        return {"m": self.memory, "shift": shift, "expiry": self.expiry, **more}
-
-    def _beacon(self, token: str) -> int:
-        return advisory_key(self.key_base, "lease", token)
-
-    def _alive(self, token: str) -> bool:
-        """Whether the holder's connection still holds its beacon (a dead process's is gone at once)."""
-        key = self._beacon(token)
-        if not self.db.rows("SELECT pg_try_advisory_lock(%s)", (key,))[0][0]:
-            return True
-        self.db.rows("SELECT pg_advisory_unlock(%s)", (key,))
-        return False
-
-    def try_acquire(self) -> bool:
-        """Take the lease if it is free, its holder dead, or not renewed for its expiry."""
-        rows = self.db.rows(f"SELECT holder, expires_at < {_NOW} FROM endless_leases WHERE memory = %(m)s",
-                            self._params())
-        seen = rows[0][0] if rows else None
-        if seen is not None and seen == self.token:
-            return self.renew()
-        if seen is not None and not rows[0][1] and self._alive(seen):
-            return False
-        token = secrets.token_hex(8)
-        self.db.rows("SELECT pg_advisory_lock(%s)", (self._beacon(token),))
-        # Compare-and-set: replaced only if the holder is still the one judged gone (never two holders).
-        taken = self.db.rows(
-            f"INSERT INTO endless_leases (memory, holder, expires_at) "
-            f"VALUES (%(m)s, %(t)s, {_NOW} + make_interval(secs => %(expiry)s)) "
-            "ON CONFLICT (memory) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at "
-            "WHERE endless_leases.holder = %(seen)s RETURNING holder",
-            self._params(t=token, seen=seen), "taking the writer's lease")
-        if not taken:
-            self.db.rows("SELECT pg_advisory_unlock(%s)", (self._beacon(token),))
-            return False
-        self.release_local()
-        self.token = token
-        return True
-
-    def renew(self) -> bool:
-        """Move the expiry on; False (and the lease dropped here) when another process took it."""
-        if self.token is None:
-            return False
-        rows = self.db.rows(f"UPDATE endless_leases SET expires_at = {_NOW} + make_interval(secs => %(expiry)s) "
-                            "WHERE memory = %(m)s AND holder = %(t)s RETURNING holder",
-                            self._params(t=self.token), "renewing the writer's lease")
-        if not rows:
-            self.release_local()
-            return False
-        return True
-
-    def release(self) -> None:
-        if self.token is not None:
-            self.db.rows("DELETE FROM endless_leases WHERE memory = %(m)s AND holder = %(t)s",
-                         self._params(t=self.token), "releasing the writer's lease")
-        self.release_local()
-
-    def release_local(self) -> None:
-        if self.token is not None:
-            try:
-                self.db.rows("SELECT pg_advisory_unlock(%s)", (self._beacon(self.token),))
-            except StoreUnavailable:
-                pass  # the connection went, and the beacon with it
-        self.token = None
 
 
 PURGE_MARK = "forget-purge"  # a durable mark: a forget's VACUUM FULL is still to run (module forget)
@@ -396,6 +244,7 @@ class PostgresStore(checks.LogAndTreeChecks):
         self._listener: Listener | None = None
         self._wakes: list[Callable[[], None]] = []
         self.forgets = PgRegistry(self.db, self.memory, {"log": self.log.replica, "tree": self.tree.replica})
+        self.tree.message_source, self.tree.messages_read = self.log.source_text, lambda: self.log.total
         self.lock = AdvisoryLock(self.db.url, advisory_key(base, "change"), self.db.shown)
         self.lease = RowLease(self.db, self.memory, base, expiry=settings.lease_expiry_seconds, clock=clock)
 
@@ -420,6 +269,9 @@ class PostgresStore(checks.LogAndTreeChecks):
                 pg_keys.register(directory, keyfile.read(self.folder / "key.json", self.memory))
             finally:
                 directory.close()
+        migrated = self.tree.migrate()
+        if migrated:
+            log(f"memory {self.memory}: {migrated}")
         emptied = [self.log.replica.check_origin(), self.tree.replica.check_origin()]
         if any(emptied):  # the derived indexes described the old copy: made again from the new one
             shutil.rmtree(self.log.index_path.parent, ignore_errors=True)

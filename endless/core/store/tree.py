@@ -4,6 +4,10 @@ Nodes are appended to one file as they are built; per level, a binary slot
 file maps node index to the line's offset, so "is it built?" and "its text"
 are a lookup and a seek.  The slot files are derived and caught up from the
 tree file; the first stored line for a node wins.
+
+A line is written (it holds its text) or free (it names its message, or its
+two halves, and is read through the log): :mod:`endless.core.store.tree_lines`
+says what each form is and how an older format is migrated.
 """
 
 from __future__ import annotations
@@ -18,18 +22,35 @@ from typing import Callable, Iterator
 
 import orjson
 
-from endless.core.store import byte_ranges, durable
+from endless.core.store import byte_ranges, durable, tree_lines
 from endless.core.store.log import Damage
 from endless.core.store.messages import utf8_size
+from endless.core.store.tree_lines import FORMAT, encode_join, encode_ref, is_erased_line, migrate, parse_node
 
-FORMAT = 1
+__all__ = ["FORMAT", "TreeStore", "is_erased_line", "parse_node"]
+
 TEXT_CACHE = 8192  # node texts kept in memory: every view line and then some
+
+MessageSource = Callable[[int], "str | None"]  # a message's words as a free leaf reads them (None: not readable)
+
+
+def _no_source(message_id: int) -> str | None:
+    return None
+
+
+class _NotYet(Exception):
+    """A free leaf of a message this process has not read of yet (the log is caught up after the tree)."""
 
 
 class TreeStore:
     def __init__(self, folder: Path, granularity: str) -> None:
-        self.path = folder / f"tree.{granularity}.v{FORMAT}.jsonl"
+        self.folder, self.granularity = folder, granularity
+        self.path = self.path_of(FORMAT)
         self.index_dir = folder / "index"
+        # The words of message ``id`` as the log keeps them (its writer text, else its text), or None when
+        # it cannot be read or was forgotten: what a free leaf's text is made of.  Set by the store.
+        self.message_source: MessageSource = _no_source
+        self.messages_read: Callable[[], int] = lambda: 0  # how many messages the log has read (the store sets it)
         self.slots: list[array] = []
         self.end = 0
         self.damage: list[Damage] = []
@@ -49,11 +70,20 @@ class TreeStore:
         self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
         self.erased: set[tuple[int, int]] = set()  # erased by a forget (endless.core.privacy.forget)
 
-    def slot_path(self, level: int) -> Path:
-        return self.index_dir / f"tree-L{level:02d}.v{FORMAT}.bin"
+    def path_of(self, version: int) -> Path:
+        return tree_lines.tree_path(self.folder, self.granularity, version)
 
-    def _pos_path(self) -> Path:
-        return self.index_dir / f"tree-pos.v{FORMAT}.bin"
+    def slot_path(self, level: int, version: int = FORMAT) -> Path:
+        return tree_lines.slot_path(self.index_dir, level, version)
+
+    def _pos_path(self, version: int = FORMAT) -> Path:
+        return tree_lines.pos_path(self.index_dir, version)
+
+    def migrate(self) -> str | None:
+        """A tree of an older format becomes this format's, before its index is read (what was done, in
+        words, or None); see :func:`endless.core.store.tree_lines.migrate`."""
+        self.path, done = migrate(self.folder, self.granularity, self.index_dir, self.on_problem)
+        return done
 
     @property
     def inode(self) -> int | None:
@@ -248,6 +278,9 @@ class TreeStore:
             record["src"] = src
         return durable.dumps_line(record)
 
+    encode_ref = staticmethod(encode_ref)
+    encode_join = staticmethod(encode_join)
+
     def add(self, lines: list[bytes], parts: list[tuple[int, int]], texts: list[str] | None,
             sync: bool) -> list[tuple[int, int]]:
         """Append encoded nodes and index them from what is in hand (under the lock, caught up).
@@ -321,9 +354,36 @@ class TreeStore:
         if len(self._texts) > TEXT_CACHE:
             self._texts.popitem(last=False)
 
+    def is_derived(self, level: int, index: int) -> bool:
+        """Whether the line is stored as a reference to the log or a join of such lines (a free line of
+        format 2, read through the log): a free parent over it may be stored as a join too."""
+        if not self.built(level, index):
+            return False
+        verdict, record = self.check_slot(level, index)
+        return verdict == "ok" and record is not None and "text" not in record
+
     def text(self, level: int, index: int) -> str | None:
         record = self.record(level, index)
         return None if record is None else record["text"]
+
+    def _resolve(self, record: dict) -> str | None:
+        """The text of a free line read through the log and its halves (None: it cannot be any more;
+        :class:`_NotYet` while it names a message past what the log has read)."""
+        level, index = record["l"], record["i"]
+        if (index + 1) << level > self.messages_read():
+            raise _NotYet
+        if level == 0:
+            source = self.message_source(index)
+            if source is None:
+                return None
+            text = record["ref"] + source
+        else:
+            left = self.cached_text(level - 1, 2 * index)
+            right = self.cached_text(level - 1, 2 * index + 1) if left is not None else None
+            if right is None:
+                return None
+            text = f"{left}\n{right}"
+        return text if utf8_size(text) == record["size"] else None
 
     def cached_text(self, level: int, index: int) -> str | None:
         """``text``, from memory for the lines read lately (a node's text never changes)."""
@@ -337,13 +397,16 @@ class TreeStore:
             self._remember(part, text)
         return text
 
-    def record(self, level: int, index: int) -> dict | None:
-        """The node's record; checked against its slot at every read (issue 17 item 4).
+    def record(self, level: int, index: int, resolve: bool = True) -> dict | None:
+        """The node's record, its ``text`` read through the log for a free line (``resolve``); checked
+        against its slot at every read (issue 17 item 4).
 
         A slot that does not point at the start of this node's line means the
         index is wrong: it is rebuilt from the tree file, loudly.  A line that
         no longer parses is damage: the node counts as unwritten from then on,
-        so the writer writes it again.
+        so the writer writes it again.  So does a free line whose source no
+        longer reads as it did (a forget blanked its message, or a half of it is
+        unwritten again): not damage, the line's words are gone.
         """
         if not self.built(level, index):
             return None
@@ -365,6 +428,18 @@ class TreeStore:
                             "it counts as unwritten and is written again")
             self.forget([(level, index)])
             return None
+        if resolve and record is not None and "text" not in record:
+            try:
+                text = self._resolve(record)
+            except _NotYet:
+                return None
+            if text is None:
+                self.on_problem(f"line {level}/{index} of {self.path.name} reads its words from "
+                                f"{'message ' + str(index) if level == 0 else 'its halves'}, which no longer "
+                                "read as they did: it counts as unwritten and is written again")
+                self.forget([(level, index)])
+                return None
+            record["text"] = text
         return record
 
     def check_slot(self, level: int, index: int) -> tuple[str, dict | None]:
@@ -467,20 +542,3 @@ class TreeStore:
     def repair_tail(self, quarantine: Path) -> str | None:
         return durable.repair_tail(self.path, self.end, quarantine,
                                    lambda raw: parse_node(raw) is not None)
-
-
-def is_erased_line(line: bytes) -> bool:
-    """A node line a forget overwrote (``{"gone":[l,i]}`` and spaces): not damage, an unwritten node."""
-    return line.startswith(b'{"gone":')
-
-
-def parse_node(line: bytes) -> dict | None:
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if (not isinstance(record, dict) or not isinstance(record.get("l"), int)
-            or not isinstance(record.get("i"), int) or not isinstance(record.get("text"), str)
-            or record["l"] < 0 or record["i"] < 0 or record["l"] > 62):
-        return None
-    return record

@@ -4,6 +4,13 @@ A message whose ``tag: text`` fits the line budget is its own level-0 line,
 word for word; a parent whose two child lines, joined by a newline, fit the
 budget is that join.  They are found and encoded here; ``Memory`` stores them
 at once, under its lock, so the writer never sees them as work.
+
+A free leaf is stored as a reference to its message in the log, and a free
+parent whose halves are both such lines (or joins of them) as a join, so
+the tree holds no second copy of the log's words (``TreeStore.encode_ref``,
+``encode_join``).  A free parent over a written half (the writer's line,
+or a forgotten message's tombstone) keeps its text: its words would
+otherwise hang on a line the log cannot give back.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ class FreeLines:
     texts: list[str] = field(default_factory=list)  # each line's text, for the parents found next
     sizes: list[int] = field(default_factory=list)  # each text's bytes (utf-8)
     long_sources: dict[int, int] = field(default_factory=dict)  # message id -> its source's bytes
+    derived: list[bool] = field(default_factory=list)  # each line read from the log (a reference or a join)
 
 
 class FreeStretch(NamedTuple):
@@ -61,28 +69,34 @@ def free_leaves(tree: TreeStore, log: OrderLog, settings: Settings, agent_name: 
     found = FreeLines()
     lines, parts, texts, sizes = found.lines, found.parts, found.texts, found.sizes
     built = tree.slots[0] if tree.slots else ()
-    tags: dict[str, str | None] = {}  # each kind's tag, asked once (an import brings a million messages)
-    encode = tree.encode
+    prefixes: dict[str, str] = {}  # each kind's tag and ": ", asked once (an import brings a million messages)
+    encode_ref = tree.encode_ref
     for message_id in range(tree.free_upto, total):
         if message_id < len(built) and built[message_id]:
             continue
         m = in_hand.get(message_id)
+        forgotten = False
         if m is not None:
-            kind = m.kind
-            name = tags[kind] if kind in tags else tags.setdefault(kind, tag(kind, settings, agent_name))
-            text = m.writer_text if m.writer_text is not None else m.text
-            source = text if name is None else f"{name}: {text}"
+            kind, text = m.kind, (m.writer_text if m.writer_text is not None else m.text)
         else:
             stored = log.message(message_id)
             if stored is None:
                 continue
-            source = stored.writer_source(settings, agent_name)
+            kind, text = stored.kind, (stored.writer_text if stored.writer_text is not None else stored.text)
+            forgotten = message_id in log.forgotten  # its tombstone: words the log does not hold
+        prefix = prefixes.get(kind)
+        if prefix is None:
+            name = tag(kind, settings, agent_name)
+            prefix = prefixes[kind] = "" if name is None else f"{name}: "
+        source = prefix + text
         size = utf8_size(source)
         if size <= budget:
-            lines.append(encode(0, message_id, source, size, size))
+            lines.append(tree.encode(0, message_id, source, size, size) if forgotten
+                         else encode_ref(message_id, prefix, size))
             parts.append((0, message_id))
             texts.append(source)
             sizes.append(size)
+            found.derived.append(not forgotten)
         else:
             found.long_sources[message_id] = size
     return found
@@ -106,10 +120,14 @@ def free_parents(tree: TreeStore, parts: Iterable[Part], total: int, budget: int
         left, right = tiling.children(top)
         joined = f"{text_of(left)}\n{text_of(right)}"
         seen.add(top)
-        if len(joined.encode("utf-8")) <= budget:
-            found.lines.append(tree.encode(top[0], top[1], joined, None))
+        size = utf8_size(joined)
+        if size <= budget:
+            derived = tree.is_derived(*left) and tree.is_derived(*right)
+            found.lines.append(tree.encode_join(top[0], top[1], size) if derived
+                               else tree.encode(top[0], top[1], joined, None, size))
             found.parts.append(top)
             found.texts.append(joined)
+            found.derived.append(derived)
     return found
 
 
@@ -125,10 +143,11 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
     the tree.  A parent's byte size is its halves' sizes and the newline between them.
     """
     above = FreeLines()
-    lines, parts, texts, sizes = above.lines, above.parts, above.texts, above.sizes
-    encode, built, cached_text = tree.encode, tree.built, tree.cached_text
+    lines, parts, texts, sizes, derived = above.lines, above.parts, above.texts, above.sizes, above.derived
+    encode, encode_join, built, cached_text = tree.encode, tree.encode_join, tree.built, tree.cached_text
     level = 0
     indices, level_texts, level_sizes = [index for _, index in below.parts], below.texts, below.sizes
+    level_derived = below.derived
     while indices:
         up = level + 1
         up_slots = tree.slots[up] if up < len(tree.slots) else ()
@@ -136,6 +155,7 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
         new_indices: list[int] = []
         new_texts: list[str] = []
         new_sizes: list[int] = []
+        new_derived: list[bool] = []
         k, n = 0, len(indices)
         while k < n:
             index = indices[k]
@@ -148,6 +168,7 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
             if paired:
                 left, left_size, right, right_size = (level_texts[own], level_sizes[own],
                                                       level_texts[own + 1], level_sizes[own + 1])
+                both = level_derived[own] and level_derived[own + 1]
             else:  # its sibling is from before this commit
                 sibling = index ^ 1
                 other = cached_text(level, sibling) if built(level, sibling) else None
@@ -157,18 +178,21 @@ def free_above(tree: TreeStore, below: FreeLines, total: int, budget: int) -> Fr
                     left, left_size, right, right_size = other, utf8_size(other), level_texts[own], level_sizes[own]
                 else:
                     left, left_size, right, right_size = level_texts[own], level_sizes[own], other, utf8_size(other)
+                both = level_derived[own] and tree.is_derived(level, sibling)
             size = left_size + right_size + 1
             if size > budget:
                 continue
             joined = f"{left}\n{right}"
-            lines.append(encode(up, top, joined, None, size))
+            lines.append(encode_join(up, top, size) if both else encode(up, top, joined, None, size))
             parts.append((up, top))
             texts.append(joined)
             sizes.append(size)
+            derived.append(both)
             new_indices.append(top)
             new_texts.append(joined)
             new_sizes.append(size)
-        level, indices, level_texts, level_sizes = up, new_indices, new_texts, new_sizes
+            new_derived.append(both)
+        level, indices, level_texts, level_sizes, level_derived = up, new_indices, new_texts, new_sizes, new_derived
     return above
 
 
@@ -190,10 +214,12 @@ class _Level:
     inners: list[bytes]
     sizes: list[int]
     plain: list[bool] | None
+    derived: list[bool] | None = None  # whether each is read from the log (None: all are; see _join_into)
 
 
-_LEAF = b'{"l":0,"i":%d,"text":"%s","size":%d,"src":%d}\n'  # TreeStore.encode of a free leaf, as bytes
-_PARENT = b'{"l":%d,"i":%d,"text":"%s","size":%d}\n'  # and of a free parent
+_LEAF = b'{"l":0,"i":%d,"ref":"%s","size":%d,"src":%d}\n'  # TreeStore.encode_ref, as bytes
+_PARENT = b'{"l":%d,"i":%d,"join":1,"size":%d}\n'  # and TreeStore.encode_join
+_TEXT_PARENT = b'{"l":%d,"i":%d,"text":"%s","size":%d}\n'  # TreeStore.encode of a free parent over a written half
 _NEWLINE = b"\\n"  # a newline inside a JSON string
 # Bytes of a JSON-escaped text that may make its view line differ from its head, text and newline:
 # a carriage return (``\r\n`` folds to one byte), a bracket ``render.neutralise`` may escape, or a
@@ -301,7 +327,7 @@ def free_encoded(tree: TreeStore, settings: Settings, agent_name: str, first: in
         kinds, sources = list(compress(kinds, keep)), list(compress(sources, keep))
     inners = list(map(add, map(tag_inners.__getitem__, kinds), sources))
     leaves = _Level(list(ids), inners, sizes, _plainness(inners))
-    lines = list(map(_LEAF.__mod__, zip(leaves.indices, inners, sizes, sizes)))
+    lines = list(map(_LEAF.__mod__, zip(leaves.indices, map(tag_inners.__getitem__, kinds), sizes, sizes)))
     parts = list(zip(repeat(0), leaves.indices))
     view_sizes: list[int] = []
     _view_sizes(0, leaves, view_sizes)
@@ -309,7 +335,12 @@ def free_encoded(tree: TreeStore, settings: Settings, agent_name: str, first: in
     while nodes.indices:
         up = level + 1
         nodes = _parents(tree, level, nodes, total >> up, budget)
-        lines += map(_PARENT.__mod__, zip(repeat(up), nodes.indices, nodes.inners, nodes.sizes))
+        if nodes.derived is None:
+            lines += map(_PARENT.__mod__, zip(repeat(up), nodes.indices, nodes.sizes))
+        else:
+            lines += [_PARENT % (up, index, size) if derived else _TEXT_PARENT % (up, index, inner, size)
+                      for index, inner, size, derived in zip(nodes.indices, nodes.inners, nodes.sizes,
+                                                             nodes.derived)]
         parts += zip(repeat(up), nodes.indices)
         _view_sizes(up, nodes, view_sizes)
         level = up
@@ -322,8 +353,8 @@ def _parents(tree: TreeStore, level: int, below: _Level, room: int, budget: int)
     up = level + 1
     up_slots = tree.slots[up] if up < len(tree.slots) else ()
     indices, inners, sizes = below.indices, below.inners, below.sizes
-    plain = below.plain
-    out = _Level([], [], [], None if plain is None else [])
+    plain, derived = below.plain, below.derived
+    out = _Level([], [], [], None if plain is None else [], None if derived is None else [])
     n = len(indices)
     k = 0
     if indices[0] & 1:  # its left sibling is from before these turns
@@ -356,6 +387,11 @@ def _parents(tree: TreeStore, level: int, below: _Level, room: int, budget: int)
             out.plain += both if all(ok) else compress(both, ok)
         elif out.plain is not None:  # (the first parent, over a stored sibling, was not plain)
             out.plain += [True] * len(lefts)
+        if derived is not None:  # and read from the log when both halves are
+            both = map(and_, derived[k:stop:2], derived[k + 1:stop:2])
+            out.derived += both if all(ok) else compress(both, ok)
+        elif out.derived is not None:  # (the first parent, over a stored written sibling, was not)
+            out.derived += [True] * len(lefts)
         return out
     while k < n:  # not neighbours (a message too long to be free between them): one at a time
         index = indices[k]
@@ -366,8 +402,9 @@ def _parents(tree: TreeStore, level: int, below: _Level, room: int, budget: int)
         paired = k + 1 < n and indices[k + 1] == index + 1
         if paired:
             _join_into(out, index >> 1, room, up_slots, budget,
-                       inners[k], sizes[k], plain is None or plain[k],
-                       inners[k + 1], sizes[k + 1], plain is None or plain[k + 1])
+                       inners[k], sizes[k], plain is None or plain[k], derived is None or derived[k],
+                       inners[k + 1], sizes[k + 1], plain is None or plain[k + 1],
+                       derived is None or derived[k + 1])
         k += 2 if paired else 1  # an even node without its right sibling: that one is not logged yet
     return out
 
@@ -382,12 +419,14 @@ def _with_stored_sibling(tree: TreeStore, level: int, below: _Level, k: int, roo
     up_slots = tree.slots[level + 1] if level + 1 < len(tree.slots) else ()
     other_inner = orjson.dumps(other)[1:-1]
     _join_into(out, index >> 1, room, up_slots, budget, other_inner, utf8_size(other), _plain(other_inner),
-               below.inners[k], below.sizes[k], below.plain is None or below.plain[k])
+               tree.is_derived(level, index - 1),
+               below.inners[k], below.sizes[k], below.plain is None or below.plain[k],
+               below.derived is None or below.derived[k])
 
 
 def _join_into(out: _Level, top: int, room: int, up_slots: Sequence[int], budget: int,
-               left: bytes, left_size: int, left_plain: bool,
-               right: bytes, right_size: int, right_plain: bool) -> None:
+               left: bytes, left_size: int, left_plain: bool, left_derived: bool,
+               right: bytes, right_size: int, right_plain: bool, right_derived: bool) -> None:
     size = left_size + right_size + 1
     if top >= room or size > budget or (top < len(up_slots) and up_slots[top]):
         return
@@ -399,3 +438,8 @@ def _join_into(out: _Level, top: int, room: int, up_slots: Sequence[int], budget
         out.plain.append(plain)
     elif not plain:  # the first node of the level that is not plain: from now on, one flag each
         out.plain = [True] * (len(out.indices) - 1) + [False]
+    derived = left_derived and right_derived
+    if out.derived is not None:
+        out.derived.append(derived)
+    elif not derived:  # likewise: a join over a written half keeps its text (module doc)
+        out.derived = [True] * (len(out.indices) - 1) + [False]

@@ -5,18 +5,25 @@ the model and the writer read.  It loads and validates the stored views, runs
 their sawtooths, derives the writer view, saves them, and keeps the byte
 sizes the sawtooths count.  It must never recompute a view that loaded
 cleanly: every cached prefix of every chat hangs on the live view.
+
+A read command's memory leaves both views unread (:meth:`ViewKeeper.defer`)
+until something asks for them: a search asks only which line covers each
+hit, answered from the stored file's packed parts by bisection
+(:meth:`ViewKeeper.covering`), so opening a memory whose long import is not
+written yet costs no more than opening one whose lines are.
 """
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import itemgetter, lshift
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from endless.core.store import durable
-from endless.core.view import tiling
+from endless.core.view import packed, tiling
 from endless.core.store import OrderLog
 from endless.core.store import utf8_size
 from endless.core.view.render import ViewLine, chat_block, head, line_size, part_line_sizes
@@ -24,7 +31,7 @@ from endless.core.settings import Settings
 from endless.core.view.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
 from endless.core.store import TreeStore
 
-FORMAT = 1
+FORMAT = 2  # the parts packed (endless.core.view.packed); format 1 (a list of pairs) is read too
 CHAT, WRITER = "chat", "writer"
 
 
@@ -71,8 +78,11 @@ class ViewKeeper:
         self.chat_saw = Sawtooth(*settings.window_limits(None), settings.view_shrink_slack, estimate)
         self.writer_saw = Sawtooth(settings.writer_view_ceiling, settings.writer_view_floor,
                                    settings.view_shrink_slack, estimate)
-        self.chat = ViewState()
-        self.wview = ViewState()
+        self._chat = ViewState()
+        self._wview = ViewState()
+        self._deferred = False  # both views unread until asked for (defer)
+        self._peeked: tuple[tuple | None, packed.Packed | None] | None = None  # (file stamp, the chat view)
+        self._cover: tuple[list[Part], int, array] | None = None  # chat parts, their count, their first messages
         self.needed: list[Part] = []  # parents the views wait for, chat view's first, in merge order
         self.needed_rank: dict[Part, int] = {}  # each needed part's place in ``needed``
         self.stamp: tuple | None = None  # the view files as last read or written
@@ -83,10 +93,91 @@ class ViewKeeper:
         # of 4 bytes a node, not a cache that a 100,000-line view would thrash.
         self._sizes: list[array] = []
         self._src: dict[int, int] = {}
+        # The rendered size of a message without its line, as a stored view kept it (see _take_sizes).
+        self._unwritten: dict[int, int] = {}
 
     @property
     def lines(self) -> Lines:
         return Lines(self.size_of, self.tree.built, self._sizes, self.tree.slots)
+
+    # -- the views, read when first asked for ----------------------------------------
+
+    @property
+    def chat(self) -> ViewState:
+        if self._deferred:
+            self._load_deferred()
+        return self._chat
+
+    @chat.setter
+    def chat(self, state: ViewState) -> None:
+        self._chat = state
+
+    @property
+    def wview(self) -> ViewState:
+        if self._deferred:
+            self._load_deferred()
+        return self._wview
+
+    @wview.setter
+    def wview(self, state: ViewState) -> None:
+        self._wview = state
+
+    def defer(self) -> None:
+        """Leave both views unread until something asks for them (a read-only open: see the module doc)."""
+        self._deferred = True
+
+    def _load_deferred(self) -> None:
+        self._deferred = False
+        total = self.log.total
+        self.load(total, repair=False)
+        self.append(total)
+
+    def covering(self, message_id: int) -> Part | None:
+        """The chat view's part holding message ``message_id`` (None: no such message).
+
+        Unread views are not read for it: the stored chat view's packed parts are
+        bisected (its checksum checked, and the part found built), and a message past
+        what it stores is its own part, as an open appends it.  A stored view that
+        cannot be used so is read as an open reads it.
+        """
+        if not 0 <= message_id < self.log.total:
+            return None
+        if self._deferred:
+            stored = self._peek()
+            if stored is not None and stored.total <= self.log.total:
+                part = packed.covering(stored, message_id)
+                if part is None:
+                    return 0, message_id
+                if part[0] == 0 or self.tree.built_or_erased(*part):
+                    return part
+            self._load_deferred()
+        return self._covering_loaded(message_id)
+
+    def _covering_loaded(self, message_id: int) -> Part | None:
+        if message_id >= self._chat.total:  # logged since the view was last extended: its own part, to come
+            return 0, message_id
+        parts = self._chat.parts
+        if self._cover is None or self._cover[0] is not parts or self._cover[1] != len(parts):
+            firsts = array("Q", map(lshift, map(itemgetter(1), parts), map(itemgetter(0), parts)))
+            self._cover = (parts, len(parts), firsts)
+        firsts = self._cover[2]
+        at = bisect.bisect_right(firsts, message_id) - 1
+        if at < 0 or message_id >= tiling.end(parts[at]):
+            return None
+        return parts[at]
+
+    def _peek(self) -> packed.Packed | None:
+        """The stored chat view's packed parts, checksum checked (None: no file, format 1, or unusable)."""
+        stamp = self._file_stamp()
+        if self._peeked is not None and self._peeked[0] == stamp:
+            return self._peeked[1]
+        try:
+            data = durable.read_json(self._paths()[0])
+            stored = packed.unpack(data) if packed.is_packed(data) else None
+        except (OSError, ValueError):  # (a PackError or a JSON error is a ValueError)
+            stored = None
+        self._peeked = (stamp, stored)
+        return stored
 
     def set_window(self, window_tokens: int) -> None:
         """Scale the chat view to a model's window: ceiling = min(128,000, tokens × 1 byte)."""
@@ -114,12 +205,14 @@ class ViewKeeper:
         """A node was stored: its source size is no longer needed; its size is kept if its text is in hand."""
         if part[0] == 0:
             self._src.pop(part[1], None)
+            self._unwritten.pop(part[1], None)
         if text is not None:
             self._keep_size(part, line_size(head(part), text))
 
     def forget_source(self, message_id: int) -> None:
         """A forgotten message's source size is no longer known (its tombstone is measured anew)."""
         self._src.pop(message_id, None)
+        self._unwritten.pop(message_id, None)
 
     def forget_size(self, part: Part) -> None:
         """An erased line no longer counts its old size."""
@@ -146,10 +239,11 @@ class ViewKeeper:
         for level, index in highest.items():
             self._keep_size((level, index), 0)
         src, sizes = self._src, self._sizes
-        if src:
-            for level, index in parts:
-                if level == 0:
-                    src.pop(index, None)
+        for told in (src, self._unwritten):
+            if told:
+                for level, index in parts:
+                    if level == 0:
+                        told.pop(index, None)
         for (level, index), size in zip(parts, line_sizes):
             sizes[level][index] = size
 
@@ -176,6 +270,9 @@ class ViewKeeper:
             self._keep_size(part, size)
             return size
         if level == 0:
+            told = self._unwritten.get(index)
+            if told is not None:
+                return told
             return len(line_head) + min(self.source_size(index), self.settings.line_budget) + 1
         return len(line_head) + self.settings.line_budget + 1
 
@@ -231,8 +328,8 @@ class ViewKeeper:
         return (st.st_ino, st.st_mtime_ns, st.st_size, wst.st_ino, wst.st_mtime_ns, wst.st_size)
 
     def reload_if_changed(self, total: int) -> bool:
-        """Read the view files again if another process saved them; True if it did."""
-        if self._file_stamp() == self.stamp:
+        """Read the view files again if another process saved them; True if it did (unread views stay so)."""
+        if self._deferred or self._file_stamp() == self.stamp:
             return False
         self.load(total, repair=False)
         return True
@@ -253,7 +350,7 @@ class ViewKeeper:
             self._last_shrink.pop(CHAT, None)
         wread = self._read(writer_path, "writer view", total, repair, writer=True)
         wview = wread.state
-        if wview is None or not tiling.covers(wview.parts, self.chat.parts):
+        if wview is None or not packed.covers(wview.parts, self.chat.parts):
             if wview is not None and repair:
                 self.report("the writer view was not derived from the chat view; re-deriving it")
             wview = tiling.derive(self.chat, self.writer_saw, self.lines)
@@ -264,6 +361,7 @@ class ViewKeeper:
         try:
             state = ViewState.from_json(durable.read_json(path))
             tiling.validate(state, total, self.tree.built_or_erased)
+            self._take_sizes(state)
             return _Read(state)
         except FileNotFoundError:
             return _Read(None if writer else ViewState())
@@ -285,8 +383,8 @@ class ViewKeeper:
         chat_path, writer_path = self._paths()
         ceiling = {"ceiling": self.chat_saw.ceiling, "floor": self.chat_saw.floor}
         try:
-            durable.write_json(chat_path, {"format": FORMAT, **self.chat.to_json(), **ceiling}, sync, compact=True)
-            durable.write_json(writer_path, {"format": FORMAT, **self.wview.to_json()}, sync, compact=True)
+            durable.write_json(chat_path, {"format": FORMAT, **self._stored(self.chat), **ceiling}, sync, compact=True)
+            durable.write_json(writer_path, {"format": FORMAT, **self._stored(self.wview)}, sync, compact=True)
         except durable.LinkRefused:
             raise
         except OSError as exc:
@@ -295,10 +393,57 @@ class ViewKeeper:
                                   "is next opened; `endless doctor` says what is wrong with the file")
         self.stamp = self._file_stamp()
 
+    def _stored(self, state: ViewState) -> dict:
+        """A view's file fields: its parts packed with their sizes (an unwritten part's flagged)."""
+        parts = state.parts
+        sizes = array("I", map(self.size_of, parts))
+        slots = self.tree.slots
+        levels = len(slots)
+        for k, (level, index) in enumerate(parts):
+            if not (level < levels and index < len(slots[level]) and slots[level][index]):
+                sizes[k] |= packed.UNWRITTEN
+        return packed.pack(parts, state.total, state.shrinking, sizes, self.settings.line_budget)
+
+    def _take_sizes(self, state: ViewState) -> None:
+        """Keep the sizes a stored view kept, where they still hold: a line written then and not erased
+        since (its text never changes), and an unwritten message still without its line, counted with the
+        same line budget and not forgotten since.  Then the state lets them go."""
+        stored, budget = state.stored_sizes, state.stored_budget
+        state.stored_sizes = state.stored_budget = None
+        if stored is None:
+            return
+        slots, erased, forgotten = self.tree.slots, self.tree.erased, self.log.forgotten
+        levels = len(slots)
+        same_budget = budget == self.settings.line_budget
+        flag = packed.UNWRITTEN
+        highest: dict[int, int] = {}
+        taken: list[tuple[int, int, int]] = []
+        for (level, index), size in zip(state.parts, stored):
+            built = level < levels and index < len(slots[level]) and slots[level][index]
+            if size & flag:
+                if level == 0 and same_budget and not built and index not in forgotten:
+                    self._unwritten[index] = size & ~flag
+            elif built and size and (level, index) not in erased and (level or index not in forgotten):
+                taken.append((level, index, size))
+                if index > highest.get(level, -1):
+                    highest[level] = index
+        for level, index in highest.items():  # room made once per level
+            while len(self._sizes) <= level:
+                self._sizes.append(array("I"))
+            row = self._sizes[level]
+            if index >= len(row):
+                row.frombytes(bytes(row.itemsize * (index + 1 - len(row))))
+        for level, index, size in taken:
+            row = self._sizes[level]
+            if not row[index]:
+                row[index] = size
+
     # -- changes -------------------------------------------------------------------
 
     def append(self, total: int) -> None:
-        """Pure appends are not saved: extend both views to every message read."""
+        """Pure appends are not saved: extend both views to every message read (unread views stay so)."""
+        if self._deferred:
+            return
         if self.chat.total == self.wview.total < total:
             added = self.chat.append(total)  # both views hold the same new parts: share them
             self.wview.parts.extend(added)

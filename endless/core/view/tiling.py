@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import add, itemgetter, lshift
 from typing import Callable, Iterable, NamedTuple, Sequence
+
+from endless.core.view import packed
 
 Part = tuple[int, int]
 Built = Callable[[int, int], bool]
@@ -34,6 +38,9 @@ class Lines:
     # (nonzero: built; given only where ``built`` is exactly that).
     known: Sequence[array] | None = None
     slots: Sequence[array] | None = None
+    # Planning (see ``planned``): an unbuilt parent counts as this many bytes; ``slots`` then tell only
+    # which parents are built for their sizes (every pair may merge).
+    estimate: int | None = None
 
     def is_built(self, part: Part) -> bool:
         return self.built is None or self.built(*part)
@@ -44,6 +51,8 @@ class Lines:
     def planned(self, estimate: int) -> "Lines":
         """For planning a batch: an unbuilt parent counts as ``estimate`` bytes, and may merge."""
         size, built = self.size, self.built
+        if self.slots is not None and self.known is not None:  # the fast form merge_down reads inline
+            return Lines(size, None, self.known, self.slots, estimate)
 
         def planned_size(part: Part) -> int:
             return size(part) if part[0] == 0 or built is None or built(*part) else estimate
@@ -144,8 +153,26 @@ def covers(coarse: Sequence[Part], fine: Sequence[Part]) -> bool:
     return k == len(fine)
 
 
-def check_tiling(parts: Iterable[Part], total: int) -> int:
-    """The end of the prefix ``[0, k)`` that ``parts`` tile; raises if they do not tile one."""
+def check_tiling(parts: Sequence[Part], total: int) -> int:
+    """The end of the prefix ``[0, k)`` that ``parts`` tile; raises if they do not tile one.
+
+    Checked with C-level passes over the whole list (a view after a long import holds hundreds of
+    thousands of parts); a view that fails is walked part by part to say where.
+    """
+    try:
+        levels = bytes(map(itemgetter(0), parts))
+        indices = list(map(itemgetter(1), parts))
+        firsts = list(map(lshift, indices, levels))
+        ends = list(map(add, firsts, map((1).__lshift__, levels)))
+        covered = ends[-1] if parts else 0
+        if (not parts or (firsts[0] == 0 and ends[:-1] == firsts[1:] and min(indices) >= 0)) and covered <= total:
+            return covered
+    except (TypeError, ValueError):
+        pass
+    return _check_tiling_slowly(parts, total)
+
+
+def _check_tiling_slowly(parts: Iterable[Part], total: int) -> int:
     at = 0
     for part in parts:
         level, index = part
@@ -184,6 +211,10 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     """
     size_of, built, known, slots = lines.size, lines.built, lines.known or (), lines.slots
     levels_known = len(known)
+    estimate, built_slots = lines.estimate, lines.slots  # (a planned form: an unbuilt parent's size)
+    if estimate is None or built_slots is None:
+        estimate, built_slots = None, ()
+    levels_built = len(built_slots)
     if built is None:
         slots = None
     n = len(parts)
@@ -227,29 +258,39 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     del stack, at
     codes.sort()
     # Take them in order: a merge joins the part at its position with the next one alive.
+    # A size known already (``known``, or an unbuilt parent's ``estimate`` when planning) is read
+    # inline; ``keep`` is told apart when it is the planned form's "unbuilt" (a million calls).
     cur = list(parts)
     nxt = array("q", range(1, n + 1))
     dead = bytearray(n)
     merged: list[Part] = []
     mask = (1 << shift) - 1
+    keep_unbuilt = estimate is not None and getattr(keep, "__func__", None) is Lines.unbuilt
     for code in codes:
         if size <= target:
             break
         k = code & mask
         j = nxt[k]
         left, right = cur[k], cur[j]
-        top = (left[0] + 1, left[1] >> 1)
+        level = left[0]
+        up, top_index = level + 1, left[1] >> 1
+        top = (up, top_index)
         a = sizes[k]
         if a < 0:
-            a = size_of(left)
+            a = _first_size(left, known, levels_known, size_of, estimate, built_slots, levels_built)
         b = sizes[j]
         if b < 0:
-            b = size_of(right)
+            b = _first_size(right, known, levels_known, size_of, estimate, built_slots, levels_built)
         c = 0
-        if top[0] < levels_known:  # size_of(top), inline when known
-            row = known[top[0]]
-            if top[1] < len(row):
-                c = row[top[1]]
+        if up < levels_known:  # size_of(top), inline when known
+            row = known[up]
+            if top_index < len(row):
+                c = row[top_index]
+        unbuilt = False
+        if estimate is not None:
+            unbuilt = not (up < levels_built and top_index < len(built_slots[up]) and built_slots[up][top_index])
+            if unbuilt:
+                c = estimate
         if not c:
             c = size_of(top)
         size += c - a - b
@@ -257,10 +298,25 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
         sizes[k] = c
         dead[j] = 1
         nxt[k] = nxt[j]
-        if keep is None or keep(top):
+        if keep is None or (unbuilt if keep_unbuilt else keep(top)):
             merged.append(top)
     result = [cur[k] for k in range(n) if not dead[k]]
     return Merged(result, merged, size)
+
+
+def _first_size(part: Part, known: Sequence[array], levels_known: int, size_of: SizeOf, estimate: int | None,
+                built_slots: Sequence[array], levels_built: int) -> int:
+    """A part's size when merge_down first meets it: known already, else asked (planning: an unbuilt
+    merged part, erased by a forget, counts as the estimate)."""
+    level, index = part
+    if level < levels_known:
+        row = known[level]
+        if index < len(row) and row[index]:
+            return row[index]
+    if estimate is not None and level and not (level < levels_built and index < len(built_slots[level])
+                                               and built_slots[level][index]):
+        return estimate
+    return size_of(part)
 
 
 @dataclass
@@ -270,6 +326,10 @@ class ViewState:
     parts: list[Part] = field(default_factory=list)
     total: int = 0
     shrinking: bool = False
+    # As read from a file that kept them: each part's rendered size when it was saved, and the line budget
+    # then (see endless.core.view.packed); the keeper takes back what still holds, then drops them.
+    stored_sizes: "array | None" = field(default=None, compare=False, repr=False)
+    stored_budget: int | None = field(default=None, compare=False, repr=False)
 
     def append(self, new_total: int) -> list[Part]:
         added = [(0, i) for i in range(self.total, new_total)]
@@ -278,13 +338,21 @@ class ViewState:
         return added
 
     def to_json(self) -> dict:
-        return {"total": self.total, "shrinking": self.shrinking,
-                "parts": [[l, i] for l, i in self.parts]}
+        """The stored form (format 2: the parts packed, see :mod:`endless.core.view.packed`)."""
+        return packed.pack(self.parts, self.total, self.shrinking)
 
     @classmethod
     def from_json(cls, data: object) -> "ViewState":
+        """A stored view of format 2 (packed, its checksum and tiling checked) or 1 (a list of pairs)."""
         if not isinstance(data, dict):
             raise ViewError("the stored view is not a JSON object")
+        if packed.is_packed(data):
+            try:
+                stored = packed.unpack(data)
+                packed.check_tiling(stored)
+            except packed.PackError as exc:
+                raise ViewError(str(exc)) from None
+            return cls(stored.parts(), stored.total, stored.shrinking, stored.sizes, stored.budget)
         try:
             parts = [(int(p[0]), int(p[1])) for p in data["parts"]]
             total = int(data["total"])
@@ -299,8 +367,8 @@ def validate(state: ViewState, total: int, built: Built) -> None:
     covered = check_tiling(state.parts, total)
     if covered != state.total:
         raise ViewError(f"the view says it covers {state.total} messages but its parts cover {covered}")
-    for part in state.parts:
-        if part[0] > 0 and not built(*part):
+    for part in compress(state.parts, map(itemgetter(0), state.parts)):  # the merged parts alone
+        if not built(*part):
             raise ViewError(f"the view holds {name(part)}, which was never built")
 
 

@@ -131,7 +131,7 @@ def _lock_held(path: Path) -> bool:
 
 def _loose_files(folder: Path) -> list[Path]:
     found = []
-    for sub in (folder, folder / "index", folder / "journal", folder / "pending"):
+    for sub in (folder, folder / "index", folder / "journal", folder / "pending", folder / "marks"):
         if not sub.is_dir():
             continue
         if _loose(sub):
@@ -195,7 +195,7 @@ def _plain_files(report: Report, folder: Path, mid: str) -> bool:
                        f"run Endless as the memory's owner, or give it back: chmod -R u+rwX {folder}", mid)
             return False
         for path in entries:
-            if path.name in ("journal", "index", "pending") or path.name.startswith("."):
+            if path.name in ("journal", "index", "pending", "marks") or path.name.startswith("."):
                 continue
             try:
                 mode = path.lstat().st_mode
@@ -335,7 +335,6 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
         report.add("memory.lock", "ok", f"memory {mid}: the change lock is free", memory=mid)
     lease = Lease(folder, expiry=settings.lease_expiry_seconds)
     info = lease.read()
-    writing = info is not None and lease.holder_alive(info) and now - info.renewed < settings.lease_expiry_seconds
     if info is None:
         report.add("memory.lease", "ok", f"memory {mid}: no writer pool is running", memory=mid)
     else:
@@ -369,26 +368,25 @@ def _memory_findings(report: Report, memory: Memory, settings: Settings, now: fl
                        "it is committed as interrupted when the memory is next opened for writing "
                        "(`endless doctor --repair` does it now)", mid)
 
-    # Pending writer work: the catch-up's progress.
+    # Pending writer work: who writes it (a chat's pool, a detached catch-up, nothing) and how far it got.
+    from endless.faces.kit.catching_up import writer_state
     from endless.writer.pace import progress
 
+    state = writer_state(memory, now)
     catching = progress(memory, now)
     over = _recent_overflow(memory, settings.recent_block_bytes)
-    if catching.lines_left == 0:
+    if state.lines_left == 0:
         report.add("memory.writer", "ok", f"memory {mid}: every line is written", memory=mid)
     elif catching.failing is not None:
         report.add("memory.writer", "warning", f"memory {mid}: {catching.sentence()}",
                    "check the writer's route (the writer_route setting, or the chat's own model and key): "
                    "messages are kept word for word meanwhile and the writer retries by itself", mid)
     else:
-        status = "warning" if over > 0 else "ok"
-        # An ETA would be false when nothing runs the writer for this memory now: say so, and what to run.
-        said = (catching.sentence() if writing else
-                f"{catching.left_sentence()}; nothing is writing them now (no writer runs for this memory)")
-        fix = "run `endless catch-up` to write them now (or the next chat here does)" if not writing else (
-            "the writer pool runs with the next chat in this workspace, or with `endless serve`" if over > 0 else None)
+        status = "warning" if over > 0 or state.cut_short else "ok"
+        fix = state.fix or ("the writer pool runs with the next chat in this workspace, or with `endless serve`"
+                            if over > 0 and not state.writing else None)
         report.add("memory.writer", status,
-                   f"memory {mid}: catching up: {said}"
+                   f"memory {mid}: catching up: {state.sentence}"
                    + (f"; the recent block is past its {settings.recent_block_bytes:,} bytes, so turns show "
                       "a shortened history until the writer catches up"
                       if over > 0 else ""), fix, mid)

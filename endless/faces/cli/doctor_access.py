@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 # The folders of a memory that hold its files (the memory's own folder first).
-SUBFOLDERS = ("", "index", "journal", "pending")
+SUBFOLDERS = ("", "index", "journal", "pending", "marks")
 
 
 def access_findings(report: Any, folder: Path, mid: str) -> bool:

@@ -198,14 +198,15 @@ def status_text(memory, off: bool = False) -> str:
     lines, p = memory.views.written_prefix()
     import time
 
+    from endless.faces.kit.catching_up import writer_state
     from endless.turn.head import recent_bytes
-    from endless.writer.pace import progress
 
-    catching = progress(memory, time.time())
+    writer = writer_state(memory, time.time())  # who writes the lines now: this chat, a catch-up, nothing
     return (f"Endless memory {memory.memory_id} ({memory.key.agent} · {memory.key.project}): "
             f"{count(memory.turns, 'turn')}, {count(memory.total, 'message')}; "
             f"view {count(len(memory.views.view_lines()), 'line')}, {len(lines)} written; recent block {recent_bytes(memory)} of "
-            f"{memory.settings.recent_block_bytes} bytes; writer: {catching.sentence()}"
+            f"{memory.settings.recent_block_bytes} bytes; writer: {writer.sentence}"
+            + (f" ({writer.fix})" if writer.fix else "")
             + ("; OFF for this chat" if off else ""))
 
 

@@ -55,8 +55,10 @@ from endless.core.store import utf8_size
 from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
 from endless.core.words import agree, count
 from endless.faces.kit.signals import Terminated, exit_code, raise_on_sigterm
+from endless.faces.kit.writing_cost import WRITERS, CatchUp, catch_up_cost, choose_writer
 
 BATCH_TURNS = 2000  # turns per durable commit (one fsync each)
+CATCH_UP_LOG = "catch-up.log"  # in the memory's folder: what a detached catch-up says
 BATCH_BYTES = 8 << 20
 SPILL_QUEUE = 1000  # planned turns whose secrets are looked for at once
 PROGRESS_FROM = 200  # turns: below this no progress bar is worth drawing
@@ -580,50 +582,6 @@ def _none_of(sessions: int) -> str:
     return f"none of its {count(sessions, 'session')}"
 
 
-WRITERS = ("offline", "model")
-
-
-@dataclass(frozen=True)
-class CatchUp:
-    """What writing an import's lines takes: lines, calls, cost and time, for the writer chosen."""
-
-    writer: str  # "offline" or "model"
-    lines: int
-    message_lines: int
-    merges: int
-    calls: int
-    cost: float
-    seconds: float | None
-    route: str
-    rate: str  # where the time comes from
-
-    def to_json(self) -> dict:
-        return {"writer": self.writer, "lines": self.lines, "messageLines": self.message_lines,
-                "merges": self.merges, "calls": self.calls, "cost": self.cost, "seconds": self.seconds,
-                "route": self.route, "rate": self.rate}
-
-    def sentence(self) -> str:
-        from endless.writer.pace import say_duration
-
-        lines = (f"{count(self.lines, 'line')} to write ({count(self.message_lines, 'message')} too long to be "
-                 f"{agree(self.message_lines, 'its', 'their')} own line, up to {count(self.merges, 'merge')})")
-        if self.writer == "offline":
-            return f"{lines} by the offline writer: no model calls, no cost, {say_duration(self.seconds)}"
-        return (f"{lines} by the model on {self.route}: about {count(self.calls, 'call')}, about {self.cost:.4f} USD, "
-                f"{say_duration(self.seconds)} ({self.rate}); in the background, under the spend cap")
-
-
-def choose_writer(asked: str | None, settings: Settings) -> str:
-    """The writer of the imported stretch: as asked, else the model when a writer route is set."""
-    configured = bool(settings.writer_route.strip())
-    if asked == "model" and not configured:
-        raise ChoiceError("--writer model needs a writer route, and none is set: set writer_route in the "
-                          "settings file (~/.config/endless/config.toml; `endless config` lists the settings) or "
-                          "ENDLESS_WRITER_ROUTE='{\"provider\": \"openai\", \"model\": …}', "
-                          "or import with --writer offline (free, no model)")
-    return asked or ("model" if configured else "offline")
-
-
 def estimate(plan: Plan, settings: Settings, total_before: int, writer: str,
              folder: Path | None, now: float) -> CatchUp:
     """Writer lines, calls, cost and time the new messages will take, before they land (a bound)."""
@@ -640,39 +598,6 @@ def left_after(memory: Memory, plan: Plan, writer: str, now: float) -> CatchUp:
     leaves = leaves_left(slots, memory.total)
     merges = lines_left(slots, memory.total) - leaves
     return catch_up_cost(memory.settings, writer, leaves, merges, plan.long_bytes, memory.folder, now)
-
-
-def catch_up_cost(settings: Settings, writer: str, leaves: int, merges: int, long_bytes: int,
-                  folder: Path | None, now: float) -> CatchUp:
-    from endless.core.settings import OFFLINE_LINE_SECONDS
-
-    budget = settings.line_budget
-    lines = leaves + merges
-    if writer == "offline":
-        return CatchUp("offline", lines, leaves, merges, 0, 0.0, lines * OFFLINE_LINE_SECONDS,
-                       "offline writer", "measured offline")
-    from endless.llm.routes import Route, RouteError
-    from endless.writer.pace import measured_pace, time_to_done
-    from endless.writer.usage import cost
-
-    try:
-        route = Route.from_json(settings.writer_route)
-    except RouteError as exc:
-        raise FormatError(f"the writer_route setting is unusable: {exc}") from None
-    calls = math.ceil(lines / settings.lines_per_call) if lines else 0
-    view_tokens = (settings.writer_view_floor + settings.writer_view_ceiling) // 2 // 4
-    usage = {"cached": calls * view_tokens,
-             "uncached": long_bytes // 4 + merges * 2 * budget // 4 + calls * 400,
-             "output": lines * budget // 4}
-    pace = measured_pace(folder, now) if folder is not None else None
-    if pace is not None:
-        seconds = time_to_done(lines, pace.lines_per_minute(settings))
-        rate = f"at this memory's measured {pace.seconds_per_call:.1f} s a call, {settings.writer_calls} at once"
-    else:
-        seconds = None
-        rate = "no call measured on this memory yet"
-    return CatchUp("model", lines, leaves, merges, calls, round(cost(route, usage), 4), seconds,
-                   route.describe(), rate)
 
 
 def commit(memory: Memory, plan: Plan, show_progress: bool,
@@ -915,31 +840,48 @@ def _import(args: argparse.Namespace) -> int:
 
 def _catch_up_after(args: argparse.Namespace, memory: Memory, guess: CatchUp) -> dict:
     """Get the import's lines written: here when the offline writer is quick enough, else by a detached
-    ``endless catch-up`` (none with ``--no-catch-up``); says which, and returns it for ``--json``."""
+    ``endless catch-up`` that outlives the import (none with ``--no-catch-up`` or the import_catch_up
+    setting off); says which, and returns it for ``--json``.  With the model, what it costs and the
+    spend cap are said (in ``guess``) before anything is spent."""
     import subprocess
 
-    from endless.core.settings import IMPORT_CATCH_UP_INLINE_SECONDS
+    def said(text: str) -> None:
+        if not args.json:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()  # (before a catch-up starts spending)
 
-    said = (lambda text: None) if args.json else (lambda text: sys.stdout.write(text + "\n"))
     if args.no_catch_up or not memory.settings.import_catch_up:
         said(f"catching up: {guess.sentence()}; `endless doctor` shows the progress, `endless catch-up` writes "
              "them now")
         return {"how": "left", "lines": guess.lines}
-    quick = guess.writer == "offline" and guess.seconds is not None and guess.seconds <= IMPORT_CATCH_UP_INLINE_SECONDS
+    wait = memory.settings.import_catch_up_wait_seconds
+    quick = guess.writer == "offline" and guess.seconds is not None and guess.seconds <= wait
     if quick:
         from endless.faces.kit.catching_up import catch_up
 
         done = catch_up(memory, "offline", sys.stderr.isatty() and not args.no_progress)
+        if done["elsewhere"]:
+            holder = f" (pid {done['holder']})" if done.get("holder") is not None else ""
+            said(f"catching up: {guess.sentence()}; the memory's writer runs in another process{holder}, which "
+                 "writes them; `endless doctor` shows the progress")
+            return {"how": "elsewhere", **done}
         said(f"wrote {count(done['written'], 'line')} by the offline writer in {done['seconds']:.1f} s"
              + (f"; {count(done['left'], 'line')} left to a chat's writer" if done["left"] else ""))
         return {"how": "written", **done}
+    said(f"catching up: {guess.sentence()}")
     command = [sys.executable, "-m", "endless", "catch-up", "--memory", memory.memory_id, "--no-progress",
-               "--writer", guess.writer]
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-    said(f"catching up: {guess.sentence()}; started `endless catch-up` in the background (pid {child.pid}); "
-         "`endless doctor` shows the progress, `endless catch-up` runs it in the foreground")
-    return {"how": "background", "pid": child.pid, "lines": guess.lines}
+               "--writer", guess.writer, "--background"]
+    log_path = memory.folder / CATCH_UP_LOG
+    err = durable.open_append(log_path)  # what it says (its diagnostics, a failure) is kept there
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                 start_new_session=True)  # its own session: a Ctrl-C of this terminal spares it
+    finally:
+        os.close(err)
+    said(f"started a detached `endless catch-up` (pid {child.pid}) that writes them after this import ends; "
+         f"`endless doctor` shows its progress; stop it with `kill {child.pid}` (`endless catch-up` goes on "
+         f"where it stopped); it logs to {log_path}")
+    return {"how": "background", "pid": child.pid, "lines": guess.lines, "log": str(log_path)}
 
 
 def _print_dry_run(args: argparse.Namespace, plan: Plan, summary: dict, guess: CatchUp, target: str,

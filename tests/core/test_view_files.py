@@ -1,0 +1,149 @@
+"""The view files (format 2, packed) and a read-only open that does not read them.
+
+A read command's memory leaves its views unread: a search asks only which
+line covers each hit, answered from the stored chat view by bisection, the
+same answers the loaded view gives.  A stored view whose bytes changed after
+its save is never taken for a view; one of format 1 is still read.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from endless.core.memory import Memory
+from endless.core.settings import Settings
+from endless.core.store import Message, TurnRecord, workspace_key
+from endless.core.view import packed, tiling
+
+SMALL = Settings(view_ceiling=3000, view_floor=1500, writer_view_ceiling=1400, writer_view_floor=700,
+                 view_shrink_slack=800, line_budget=200)
+
+
+def _memory(root: Path, readonly: bool = False) -> Memory:
+    return Memory.open(workspace_key(None, root / "ws"), settings=SMALL, root=root, readonly=readonly)
+
+
+def _fill(memory: Memory, turns: int, seed: int = 3) -> None:
+    rng = random.Random(seed)
+    memory.commit_turns([TurnRecord("s", "chat", [Message("user", f"q{k} " + "word " * rng.randint(1, 60), k),
+                                                  Message("reply", f"a{k} " + "more " * rng.randint(1, 60), k)],
+                                    tid=f"{k + 1:016x}") for k in range(turns)], sync=False)
+
+
+def test_a_read_only_open_reads_no_view_and_covers_each_message_as_the_loaded_view(tmp_path: Path) -> None:
+    memory = _memory(tmp_path)
+    _fill(memory, 300)  # lines too long to be free stay unwritten: the view is stuck shrinking, mixed levels
+    memory.commit_turns([TurnRecord("s", "chat", [Message("user", "after the save", 999.0)], tid=f"{999:016x}")],
+                        sync=False, plan=False)  # appended, not saved: past the stored view's total
+    assert any(part[0] for part in memory.views.chat.parts)
+    loaded = {mid: memory.views.covering(mid) for mid in range(memory.total)}
+    assert all(loaded.values())
+    memory.close()
+    reader = _memory(tmp_path, readonly=True)
+    assert reader.views._deferred  # nothing read at open
+    assert {mid: reader.views.covering(mid) for mid in range(reader.total)} == loaded
+    assert reader.views._deferred  # nor to cover a hit
+    assert reader.views.covering(reader.total) is None and reader.views.covering(-1) is None
+    assert reader.views.chat.parts  # asked for: read as an open reads it
+    assert {mid: reader.views.covering(mid) for mid in range(reader.total)} == loaded
+    reader.close()
+
+
+def test_a_view_file_changed_after_its_save_is_read_as_an_open_reads_it(tmp_path: Path) -> None:
+    memory = _memory(tmp_path)
+    _fill(memory, 200)
+    parts = list(memory.views.chat.parts)
+    memory.close()
+    path = tmp_path / "memories" / memory.memory_id / "view.json"
+    data = orjson.loads(path.read_bytes())
+    assert data["format"] == 2 and "firsts" in data and "parts" not in data
+    firsts = bytearray(packed.base64.b64decode(data["firsts"]))
+    firsts[-1] ^= 1  # one bit of one part: the checksum no longer holds
+    data["firsts"] = packed.base64.b64encode(bytes(firsts)).decode()
+    path.write_bytes(orjson.dumps(data))
+    reader = _memory(tmp_path, readonly=True)
+    assert reader.views.covering(0) == (0, 0)  # not taken for a view: read as a read-only open reads it
+    assert not reader.views._deferred and reader.views.chat.parts[0] == (0, 0)
+    reader.close()
+    memory = _memory(tmp_path)  # a writable open says so and recomputes it
+    assert any("stored view is invalid" in r and "checksum" in r for r in memory.reports), memory.reports
+    tiling.validate(memory.views.chat, memory.total, memory.tree.built)
+    assert memory.views.chat.total == memory.total and len(parts) > 1
+    memory.close()
+
+
+def test_a_view_of_format_1_is_read_and_saved_as_format_2(tmp_path: Path) -> None:
+    memory = _memory(tmp_path)
+    _fill(memory, 200)
+    chat, total = list(memory.views.chat.parts), memory.views.chat.total
+    memory.close()
+    path = tmp_path / "memories" / memory.memory_id / "view.json"
+    data = orjson.loads(path.read_bytes())
+    old = {"format": 1, "total": data["total"], "shrinking": data["shrinking"], "parts": [list(p) for p in chat],
+           "ceiling": data["ceiling"], "floor": data["floor"]}
+    path.write_bytes(orjson.dumps(old))
+    reader = _memory(tmp_path, readonly=True)
+    assert reader.views.covering(total - 1) == chat[-1] and reader.views.chat.parts == chat
+    reader.close()
+    memory = _memory(tmp_path)
+    assert memory.reports == [] and memory.views.chat.parts == chat
+    memory.views.save()
+    assert orjson.loads(path.read_bytes())["format"] == 2
+    memory.close()
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=0, max_size=40))
+def test_packed_parts_round_trip_and_check_as_the_tiling_does(levels: list[int]) -> None:
+    parts, at = [], 0
+    for level in levels:  # a tiling: each part aligned to its size (smaller parts fill up to it)
+        while at % (1 << level):
+            parts.append((0, at))
+            at += 1
+        parts.append((level, at >> level))
+        at += 1 << level
+    stored = packed.unpack(packed.pack(parts, at, False))
+    assert stored.parts() == parts
+    packed.check_tiling(stored)
+    assert tiling.check_tiling(parts, at) == at
+    for mid in range(at):
+        part = packed.covering(stored, mid)
+        assert tiling.first(part) <= mid < tiling.end(part)
+    if parts:
+        broken = parts[1:] + [(0, at)]  # the first part missing: the rest starts past 0
+        with pytest.raises(tiling.ViewError):
+            tiling.check_tiling(broken, at)
+        with pytest.raises(packed.PackError):
+            packed.check_tiling(packed.unpack(packed.pack(broken, at + 1, False)))
+
+
+def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_path: Path, monkeypatch) -> None:
+    """A writable open takes each part's size from the file instead of reading its line, but not for a line
+    erased by a forget since, a message forgotten since, or a message whose line was written since: every
+    size is then what reading the lines gives."""
+    from endless.core.privacy import forget
+    from endless.core.view.keeper import ViewKeeper
+
+    memory = _memory(tmp_path)
+    _fill(memory, 300)
+    memory.views.save()
+    unwritten = [i for i in range(memory.total) if not memory.is_built(0, i)]
+    memory.store_line(0, unwritten[0], "written after the save")  # (the view file was not saved again)
+    forget.forget(memory, forget.select(memory, ids=[unwritten[1], 3]))
+    memory.close()
+    taking = _memory(tmp_path)
+    assert taking.views._unwritten and any(row.count(0) < len(row) for row in taking.views._sizes)
+    with monkeypatch.context() as reading:
+        reading.setattr(ViewKeeper, "_take_sizes", lambda self, state: None)
+        reading_all = _memory(tmp_path)
+        for state in ("chat", "wview"):
+            parts = getattr(reading_all.views, state).parts
+            assert getattr(taking.views, state).parts == parts
+            assert [taking.views.size_of(p) for p in parts] == [reading_all.views.size_of(p) for p in parts]
+        reading_all.close()
+    taking.close()

@@ -50,6 +50,8 @@ MEANINGS: dict[str, str] = {
     "recall_search": "whether the chat model is offered the recall_search tool",
     "redact_secrets": "replace API keys, tokens, private keys and passwords by [redacted: kind] before a message is kept",
     "capture_subagents": "capture a Claude Code session's sub-agents as chats of their own (false: leave them out)",
+    "capture_catch_up": "after a coding agent's turn is captured, write the summary lines waiting (offline, or "
+                        "the writer_route model) in that background process",
     "import_catch_up": "after an import, write its lines (here when quick, else in a background endless catch-up)",
     "import_catch_up_wait_seconds": "an import writes its lines itself when the offline writer takes about this "
                                     "long at most (else a detached endless catch-up does)",

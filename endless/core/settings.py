@@ -244,6 +244,9 @@ class Settings:
     # Coding agents (endless.faces.importers.live): a Claude Code session's sub-agents captured as chats of
     # their own beside it (their transcripts under <session>/subagents/), or left out.
     capture_subagents: bool = True
+    # After a coding agent's turn is captured, its background process writes the memory's summary lines once
+    # unwritten_ahead of them wait (all of them when the session ends): no chat runs a writer there.
+    capture_catch_up: bool = True
     # After `endless import`, its lines written by the same command when the offline writer is quick enough,
     # else by a detached `endless catch-up` that outlives it (false: left for `endless catch-up` or a chat's
     # writer; `endless import --no-catch-up` leaves them once).

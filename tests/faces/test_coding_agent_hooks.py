@@ -427,6 +427,28 @@ def test_a_sub_agent_is_captured_as_a_chat_of_its_own(env: dict) -> None:
     assert len(history(env)) == 2  # each once
 
 
+@pytest.mark.parametrize("catch_up", [True, False])
+def test_a_captured_memory_gets_its_summary_lines_written_without_a_chat(env: dict, catch_up: bool) -> None:
+    """No chat runs a writer for a coding agent's memory: the capture's own background process writes the
+    lines once enough wait (the offline writer without a writer_route), so search, zoom and a later chat in
+    the folder have them.  With capture_catch_up off they stay unwritten (the setting is what writes them)."""
+    from endless.core.memory import Memory
+    from endless.core.store import workspace_key
+    from endless.writer.pace import lines_left
+
+    env["env"]["ENDLESS_CAPTURE_CATCH_UP"] = "true" if catch_up else "false"
+    t = Transcript(env["tmp"] / "user/.claude/projects/-w/s.jsonl", env["workspace"])
+    for k in range(6):  # messages too long to be their own lines: each needs the writer
+        t.write(t.prompt(f"Step {k} of the ledger audit: " + "check every refund row and its tax line. " * 30),
+                t.reply(f"Step {k} done: " + "the refund rows agree with the tax lines. " * 30))
+    assert hook(env, "Stop", t).returncode == 0
+    with Memory.open(workspace_key(None, env["workspace"]), root=env["home"], create=False, readonly=True) as m:
+        assert m.total == 12
+        left = lines_left(m.built_slots(), m.total)
+        assert (left == 0) if catch_up else (left >= 12), left
+        assert m.is_built(0, 0) is catch_up
+
+
 def test_two_sessions_of_one_folder_at_once_each_turn_once(env: dict) -> None:
     sessions = [Transcript(env["tmp"] / f"user/.claude/projects/-w/{k}.jsonl", env["workspace"], session=f"{k}" * 36)
                 for k in "ab"]

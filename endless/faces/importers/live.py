@@ -241,7 +241,25 @@ def capture(transcript: Path, agent: str, workspace: Path, *, final: bool = Fals
         for helper in subagent_transcripts(transcript):  # each its own chat, captured like the session
             capture(helper, agent, workspace, final=final, turn_over=turn_over, sidechain=True, settings=settings,
                     root=root)
+    if not sidechain and settings.capture_catch_up and (done.turns or final):
+        _write_lines(workspace, settings, root, final)
     return done
+
+
+def _write_lines(workspace: Path, settings: Settings, root: Path, final: bool) -> None:
+    """The memory's summary lines, written after the capture released its transcript (a hook's capture runs
+    in the background at a low priority, so the agent never waits for them); a failure is only logged."""
+    from endless.faces.kit.catching_up import catch_up_if_behind
+
+    try:
+        with Memory.open(workspace_key(None, workspace), settings=settings, root=root, create=False,
+                         views="append") as memory:
+            done = catch_up_if_behind(memory, final)
+    except Exception as exc:  # (the turns are in; the lines are written by the next capture or catch-up)
+        log(f"{workspace}: writing the memory's lines failed: {exc!r}")
+        return
+    if done is not None and not done["elsewhere"]:
+        log(f"{workspace}: wrote {done['written']} summary lines ({done['writer']} writer), {done['left']} left")
 
 
 def subagent_transcripts(transcript: Path) -> list[Path]:

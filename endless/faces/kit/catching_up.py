@@ -184,6 +184,20 @@ def catch_up(memory: Any, writer: str, show_progress: bool, background: bool = F
             "elsewhere": False, "paused": bool(left and stats.paused), "ended": state}
 
 
+def catch_up_if_behind(memory: Any, final: bool) -> dict | None:
+    """Write a captured memory's lines where nothing else would (a coding agent's memory has no chat, so no
+    writer runs for it): once ``unwritten_ahead`` lines wait, or any when the session ended (``final``).
+    None when nothing was due; the answer of :func:`catch_up` otherwise (``elsewhere`` when a chat's or
+    another catch-up's writer holds the lease: it writes them)."""
+    from endless.faces.kit.writing_cost import choose_writer
+    from endless.writer.pace import lines_left
+
+    left = lines_left(memory.built_slots(), memory.total)
+    if not left or (left < memory.settings.unwritten_ahead and not final):
+        return None
+    return catch_up(memory, choose_writer(None, memory.settings), False, background=True)
+
+
 @dataclass(frozen=True)
 class Holder:
     """The process holding a memory's writer lease, as its lease file says."""

@@ -241,6 +241,8 @@ def _can_merge(state, total, built):
 @settings(max_examples=300, deadline=None)
 @example([0] * 64, 60, set(), 0, 5, None, False, True)  # sizes read inline, stopped half way
 @example([0] * 64, 0, {(1, 3), (2, 1)}, 0, 5, None, False, True)  # slots read inline, some parents missing
+@example([0] * 4, 22, {(1, 1)}, 0, 0, 10, False, True)  # a planned parent, its size not read inline
+@example([0] * 2, 0, {(1, 0)}, 0, 0, 10, False, True)  # the only parent planned
 def test_merge_down_equals_repeated_most_due(levels_seed, target_share, missing, cut, growth, estimate, keep_even,
                                              inline):
     """From a view already merged up to ``cut`` (the rest appended), parents that may be larger than their

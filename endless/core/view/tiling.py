@@ -51,12 +51,13 @@ class Lines:
     def planned(self, estimate: int) -> "Lines":
         """For planning a batch: an unbuilt parent counts as ``estimate`` bytes, and may merge."""
         size, built = self.size, self.built
-        if self.slots is not None and self.known is not None:  # the fast form merge_down reads inline
-            return Lines(size, None, self.known, self.slots, estimate)
 
         def planned_size(part: Part) -> int:
             return size(part) if part[0] == 0 or built is None or built(*part) else estimate
 
+        if self.slots is not None and self.known is not None:  # the fast form merge_down reads inline
+            # (``size`` stays the planned one: a caller summing a view must count what merge_down counts)
+            return Lines(planned_size, None, self.known, self.slots, estimate)
         return Lines(planned_size, None)
 
 _KEY_BITS = 80  # due compared as an exact integer: (T - last) << (_KEY_BITS - level)
@@ -309,13 +310,13 @@ def _first_size(part: Part, known: Sequence[array], levels_known: int, size_of: 
     """A part's size when merge_down first meets it: known already, else asked (planning: an unbuilt
     merged part, erased by a forget, counts as the estimate)."""
     level, index = part
+    if estimate is not None and level and not (level < levels_built and index < len(built_slots[level])
+                                               and built_slots[level][index]):
+        return estimate  # (before a known size: as the planned size_of counts it)
     if level < levels_known:
         row = known[level]
         if index < len(row) and row[index]:
             return row[index]
-    if estimate is not None and level and not (level < levels_built and index < len(built_slots[level])
-                                               and built_slots[level][index]):
-        return estimate
     return size_of(part)
 
 

@@ -52,7 +52,7 @@ from endless.core.store.messages import Message  # noqa: E402
 from endless.core.store.turns import TurnRecord  # noqa: E402
 
 LOCOMO_TYPES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-METHODS = ("question_words", "neighbours", "time", "lines", "feedback")
+METHODS = ("question_words", "neighbours", "time", "lines", "feedback", "speakers")
 
 
 @dataclasses.dataclass

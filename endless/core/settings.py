@@ -122,6 +122,14 @@ SEARCH_LINE_WEIGHT = 0.3
 SEARCH_FEEDBACK_DOCS = 10
 SEARCH_FEEDBACK_WORDS = 8
 SEARCH_FEEDBACK_WEIGHT = 0.3
+# Speakers (endless.core.search.speakers): a name in a question is a side's when, among the newest
+# SEARCH_SPEAKER_SAMPLE messages holding it, at least SEARCH_SPEAKER_ADDRESSED_MIN address someone by
+# it and SEARCH_SPEAKER_SHARE of those are the other side's; that side's messages then score
+# 1 + SEARCH_SPEAKER_BOOST times as much.
+SEARCH_SPEAKER_SAMPLE = 100
+SEARCH_SPEAKER_ADDRESSED_MIN = 3
+SEARCH_SPEAKER_SHARE = 0.8
+SEARCH_SPEAKER_BOOST = 0.5
 # Query expansion by the writer's model (endless.writer.expand): at most this many of its words are
 # searched, weighed as much as the question's own (a guess at the answer's words, not measured here:
 # no model answers offline); the call gets this many seconds, else the search goes on without it.

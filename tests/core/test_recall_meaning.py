@@ -23,6 +23,7 @@ from endless.core import lookback
 from endless.core.memory import Memory
 from endless.core.search import finder, ranking, when
 from endless.core.search.index import Stopped  # noqa: F401  (the deadline's exception, raised inside)
+from endless.core.search.index_rows import Filters
 from endless.core.settings import Settings
 from endless.core.store.keys import workspace_key
 from endless.core.store.messages import Message
@@ -253,3 +254,70 @@ def test_a_question_is_told_from_typed_words(text, asked):
     from endless.core.search import query
 
     assert query.asks(text) is asked
+
+
+def _chatter(memory: Memory, name: str, count: int) -> None:
+    """The agent side greets the person by ``name`` and talks about snakes; the person answers briefly."""
+    for k in range(count):
+        _say(memory, ("user", f"Evening update {k}: long day at the shop."),
+             ("reply", f"Thanks, {name}! Did you see the snake documentary {k}?"),
+             at=NOW - 30 * DAY + k * DAY, session=f"talk{k}")
+
+
+def test_a_question_naming_one_side_favours_what_that_side_said(tmp_path):
+    """People name the one they talk to, seldom themselves: the messages holding "Jolene" are the other
+    side's greetings, and the answer is what Jolene said, without her name."""
+    memory = _open(tmp_path)
+    _chatter(memory, "Jolene", 12)
+    answer = _say(memory, ("user", "My second snake is a corn snake called Susie."), at=NOW - 10 * DAY)[0]
+    _noise(memory, 10)
+    question = "What kind of snake does Jolene keep?"
+    without = _ids(memory, question, dataclasses.replace(ranking.DEFAULT, speakers=False))
+    assert without and without[0] != answer  # the greetings hold both words
+    assert _ids(memory, question)[0] == answer
+    # typed words are words: every hit holds them, with or without the speaker read
+    assert _ids(memory, "jolene snake") == _ids(memory, "jolene snake", dataclasses.replace(ranking.DEFAULT,
+                                                                                           speakers=False))
+    assert answer not in _ids(memory, "jolene snake")[:12]  # the twelve holding both words come first
+    memory.close()
+
+
+def test_a_name_both_sides_use_or_seldom_use_names_no_side(tmp_path):
+    from endless.core.search import speakers
+    memory = _open(tmp_path)
+    _chatter(memory, "Sam", 6)
+    for k in range(6):  # the person greets someone called Sam just as often
+        _say(memory, ("user", f"Hi Sam, the snake tank {k} is clean."), ("reply", "Good to hear."),
+             at=NOW - 8 * DAY + k, session=f"other{k}")
+    _say(memory, ("user", "Rowan fixed the snake heater."), at=NOW - 2 * DAY)
+    corpus_ = finder.corpus_of(memory)
+    filters = Filters()
+
+    def read(key: int) -> tuple[str, str] | None:
+        found = corpus_.record_of(key)
+        return None if found is None else (found[0]["m"][found[1]]["k"], found[0]["m"][found[1]]["x"])
+
+    deadline = float("inf")
+    assert speakers.side_of(corpus_.index, "Sam", read, filters, deadline) is None  # both sides greet Sam
+    assert speakers.side_of(corpus_.index, "Rowan", read, filters, deadline) is None  # never addressed
+    memory.close()
+
+
+@pytest.mark.parametrize("text, name, spoken_to", [
+    ("Thanks, Jolene!", "Jolene", True),
+    ("Jolene, did you finish the painting?", "Jolene", True),
+    ("Hey Jolene, how was the trip?", "Jolene", True),
+    ("That sounds lovely. Jolene.", "Jolene", True),
+    ("Jolene went to the beach yesterday.", "Jolene", False),
+    ("I told Jolene about the snake.", "Jolene", False),
+    ("Jolenes are a kind of song, I think, Joe.", "Jolene", False),
+])
+def test_a_name_is_told_spoken_to_or_spoken_of(text, name, spoken_to):
+    from endless.core.search import speakers
+    assert speakers.addressed(text, name) is spoken_to
+
+
+def test_the_names_a_question_may_hold_leave_question_and_stop_words_out():
+    from endless.core.search import speakers
+    assert speakers.names("What did Caroline and Melanie paint last Friday?") == ["Caroline", "Melanie", "Friday"]
+    assert speakers.names("When Is The Build Green?") == ["Build", "Green"]

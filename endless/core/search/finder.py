@@ -239,12 +239,15 @@ def _ranked(corpus: Corpus, q: ql.Query, filters: si.Filters, where: str, skip: 
     rows: list[tuple[int, float, str, int]] = []  # messages as ranked: (tier, lower is better, table, key)
     lines: list[tuple[int, float, str, int]] = []
     if where in ("messages", "both"):
-        def text_of(mid: int) -> str | None:
+        def said(mid: int) -> tuple[str, str] | None:
             found = corpus.record_of(mid)
-            return None if found is None else found[0]["m"][found[1]].get("x")
+            if found is None:
+                return None
+            message = found[0]["m"][found[1]]
+            return str(message.get("k", "")), str(message.get("x", ""))
 
         rows += [(r.tier, -r.score, "words", r.key)
-                 for r in rank.messages(corpus.index, q, filters, want, deadline, now, ranking, text_of,
+                 for r in rank.messages(corpus.index, q, filters, want, deadline, now, ranking, said,
                                      expand)]
     if where in ("lines", "both") and filters.kinds is None and filters.chat is None:
         words, _ = rank.question(q, now, ranking)

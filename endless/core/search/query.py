@@ -94,14 +94,14 @@ def _words(text: str) -> tuple[str, ...]:
     return unique[:SEARCH_TERMS_MAX * 4]
 
 
-_ASKING = frozenset("what when where who whom whose why how which".split())
+ASKING = frozenset("what when where who whom whose why how which".split())  # words that start a question
 
 
 def asks(text: str) -> bool:
     """Whether ``text`` is asked as a question ("what did we pick?", "which port we chose"), not typed as
     the words to find: it ends with a question mark or starts with a question word."""
     words = _WORD.findall(text.lower())
-    return text.rstrip().endswith("?") or bool(words and words[0] in _ASKING)
+    return text.rstrip().endswith("?") or bool(words and words[0] in ASKING)
 
 
 def fts_string(text: str) -> str:

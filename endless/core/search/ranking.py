@@ -24,13 +24,20 @@ own harder corpus and on a public long-dialogue benchmark) does, in order:
 6. **Summary lines.**  The written summary lines holding the words (those of
    at most 16 messages) give each message they cover a share of the best
    score: a wider, coarser neighbourhood, and a model writer's words for it.
-7. **Feedback** (off by default: measured, it adds about a point at 20 hits
+7. **Speakers.**  A name the question holds that the memory uses to address
+   one side ("Thanks, Jolene!") is that side's
+   (:mod:`endless.core.search.speakers`): its messages score
+   ``1 + SEARCH_SPEAKER_BOOST`` times as much and the name leaves the words
+   (people name the one they talk to, so the name marks the greetings, not
+   the answer).  On the public benchmark: top 5 68.3% to 73.3%, top 20
+   83.9% to 86.9%.
+8. **Feedback** (off by default: measured, it adds about a point at 20 hits
    and nothing at 5).  The words most typical of the best few messages are
    searched for too and their scores added, weighed lower.  Other words a
    model wrote for the question (``expand``: the writer's model, when one is
    set) are searched for the same way, weighed as the question's own.
 
-Steps 4, 6 and 7 (and the question words) are for a query asked as a question
+Steps 4, 6, 7 and 8 (and the question words) are for a query asked as a question
 ("which database did we pick?", :func:`endless.core.search.query.asks`) with no
 quoted phrase: it asks for the answer, which may hold none of its words.  Words typed as words
 ("postgres billing") promise hits that hold them, ranked by BM25 as they
@@ -59,15 +66,15 @@ from typing import Callable, Sequence
 
 from endless.core.search import query as ql
 from endless.core.store import durable
-from endless.core.search import when
+from endless.core.search import speakers, when
 from endless.core.search.index_rows import Filters, Placed, line_part
 from endless.core.search.word_index import WordIndex
 from endless.core.settings import (QUESTION_WORDS, SEARCH_ALONE_SHARE, SEARCH_EXPANSION_WEIGHT,
                                    SEARCH_EXPANSION_WORDS, SEARCH_FEEDBACK_DOCS, SEARCH_FEEDBACK_WEIGHT,
                                    SEARCH_FEEDBACK_WORDS, SEARCH_LINE_LEVEL_MAX, SEARCH_LINE_POOL,
                                    SEARCH_LINE_WEIGHT, SEARCH_NEIGHBOUR_DECAY, SEARCH_NEIGHBOUR_WEIGHT,
-                                   SEARCH_NEIGHBOUR_WIDTH, SEARCH_POOL, SEARCH_POSTINGS_MAX, SEARCH_TERMS_MAX,
-                                   SEARCH_TIME_BOOST, STOPWORDS)
+                                   SEARCH_NEIGHBOUR_WIDTH, SEARCH_POOL, SEARCH_POSTINGS_MAX, SEARCH_SPEAKER_BOOST,
+                                   SEARCH_TERMS_MAX, SEARCH_TIME_BOOST, STOPWORDS)
 
 
 @dataclass(frozen=True)
@@ -79,10 +86,11 @@ class Ranking:
     time: bool = True
     lines: bool = True
     feedback: bool = False
+    speakers: bool = True
 
 
 DEFAULT = Ranking()
-PLAIN = Ranking(question_words=False, neighbours=False, time=False, lines=False, feedback=False)
+PLAIN = Ranking(question_words=False, neighbours=False, time=False, lines=False, feedback=False, speakers=False)
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ def as_asked(q: ql.Query, ranking: Ranking) -> Ranking:
     a question with a quoted phrase: each phrase is required in every hit)."""
     if ql.asks(q.text) and not q.phrases:
         return ranking
-    return replace(ranking, question_words=False, neighbours=False, lines=False, feedback=False)
+    return replace(ranking, question_words=False, neighbours=False, lines=False, feedback=False, speakers=False)
 
 
 def match_expressions(index: WordIndex, words: tuple[str, ...], phrases: tuple[str, ...]
@@ -153,14 +161,18 @@ def match_expressions(index: WordIndex, words: tuple[str, ...], phrases: tuple[s
 
 
 def messages(index: WordIndex, q: ql.Query, filters: Filters, want: int, deadline: float, now: float,
-             ranking: Ranking, text_of: Callable[[int], str | None],
+             ranking: Ranking, said: Callable[[int], tuple[str, str] | None],
              expand: Callable[[str], Sequence[str]] | None = None) -> list[Ranked]:
     """The best ``want`` messages for a ranked query, best first.
 
-    ``expand`` (a question only): other words for it, written by a model;
-    searched for too, weighed as its own words.  A failing one adds nothing."""
+    ``said``: a message's kind and text, from the log.  ``expand`` (a
+    question only): other words for it, written by a model; searched for
+    too, weighed as its own words.  A failing one adds nothing."""
     ranking = as_asked(q, ranking)
     words, spans = question(q, now, ranking)
+    who = speakers.speaker(index, q.text, words, said, filters, deadline) if ranking.speakers else None
+    if who is not None:
+        words = tuple(w for w in words if w not in who.words) or words
     every, anyof = match_expressions(index, words, q.phrases)
     expanding = expand is not None and ql.asks(q.text) and not q.phrases
     if anyof is None and not expanding:
@@ -178,8 +190,11 @@ def messages(index: WordIndex, q: ql.Query, filters: Filters, want: int, deadlin
     matched = set(scores)  # the messages holding a word searched for
     if ranking.lines and anyof is not None:
         _add_lines(index, anyof, filters, deadline, totals)
+    if who is not None:
+        _favour(index, totals, speakers.kinds_filter(filters, who))
     sources = []
     if ranking.feedback:
+        text_of = lambda key: (said(key) or ("", ""))[1]  # noqa: E731
         sources.append((SEARCH_FEEDBACK_WEIGHT, lambda: _feedback_words(index, totals, words, text_of)))
     if expanding:
         sources.append((SEARCH_EXPANSION_WEIGHT, lambda: _expansion(expand, q.text, words)))  # type: ignore[arg-type]
@@ -270,6 +285,14 @@ def _smoothed(index: WordIndex, scores: dict[int, float], filters: Filters,
         if total > 0:
             totals[key] = total
     return totals, placed
+
+
+def _favour(index: WordIndex, totals: dict[int, float], theirs: Filters) -> None:
+    """The messages the named speaker said (``theirs``: the filters narrowed to their kinds) score more."""
+    placed = index.about(sorted(totals), theirs)
+    for key, here in placed.items():
+        if here.kept and key in totals:
+            totals[key] *= 1.0 + SEARCH_SPEAKER_BOOST
 
 
 def _expansion(expand: Callable[[str], Sequence[str]], text: str, words: tuple[str, ...]) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+from endless.core.settings import STORE_LOCK_RETRY_SECONDS
 from endless.core.store import durable
 
 
@@ -77,7 +78,7 @@ class ChangeLock:
                 threads.release()
                 raise
         try:
-            self._lock.acquire()
+            self._lock.acquire(poll_interval=STORE_LOCK_RETRY_SECONDS)
         except Timeout as exc:
             threads.release()
             raise LockBusy(f"the memory lock {self.path} is held by pid {holder_pid(self.holder_path)}"

@@ -90,18 +90,21 @@ def child(home: str, store: str, project: str, turns: int) -> int:
         print("ready", flush=True)
         sys.stdin.readline()
         times = []
+        cpu = time.process_time()
         for k in range(turns):
             messages = [Message("user", _text(rng, 80) + "?", 1.7e9 + k), Message("reply", _text(rng, 300), 1.7e9 + k),
                         Message("user", "thanks", 1.7e9 + k)]
             start = time.perf_counter()
             memory.commit_turn(f"bench-{os.getpid()}", "Bench", messages)
             times.append(time.perf_counter() - start)
-    print(json.dumps(times), flush=True)
+        cpu = time.process_time() - cpu
+    print(json.dumps({"times": times, "cpu": cpu}), flush=True)
     return 0
 
 
-def at_once(store: str, procs: int, turns: int, base: Path) -> tuple[float, float]:
-    """``procs`` processes committing ``turns`` each at once: (turns per second, p99 ms of one commit)."""
+def at_once(store: str, procs: int, turns: int, base: Path) -> tuple[float, float, float]:
+    """``procs`` processes committing ``turns`` each at once: (turns per second, p99 ms of one commit,
+    the committing processes' CPU ms per turn while they commit: on shared cores it bounds the rate)."""
     project = str(base / "project")
     homes = [base / ("home" if not store else f"home-{k}") for k in range(procs)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -115,11 +118,14 @@ def at_once(store: str, procs: int, turns: int, base: Path) -> tuple[float, floa
         proc.stdin.write("go\n")
         proc.stdin.flush()
     times: list[float] = []
+    cpu = 0.0
     for proc in running:
         out, _ = proc.communicate(timeout=900)
-        times += json.loads(out.strip().splitlines()[-1])
+        said = json.loads(out.strip().splitlines()[-1])
+        times += said["times"]
+        cpu += said["cpu"]
     wall = time.perf_counter() - start
-    return procs * turns / wall, p99(times) * 1e3
+    return procs * turns / wall, p99(times) * 1e3, cpu * 1e3 / (procs * turns)
 
 
 def p99(values: list[float]) -> float:
@@ -232,7 +238,7 @@ def main() -> int:
     rows = []
     counts = [int(n) for n in args.procs.split(",") if n.strip()]
     sizes = [int(n) for n in args.sizes.split(",") if n.strip()]
-    shared: dict[tuple[str, int], tuple[float, float]] = {}
+    shared: dict[tuple[str, int], tuple[float, float, float]] = {}
     scaled: list[tuple] = []
     try:
         for name, settings in (("files", Settings()), ("postgresql", Settings(store=dsn))):
@@ -260,9 +266,10 @@ def main() -> int:
         print()
         print(f"processes committing at once to one memory, {args.proc_turns} turns each "
               "(files: one ENDLESS_HOME; postgresql: one each)")
-        print(f"{'store':<12}{'processes':>10}{'turns/s':>10}{'p99 ms':>10}{'vs one':>8}")
-        for (name, procs), (rate, tail) in shared.items():
-            print(f"{name:<12}{procs:>10}{rate:>10.1f}{tail:>10.2f}{rate / shared[(name, counts[0])][0]:>8.2f}")
+        print(f"{'store':<12}{'processes':>10}{'turns/s':>10}{'p99 ms':>10}{'vs one':>8}{'client CPU ms/turn':>20}")
+        for (name, procs), (rate, tail, cpu) in shared.items():
+            print(f"{name:<12}{procs:>10}{rate:>10.1f}{tail:>10.2f}{rate / shared[(name, counts[0])][0]:>8.2f}"
+                  f"{cpu:>20.2f}")
     if scaled:
         print()
         print("at scale: `endless import` of the scale corpus (peak RSS: the import process), then in a new "

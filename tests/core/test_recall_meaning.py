@@ -264,10 +264,16 @@ def _chatter(memory: Memory, name: str, count: int) -> None:
              at=NOW - 30 * DAY + k * DAY, session=f"talk{k}")
 
 
-def test_a_question_naming_one_side_favours_what_that_side_said(tmp_path):
+@pytest.fixture(params=["files", "postgresql"])
+def store(request) -> str:
+    """Each store's search index under the same ranking ("" is the file store)."""
+    return "" if request.param == "files" else request.getfixturevalue("pg_store_url")
+
+
+def test_a_question_naming_one_side_favours_what_that_side_said(tmp_path, store):
     """People name the one they talk to, seldom themselves: the messages holding "Jolene" are the other
     side's greetings, and the answer is what Jolene said, without her name."""
-    memory = _open(tmp_path)
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), root=tmp_path / "root", settings=Settings(store=store))
     _chatter(memory, "Jolene", 12)
     answer = _say(memory, ("user", "My second snake is a corn snake called Susie."), at=NOW - 10 * DAY)[0]
     _noise(memory, 10)

@@ -14,7 +14,9 @@ divide by the smallest transcript's and by bare Python's start (same run).
 
 Last, the import of a folder of ``--rollouts`` Codex rollouts (the dated
 layout, nine in ten of them this folder's): ``endless import`` of the folder,
-whole process, in rollouts, turns and messages a second.
+whole process, in rollouts, turns and messages a second; once with
+``--no-catch-up`` (the import alone) and once as a person runs it (the import
+then writes the summary lines itself when the offline writer is quick).
 
 Usage: python scripts/bench_capture.py [--lines 100,10000,100000] [--mb 100] [--calls 15] [--rollouts 1000]
 """
@@ -153,7 +155,7 @@ def rollout_lines(session: str, cwd: str, at: float, turns: int) -> list[dict]:
     return out
 
 
-def codex_row(rollouts: int, endless: list[str]) -> tuple:
+def codex_row(rollouts: int, endless: list[str], catch_up: bool) -> tuple:
     with tempfile.TemporaryDirectory(prefix="bench-codex-") as tmp:
         base = Path(tmp)
         workspace = base / "work"
@@ -176,7 +178,9 @@ def codex_row(rollouts: int, endless: list[str]) -> tuple:
             name = f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', day)}-{session}.jsonl"
             (folder / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
         size = sum(p.stat().st_size for p in sessions.rglob("*.jsonl"))
-        done = run(endless + ["import", str(sessions), "--workspace", str(workspace), "--no-progress", "--json"], env)
+        flags = [] if catch_up else ["--no-catch-up"]
+        done = run(endless + ["import", str(sessions), "--workspace", str(workspace), "--no-progress", "--json"]
+                   + flags, env)
         said = json.loads(done.out)
         return rollouts, ours, size, turns, said, done
 
@@ -212,9 +216,27 @@ def main() -> None:
             return 4 * n
         rows.append(transcript_row(f"{args.mb} MB", by_size, args.calls, endless))
     bare_wall, bare_cpu = med(bare, "wall"), med(bare, "cpu")
-    base_hook = med(rows[0][4], "wall")
     print(f"bare Python start and exit: {bare_wall * 1000:.0f} ms wall, {bare_cpu * 1000:.0f} ms CPU (median); "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if rows:
+        _transcript_table(rows, bare_wall)
+    if args.rollouts:
+        print()
+        print("| Codex rollouts | lines written | of this folder | MB | turns in them | imported turns | messages "
+              "| wall s | CPU s | rollouts/s | turns/s | messages/s |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for catch_up in (False, True):
+            rollouts, ours, size, turns, said, done = codex_row(args.rollouts, endless, catch_up)
+            got = said.get("turns", 0)
+            messages = said.get("messages", 0)
+            how = "by the import" if catch_up else "left (--no-catch-up)"
+            print(f"| {rollouts:,} | {how} | {ours:,} | {size / 1e6:.1f} | {turns:,} | {got:,} | {messages:,} | "
+                  f"{done.wall:.2f} | {done.cpu:.2f} | {rollouts / done.wall:.0f} | {got / done.wall:.0f} | "
+                  f"{messages / done.wall:.0f} |")
+
+
+def _transcript_table(rows: list[tuple], bare_wall: float) -> None:
+    base_hook = med(rows[0][4], "wall")
     print()
     print("| transcript | lines | MB | first capture s | hook wall median ms | hook wall p99 ms | hook CPU median ms "
           "| hook ÷ smallest | hook ÷ bare (wall) | capture wall / CPU ms | hand-over wall / CPU ms "
@@ -227,16 +249,6 @@ def main() -> None:
               f"{wall / base_hook:.2f} | {wall / bare_wall:.1f} | "
               f"{med(captures, 'wall') * 1000:.0f} / {med(captures, 'cpu') * 1000:.0f} | "
               f"{med(handovers, 'wall') * 1000:.0f} / {med(handovers, 'cpu') * 1000:.0f} | {handover_size:,} |")
-    if args.rollouts:
-        rollouts, ours, size, turns, said, done = codex_row(args.rollouts, endless)
-        print()
-        print("| Codex rollouts | of this folder | MB | turns in them | imported turns | messages | wall s | CPU s "
-              "| rollouts/s | turns/s | messages/s |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        got = said.get("turns", 0)
-        messages = said.get("messages", 0)
-        print(f"| {rollouts:,} | {ours:,} | {size / 1e6:.1f} | {turns:,} | {got:,} | {messages:,} | {done.wall:.2f} | "
-              f"{done.cpu:.2f} | {rollouts / done.wall:.0f} | {got / done.wall:.0f} | {messages / done.wall:.0f} |")
 
 
 if __name__ == "__main__":

@@ -146,14 +146,16 @@ def write_source(path: Path, size: int) -> list[tuple[str, list[int]]]:
 
 
 def run_import(source: Path, home: Path, store: str) -> tuple[float, float]:
-    """``endless import`` of ``source`` into a fresh home: (seconds, peak RSS in MB of the import process)."""
+    """``endless import`` of ``source`` into a fresh home: (seconds, peak RSS in MB of the import process).
+    ``--no-catch-up``: the import alone (else a detached writer goes on after it, and the searches timed
+    next would share the cores with it)."""
     (home / "ws").mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(REPO), "ENDLESS_HOME": str(home / "root"), "ENDLESS_STORE": store,
            "ENDLESS_CONFIG": str(home / "none.toml")}
     env.pop("ENDLESS_WRITER_ROUTE", None)
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "endless.cli", "import", str(source), "--workspace",
-                             str(home / "ws"), "--no-progress"], env=env, stdout=subprocess.PIPE,
+                             str(home / "ws"), "--no-progress", "--no-catch-up"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started

@@ -266,13 +266,14 @@ index_upkeep.INDEX_BATCH_MESSAGES = 50
 original = index_upkeep._index_turns
 calls = 0
 
-def stall(index, sources, mark):
+def stall(index, sources, mark, ahead=None):
     global calls
-    original(index, sources, mark)
+    ahead = original(index, sources, mark, ahead)
     calls += 1
     if calls == 3 and when == "inside":
         print("inside", flush=True)   # the third batch is written, its transaction not committed
         sys.stdin.readline()
+    return ahead
 
 index_upkeep._index_turns = stall
 original_write = search_index.SearchIndex.write
@@ -506,3 +507,45 @@ def test_turns_read_a_group_at_a_time_are_the_lines_read_alone(tmp_path_factory,
             expected.append((turn, pos, record))
             next_id = record["id"] + len(record["m"])
     assert list(records(path, start, path.stat().st_size, start_line, shape)) == expected
+
+
+@pytest.mark.parametrize("store", ["files", "postgresql"])
+def test_a_batch_read_ahead_is_used_and_one_a_forget_patched_meanwhile_is_read_again(tmp_path, monkeypatch, store,
+                                                                                      request):
+    """A long catch-up reads the next batch while the one before is written; a forget made in between
+    (it patches the log inside its own write transaction) makes that read stale: it is read again, and
+    the forgotten words never reach the index."""
+    from endless.core.privacy import forget
+    from endless.core.search import upkeep as index_upkeep
+
+    monkeypatch.setattr(index_upkeep, "INDEX_BATCH_MESSAGES", 50)
+    url = request.getfixturevalue("pg_store_url") if store == "postgresql" else ""
+    memory = _open(tmp_path, store=url)
+    for k in range(100):
+        secret = " quokka-ninety" if k == 40 else ""
+        memory.commit_turn("s", "T", [Message("user", f"marker {k} a{secret}", BASE + k),
+                                      Message("reply", f"marker {k} b", BASE + k)], sync=False)
+    index = memory.search_index
+    index.clear() if store == "postgresql" else None
+    if store == "files":
+        memory.search_index.close()
+        memory.search_index.path.unlink()
+        memory.close()
+        memory = _open(tmp_path)
+        index = memory.search_index
+    sources = memory.index_sources()
+    with index.write():
+        ahead = index_upkeep._index_turns(index, sources, index.watermark())  # messages 0-49, 50-99 read ahead
+    assert ahead is not None
+    twin = index_upkeep._Ahead(index, sources, ahead.start, ahead.turn)
+    with index.write():
+        got = twin.take(index.watermark())
+    assert got is not None and [r[0] for r in got[0]] == list(range(25, 50))  # the read ahead is taken
+    assert forget.forget(memory, forget.select(memory, query="quokka")).ids == [80]
+    with index.write():
+        assert ahead.take(index.watermark()) is None  # read before the forget: stale
+    assert index_upkeep.catch_up(index, memory.index_sources(), time.monotonic() + 60)
+    assert search.search(search.corpus_of(memory), "quokka", 0, 10, 10.0).hits == []
+    found = {h.id for h in search.search(search.corpus_of(memory), '"marker"', 0, 500, 10.0).hits}
+    assert found == set(range(200)) - {80}  # every other message indexed once, the forgotten one not
+    memory.close()

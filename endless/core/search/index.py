@@ -193,6 +193,10 @@ class SearchIndex:
         """A write transaction (``BEGIN IMMEDIATE``); ``wait=False`` gives up at once if busy."""
         return _Write(self, wait)
 
+    def prepare_turns(self, records: Iterable[tuple[int, int, dict]]) -> list[tuple[int, int, dict]]:
+        """The turns as :meth:`add_turns` takes them, read ahead (a chat's row needs the file: no more here)."""
+        return list(records)
+
     def add_turns(self, records: Iterable[tuple[int, int, dict]], mark: Watermark) -> None:
         """Index ``(turn, byte end, record)`` turns and move the log watermark (inside ``write``)."""
         rows: list[tuple[int, str]] = []

@@ -176,8 +176,14 @@ class PgSearchIndex:
         """One transaction holding the watermark row; ``wait=False`` gives up at once if another holds it."""
         return Write(self, wait)
 
-    def add_turns(self, records: Iterable[tuple[int, int, dict]], mark: Watermark) -> None:
-        """Index ``(turn, byte end, record)`` turns and move the log watermark (inside ``write``)."""
+    def add_turns(self, records: "Iterable[tuple[int, int, dict]] | Rows", mark: Watermark) -> None:
+        """Index ``(turn, byte end, record)`` turns (or their :meth:`prepare_turns`) and move the log
+        watermark (inside ``write``)."""
+        self._add_rows(records if isinstance(records, Rows) else self.prepare_turns(records), mark)
+
+    def prepare_turns(self, records: Iterable[tuple[int, int, dict]]) -> Rows:
+        """The rows of turns, built without the database: a catch-up builds the next batch's while the
+        server indexes the one before (half of a long catch-up's time is each)."""
         rows = Rows()
         for _, _, record in records:
             session, title = str(record.get("s", "")), str(record.get("t", ""))
@@ -192,7 +198,7 @@ class PgSearchIndex:
                 if type(text) is str:
                     rows.add(mid, at if type(at) in (int, float) else None, kind, chat, text)
                 mid += 1
-        self._add_rows(rows, mark)
+        return rows
 
     def add_messages(self, turns: Iterable[tuple[int, str, str, Sequence[Message]]], mark: Watermark) -> None:
         """``add_turns`` from messages in hand: ``(first id, session, title, messages)`` per turn."""

@@ -11,6 +11,7 @@ search catches up.
 from __future__ import annotations
 
 import re
+import threading
 import sqlite3
 from array import array
 from dataclasses import dataclass, replace
@@ -83,6 +84,7 @@ def catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
 
 
 def _catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
+    ahead: _Ahead | None = None  # the next batch of turns, read while this one is written
     while True:
         with index.lock:
             mark = index.watermark()
@@ -101,7 +103,7 @@ def _catch_up(index: SearchIndex, sources: Sources, deadline: float) -> bool:
                 mark = Watermark(0, 0, 0, 0, "")
                 behind = "log" if sources.log_end else ("lines" if sources.tree_end else None)
             if behind == "log":
-                _index_turns(index, sources, mark)
+                ahead = _index_turns(index, sources, mark, ahead)
             elif behind == "lines":
                 _index_lines(index, sources, mark)
 
@@ -117,19 +119,70 @@ def _behind(mark: Watermark, sources: Sources) -> str | None:
     return None
 
 
-def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
-    turns = sources.log.records(mark.log_end, sources.log_end, mark.turns)
+class _Ahead:
+    """The next batch of turns, read from the log and prepared for the index (``prepare_turns``) in a
+    thread of its own while the batch before is written: the index's engine then works (SQLite, or the
+    PostgreSQL server) while Python reads (a long catch-up, an import's follower, spends about half its
+    time in each).
+
+    Taken only if the watermark is where it was read from and the log's bytes are still the ones read,
+    checked inside the index's write transaction: a forget patches the log inside its own, so a batch
+    read before a forget is read again, never indexed with the words it took out (module forget)."""
+
+    def __init__(self, index: SearchIndex, sources: Sources, start: int, turn: int) -> None:
+        self.start, self.turn, self.sources = start, turn, sources
+        self._got: tuple[list, object] | None = None
+        self._read_bytes = b""
+        self._failed: BaseException | None = None
+        self._thread = threading.Thread(target=self._read, args=(index,), daemon=True, name="endless-index-ahead")
+        self._thread.start()
+
+    def _read(self, index: SearchIndex) -> None:
+        try:
+            batch = _read_batch(self.sources, self.start, self.turn)
+            if batch:
+                self._read_bytes = self.sources.log.read_at(self.start, batch[-1][1] - self.start)
+            self._got = (batch, index.prepare_turns(batch) if batch else batch)
+        except BaseException as exc:  # (raised where it is taken, as a read there would raise it)
+            self._failed = exc
+
+    def take(self, mark: Watermark) -> tuple[list, object] | None:
+        """The batch and its prepared rows (None: read it again here)."""
+        if (mark.log_end, mark.turns) != (self.start, self.turn):
+            return None  # another process indexed meanwhile, or the index was rebuilt
+        self._thread.join()
+        if self._failed is not None or self._got is None:
+            return None  # (read again here: what failed there fails here, where it is handled)
+        if self._got[0] and self.sources.log.read_at(self.start, len(self._read_bytes)) != self._read_bytes:
+            return None  # patched since (a forget)
+        return self._got
+
+
+def _read_batch(sources: Sources, start: int, turn: int) -> list[tuple[int, int, dict]]:
+    turns = sources.log.records(start, sources.log_end, turn)
     try:
-        batch = next(batches(turns), [])
+        return next(batches(turns), [])
     finally:
         turns.close()
+
+
+def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark, ahead: "_Ahead | None" = None
+                 ) -> "_Ahead | None":
+    """Index the next batch of turns; returns the read of the one after, started (None: none left)."""
+    got = ahead.take(mark) if ahead is not None else None
+    if got is None:
+        batch = _read_batch(sources, mark.log_end, mark.turns)
+        got = (batch, batch)
+    batch, prepared = got
     if not batch:  # only damaged lines were left: step over them
         index.set_mark(log_end=sources.log_end)
-        return
+        return None
     last_turn, end, record = batch[-1]
     first_tid = mark.first_tid or (batch[0][2].get("tid", "") if batch[0][0] == 0 else sources.log.first_tid())
-    index.add_turns(batch, Watermark(last_turn + 1, end, record["id"] + len(record["m"]), mark.tree_end,
-                                     str(first_tid)))
+    following = _Ahead(index, sources, end, last_turn + 1) if end < sources.log_end else None
+    index.add_turns(prepared, Watermark(last_turn + 1, end, record["id"] + len(record["m"]), mark.tree_end,
+                                        str(first_tid)))
+    return following
 
 
 _NODE_HEAD = re.compile(rb'\{"l":(\d+),"i":(\d+),')

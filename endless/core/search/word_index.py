@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ContextManager, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Iterator, Protocol, Sequence
 
 from endless.core.settings import is_postgres_url
 
@@ -60,7 +60,9 @@ class WordIndex(Protocol):
 
     def write(self, wait: bool = True) -> "ContextManager[WordIndex]": ...
 
-    def add_turns(self, records: Iterable[tuple[int, int, dict]], mark: "Watermark") -> None: ...
+    def prepare_turns(self, records: Iterable[tuple[int, int, dict]]) -> Any: ...
+
+    def add_turns(self, records: Any, mark: "Watermark") -> None: ...
 
     def add_messages(self, turns: Iterable[tuple[int, str, str, Sequence["Message"]]], mark: "Watermark") -> None: ...
 

@@ -318,7 +318,7 @@ class SearchIndex:
         if filters.chat is not None:
             parts.append("(chat.session = ? OR instr(lower(chat.title), lower(?)) > 0)")
             params.extend([filters.chat, filters.chat])
-        span, values = _time_range("msg", filters)
+        span, values = filters.time_range("msg", "?")
         sql = ("SELECT chat.session, chat.title, min(msg.id), msg.at FROM chat JOIN msg ON msg.chat = chat.id "
                f"WHERE {' AND '.join(parts + span)} GROUP BY chat.id")
         with self.lock:
@@ -418,7 +418,7 @@ class SearchIndex:
             parts, params = self._message_conditions(filters, "words.rowid")
         else:
             parts, params = [], []
-            span, values = _time_range("m", filters)
+            span, values = filters.time_range("m", "?")
             if span:
                 # A line is in a time range when a message it covers is.
                 parts.append("EXISTS (SELECT 1 FROM msg m WHERE m.id >= line.first AND "
@@ -450,7 +450,7 @@ class SearchIndex:
         if filters.chat is not None:
             parts.append("msg.chat IN (SELECT id FROM chat WHERE session = ? OR instr(lower(title), lower(?)) > 0)")
             params.extend([filters.chat, filters.chat])
-        span, values = _time_range("msg", filters)
+        span, values = filters.time_range("msg", "?")
         return parts + span, params + values
     def problem(self, judge: Callable[[Iterator[tuple[int, float, int]]], str | None]) -> str | None:
         """What is wrong with the file (None: nothing, or no file yet): SQLite's check of every page, then
@@ -481,7 +481,7 @@ class SearchIndex:
         if filters.since is None and filters.before is None:
             return True
         first, count = part[1] << part[0], 1 << part[0]
-        span, values = _time_range("msg", filters)
+        span, values = filters.time_range("msg", "?")
         sql = f"SELECT 1 FROM msg WHERE id >= ? AND id < ? AND {' AND '.join(span)} LIMIT 1"
         with self.lock:
             return self.db().execute(sql, [first, first + count, *values]).fetchone() is not None
@@ -510,18 +510,6 @@ class SearchIndex:
             raise
         finally:
             db.set_progress_handler(None, 0)
-
-
-def _time_range(table: str, filters: Filters) -> tuple[list[str], list[float]]:
-    """The SQL conditions (and their values) of the filters' time range on ``table.at``."""
-    span, values = [], []
-    if filters.since is not None:
-        span.append(f"{table}.at >= ?")
-        values.append(filters.since)
-    if filters.before is not None:
-        span.append(f"{table}.at < ?")
-        values.append(filters.before)
-    return span, values
 
 
 class _Write:

@@ -39,6 +39,18 @@ class Filters:
     before: float | None = None
     below: int | None = None  # message ids below this only (pins a search to what existed at its first page)
 
+    def time_range(self, table: str, placeholder: str) -> tuple[list[str], list[float]]:
+        """The SQL conditions (and their values) of the time range on ``table.at``, each value written
+        as ``placeholder`` (``?`` for SQLite, ``%s`` for PostgreSQL)."""
+        span, values = [], []
+        if self.since is not None:
+            span.append(f"{table}.at >= {placeholder}")
+            values.append(self.since)
+        if self.before is not None:
+            span.append(f"{table}.at < {placeholder}")
+            values.append(self.before)
+        return span, values
+
 
 @dataclass(frozen=True)
 class Row:

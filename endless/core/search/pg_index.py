@@ -202,13 +202,7 @@ class PgSearchIndex:
 
     def add_messages(self, turns: Iterable[tuple[int, str, str, Sequence[Message]]], mark: Watermark) -> None:
         """``add_turns`` from messages in hand: ``(first id, session, title, messages)`` per turn."""
-        rows = Rows()
-        for mid, session, title, messages in turns:
-            chat = rows.chat(session, title)
-            for m in messages:
-                rows.add(mid, m.at if type(m.at) in (int, float) else None, _KIND_CODE.get(m.kind, -1), chat, m.text)
-                mid += 1
-        self._add_rows(rows, mark)
+        self._add_rows(_message_rows(turns), mark)
 
     def _add_rows(self, rows: "Rows", mark: Watermark) -> None:
         if len(rows.ids) >= BULK_ROWS:
@@ -235,12 +229,7 @@ class PgSearchIndex:
         rows and the watermark in one statement, one round trip (a commit pays it under the memory's lock).
         False when it did not apply (the next search catches up); :class:`IndexBusy` if another writer holds
         the index."""
-        rows = Rows()
-        for mid, session, title, messages in turns:
-            chat = rows.chat(session, title)
-            for m in messages:
-                rows.add(mid, m.at if type(m.at) in (int, float) else None, _KIND_CODE.get(m.kind, -1), chat, m.text)
-                mid += 1
+        rows = _message_rows(turns)
         applied = self.copies.patches_applied() if self.copies is not None else None
         params = {"b0": before[0], "b1": before[1], "applied": applied, "cid": list(rows.chats),
                   "cs": [c[0] for c in rows.chats.values()], "ct": [c[1] for c in rows.chats.values()],
@@ -323,7 +312,7 @@ class PgSearchIndex:
         if filters.below is not None:
             parts.append("w.id < %s")
             params.append(filters.below)
-        span, values = _time_range("w", filters)
+        span, values = filters.time_range("w", "%s")
         outer, more = ["c.id = ANY(%s)"], [ids]
         if filters.chat is not None:
             outer.append("(c.session = %s OR strpos(lower(c.title), lower(%s)) > 0)")
@@ -482,9 +471,9 @@ class PgSearchIndex:
                 parts.append("w.chat IN (SELECT id FROM endless_chats WHERE session = %s "
                              "OR strpos(lower(title), lower(%s)) > 0)")
                 params += [filters.chat, filters.chat]
-            span, values = _time_range("w", filters)
+            span, values = filters.time_range("w", "%s")
             return "w", "w.id", "".join(f" AND {p}" for p in parts + span), params + values
-        span, values = _time_range("m", filters)
+        span, values = filters.time_range("m", "%s")
         if span:  # a line is in a time range when a message it covers is
             parts.append("EXISTS (SELECT 1 FROM endless_words m WHERE m.id >= l.first AND "
                          f"m.id < l.first + l.count AND {' AND '.join(span)})")
@@ -501,7 +490,7 @@ class PgSearchIndex:
         if filters.since is None and filters.before is None:
             return True
         first, count = part[1] << part[0], 1 << part[0]
-        span, values = _time_range("endless_words", filters)
+        span, values = filters.time_range("endless_words", "%s")
         return bool(self._read(f"SELECT 1 FROM endless_words WHERE id >= %s AND id < %s AND {' AND '.join(span)} "
                                "LIMIT 1", [first, first + count, *values]))
 
@@ -552,15 +541,15 @@ class PgSearchIndex:
 _TABLE = {"words": "endless_words", "line_words": "endless_line_words"}
 
 
-def _time_range(table: str, filters: Filters) -> tuple[list[str], list[float]]:
-    span, values = [], []
-    if filters.since is not None:
-        span.append(f"{table}.at >= %s")
-        values.append(filters.since)
-    if filters.before is not None:
-        span.append(f"{table}.at < %s")
-        values.append(filters.before)
-    return span, values
+def _message_rows(turns: Iterable[tuple[int, str, str, Sequence[Message]]]) -> Rows:
+    """The rows of messages in hand, ``(first id, session, title, messages)`` per turn."""
+    rows = Rows()
+    for mid, session, title, messages in turns:
+        chat = rows.chat(session, title)
+        for m in messages:
+            rows.add(mid, m.at if type(m.at) in (int, float) else None, _KIND_CODE.get(m.kind, -1), chat, m.text)
+            mid += 1
+    return rows
 
 
 def _remove_local(folder: Path) -> None:

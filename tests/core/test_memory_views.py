@@ -325,3 +325,74 @@ def test_a_committer_can_leave_the_plan_and_a_reader_the_views(tmp_path):
     reader.close()
     with pytest.raises(MemoryUseError):
         Memory.open(workspace_key(None, tmp_path / "ws"), settings=SMALL, root=tmp_path, views="skip")
+
+
+sized_ops = st.lists(st.one_of(
+    st.tuples(st.just("turn"), st.lists(st.integers(5, 1500), min_size=1, max_size=3)),
+    st.tuples(st.just("write"), st.integers(0, 6)),
+    st.tuples(st.just("forget"), st.integers(0, 400)),
+), min_size=1, max_size=50)
+
+
+@given(sized_ops)
+@settings(max_examples=40, deadline=None)
+def test_a_views_kept_size_is_always_a_fresh_sum(program):
+    """The keeper keeps each view's size summed by blocks (here of 2 and 3 parts, so every step crosses
+    blocks): after every commit, written line, forget and reopen, it equals the sum of its parts' sizes."""
+    from endless.core.privacy import forget
+    from endless.core.view import keeper
+
+    saved = keeper.VIEW_SUM_BLOCK
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        try:
+            for block in (2, 3):
+                keeper.VIEW_SUM_BLOCK = block
+                memory = _open(root)
+                for op, arg in program:
+                    if op == "turn":
+                        kinds = ["user", "reply", "trace"]
+                        memory.commit_turn("s", "Title", [Message(kinds[k % 3], "w" * size, 1.0)
+                                                          for k, size in enumerate(arg)], sync=False)
+                    elif op == "write":
+                        for job in ready_work(memory)[:arg + 1]:
+                            memory.store_line(job.level, job.index, f"line {job.name} " + "z" * 60, sync=False)
+                    elif memory.total:
+                        forget.forget(memory, forget.select(memory, ids=[arg % memory.total]))
+                    for state in (memory.views.chat, memory.views.wview):
+                        assert memory.views.size(state) == sum(map(memory.views.size_of, state.parts))
+                memory.close()
+                again = _open(root)
+                for state in (again.views.chat, again.views.wview):
+                    assert again.views.size(state) == sum(map(again.views.size_of, state.parts))
+                again.close()
+        finally:
+            keeper.VIEW_SUM_BLOCK = saved
+
+
+def test_a_commit_after_a_long_unwritten_history_sums_no_more_than_a_few_blocks(tmp_path):
+    """A commit asks the size of a view whose end is thousands of messages without their lines (as after an
+    import, or with no writer running): the blocks summed before are not summed again."""
+    from endless.core.view import keeper
+
+    memory = _open(tmp_path, Settings())
+    for k in range(60):
+        memory.commit_turns([TurnRecord("s", "T", [Message("user", f"q{k}-{j} " + "x" * 600, 1.0)
+                                                   for j in range(100)])], sync=False)
+    assert memory.views.chat.shrinking or memory.views.size() > 64_000
+    memory.views.size()
+    calls = []
+    original = keeper.ViewKeeper.size_of
+
+    def counted(self, part):
+        calls.append(part)
+        return original(self, part)
+
+    keeper.ViewKeeper.size_of = counted
+    try:
+        memory.commit_turn("s", "T", [Message("user", "one more", 1.0), Message("reply", "ok", 1.0)], sync=False)
+    finally:
+        keeper.ViewKeeper.size_of = original
+    assert memory.total == 6002
+    assert len(calls) < 4 * keeper.VIEW_SUM_BLOCK, len(calls)
+    memory.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter, lshift
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
@@ -27,7 +27,7 @@ from endless.core.view import packed, tiling
 from endless.core.store import OrderLog
 from endless.core.store import utf8_size
 from endless.core.view.render import ViewLine, chat_block, head, line_size, part_line_sizes
-from endless.core.settings import Settings
+from endless.core.settings import SUMS_KEPT, VIEW_SUM_BLOCK, Settings
 from endless.core.view.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
 from endless.core.store import TreeStore
 
@@ -55,6 +55,24 @@ class _ShrinkPass:
 
     merged: int
     needed: list[Part]
+
+
+@dataclass
+class _SizeSums:
+    """One view's size summed by blocks of ``block`` parts, so a commit sums a few thousand numbers.
+
+    Why: after a long import a view holds a part per unwritten message (a
+    million), and every commit asked the size of each: 300 ms a commit at 1M.
+    A block's sum stays right while its parts and their sizes do: the parts
+    list is only ever extended in place (a merge makes a new list, which gets
+    new sums), and a size changes only through the keeper, which marks the
+    block holding that part's first message for summing again.
+    """
+
+    parts: list[Part]  # the list summed (by identity)
+    sums: array = field(default_factory=lambda: array("q"))  # sums[k]: parts[k*block:(k+1)*block]
+    firsts: array = field(default_factory=lambda: array("Q"))  # first message of each block's first part
+    dirty: set[int] = field(default_factory=set)  # blocks to sum again
 
 
 @dataclass(frozen=True)
@@ -92,9 +110,12 @@ class ViewKeeper:
         # never changes, and a plan after a long import asks for every one of them: an array
         # of 4 bytes a node, not a cache that a 100,000-line view would thrash.
         self._sizes: list[array] = []
-        self._src: dict[int, int] = {}
-        # The rendered size of a message without its line, as a stored view kept it (see _take_sizes).
-        self._unwritten: dict[int, int] = {}
+        # Per message without its line (0: not known): its writer source's bytes, and its rendered
+        # size in a view (as a stored view kept it, see _take_sizes, or as counted here).  Arrays
+        # beside _sizes[0], never set for a written message, so a million cost 8 MB, not two dicts.
+        self._src = array("I")
+        self._unwritten = array("I")
+        self._sums: list[_SizeSums] = []  # the views' sizes by blocks (see _SizeSums), newest last
 
     @property
     def lines(self) -> Lines:
@@ -190,35 +211,41 @@ class ViewKeeper:
 
     def source_size(self, message_id: int) -> int:
         """Bytes of a message's writer source (what its level-0 line is written from)."""
-        size = self._src.get(message_id)
-        if size is None:
-            stored = self.log.message(message_id)
-            size = 0 if stored is None else len(
-                stored.writer_source(self.settings, self.agent_name).encode("utf-8"))
-            self._src[message_id] = size
+        if message_id < len(self._src) and self._src[message_id]:
+            return self._src[message_id]
+        stored = self.log.message(message_id)
+        size = 0 if stored is None else len(stored.writer_source(self.settings, self.agent_name).encode("utf-8"))
+        if size:
+            _put(self._src, message_id, size)
         return size
 
     def note_source_size(self, message_id: int, size: int) -> None:
-        self._src[message_id] = size
+        _put(self._src, message_id, size)
+        if message_id < len(self._unwritten) and self._unwritten[message_id]:
+            self._unwritten[message_id] = 0
+            self._changed(message_id)
 
     def built(self, part: Part, text: str | None = None) -> None:
         """A node was stored: its source size is no longer needed; its size is kept if its text is in hand."""
         if part[0] == 0:
-            self._src.pop(part[1], None)
-            self._unwritten.pop(part[1], None)
+            _clear(self._src, part[1])
+            _clear(self._unwritten, part[1])
         if text is not None:
             self._keep_size(part, line_size(head(part), text))
+        self._changed(tiling.first(part))
 
     def forget_source(self, message_id: int) -> None:
         """A forgotten message's source size is no longer known (its tombstone is measured anew)."""
-        self._src.pop(message_id, None)
-        self._unwritten.pop(message_id, None)
+        _clear(self._src, message_id)
+        _clear(self._unwritten, message_id)
+        self._changed(message_id)
 
     def forget_size(self, part: Part) -> None:
         """An erased line no longer counts its old size."""
         level, index = part
         if level < len(self._sizes) and index < len(self._sizes[level]):
             self._sizes[level][index] = 0
+        self._changed(tiling.first(part))
 
     def mark_needed_stale(self) -> None:
         """Lines were cleared: the parents each view needs are worked out again."""
@@ -238,14 +265,17 @@ class ViewKeeper:
                 highest[level] = index
         for level, index in highest.items():
             self._keep_size((level, index), 0)
-        src, sizes = self._src, self._sizes
-        for told in (src, self._unwritten):
+        sizes = self._sizes
+        for told in (self._src, self._unwritten):
             if told:
                 for level, index in parts:
-                    if level == 0:
-                        told.pop(index, None)
+                    if level == 0 and index < len(told):
+                        told[index] = 0
         for (level, index), size in zip(parts, line_sizes):
             sizes[level][index] = size
+        if self._sums:
+            for part in parts:
+                self._changed(tiling.first(part))
 
     def _keep_size(self, part: Part, size: int) -> None:
         level, index = part
@@ -270,25 +300,51 @@ class ViewKeeper:
             self._keep_size(part, size)
             return size
         if level == 0:
-            told = self._unwritten.get(index)
-            if told is not None:
-                return told
-            return len(line_head) + min(self.source_size(index), self.settings.line_budget) + 1
+            if index < len(self._unwritten) and self._unwritten[index]:
+                return self._unwritten[index]
+            size = len(line_head) + min(self.source_size(index), self.settings.line_budget) + 1
+            _put(self._unwritten, index, size)
+            return size
         return len(line_head) + self.settings.line_budget + 1
 
     def size(self, state: ViewState | None = None) -> int:
+        """The view's bytes as rendered (an unwritten line counted at its cap): summed by blocks kept
+        from one call to the next (see _SizeSums), so a commit does not walk a million parts."""
         parts = (state or self.chat).parts
-        # The messages appended since the last merge are a run of level-0 parts at the view's end
-        # (a million after a long import): their known sizes are summed as one slice.
-        head = len(bytes(map(itemgetter(0), parts)).rstrip(b"\0")) if parts and not parts[-1][0] else len(parts)
-        total = sum(map(self.size_of, parts[:head]))
-        if head < len(parts):
-            first = parts[head][1]
-            known = self._sizes[0][first:first + len(parts) - head] if self._sizes else array("I")
-            if len(known) == len(parts) - head and 0 not in known:
-                return total + sum(known)
-            total += sum(map(self.size_of, parts[head:]))
-        return total
+        block = VIEW_SUM_BLOCK
+        sums = self._sums_of(parts)
+        size_of = self.size_of
+        for k in sums.dirty:
+            if k < len(sums.sums):
+                sums.sums[k] = sum(map(size_of, parts[k * block:(k + 1) * block]))
+        sums.dirty.clear()
+        full = len(parts) // block
+        for k in range(len(sums.sums), full):
+            sums.firsts.append(tiling.first(parts[k * block]))
+            sums.sums.append(sum(map(size_of, parts[k * block:(k + 1) * block])))
+        return sum(sums.sums) + sum(map(size_of, parts[full * block:]))
+
+    def _sums_of(self, parts: list[Part]) -> _SizeSums:
+        """The block sums kept for this parts list, or new ones (a list cut short in place gets new ones)."""
+        for k, sums in enumerate(self._sums):
+            if sums.parts is parts:
+                kept = len(sums.sums)
+                if kept * VIEW_SUM_BLOCK <= len(parts) and (
+                        not kept or tiling.first(parts[(kept - 1) * VIEW_SUM_BLOCK]) == sums.firsts[-1]):
+                    return sums
+                del self._sums[k]
+                break
+        sums = _SizeSums(parts)
+        self._sums.append(sums)
+        del self._sums[:-SUMS_KEPT]
+        return sums
+
+    def _changed(self, message_id: int) -> None:
+        """The size of the part starting at this message may have changed: its block is summed again."""
+        for sums in self._sums:
+            k = bisect.bisect_right(sums.firsts, message_id) - 1
+            if k >= 0:
+                sums.dirty.add(k)
 
     # -- reading -------------------------------------------------------------------
 
@@ -418,11 +474,12 @@ class ViewKeeper:
         flag = packed.UNWRITTEN
         highest: dict[int, int] = {}
         taken: list[tuple[int, int, int]] = []
+        unwritten: list[tuple[int, int]] = []
         for (level, index), size in zip(state.parts, stored):
             built = level < levels and index < len(slots[level]) and slots[level][index]
             if size & flag:
                 if level == 0 and same_budget and not built and index not in forgotten:
-                    self._unwritten[index] = size & ~flag
+                    unwritten.append((index, size & ~flag))
             elif built and size and (level, index) not in erased and (level or index not in forgotten):
                 taken.append((level, index, size))
                 if index > highest.get(level, -1):
@@ -437,6 +494,12 @@ class ViewKeeper:
             row = self._sizes[level]
             if not row[index]:
                 row[index] = size
+        if unwritten:
+            _put(self._unwritten, unwritten[-1][0], 0)  # room made once (the parts are in order)
+            row = self._unwritten
+            for index, size in unwritten:
+                row[index] = size
+        self._sums.clear()
 
     # -- changes -------------------------------------------------------------------
 
@@ -510,3 +573,16 @@ class ViewKeeper:
         else:
             self._last_shrink.pop(which, None)
         return outcome
+
+
+def _put(row: array, index: int, value: int) -> None:
+    """``row[index] = value``, the row grown with zeros to hold it (by half again, so a growing
+    history is not copied at every message)."""
+    if index >= len(row):
+        row.frombytes(bytes(row.itemsize * (max(index + 1, len(row) * 3 // 2) - len(row))))
+    row[index] = value
+
+
+def _clear(row: array, index: int) -> None:
+    if index < len(row):
+        row[index] = 0

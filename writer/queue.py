@@ -39,14 +39,19 @@ class WorkQueue:
     def __init__(self, memory: WriterMemory) -> None:
         self.memory = memory
         self._ready_merges: set[Part] | None = None
+        # The lines the tree should hold by what this queue heard: fewer means a forget erased some
+        # (a ready merge may have lost a half), and the ready merges are looked for again.
+        self._heard = 0
         self._next_leaf = 0
         memory.on_built(self._built)
 
     def ready(self) -> list[Job]:
         """Lines the writer may write now, in build order."""
         memory = self.memory
-        if self._ready_merges is None:
+        if self._ready_merges is None or memory.lines_built < self._heard:
+            self._heard = memory.lines_built
             self._ready_merges = self._scan_ready_merges()
+            self._next_leaf = 0  # (an erased message line is written again)
         self._advance_leaf()
         jobs: list[Job] = []
         needed, rank = memory.views.needed, memory.views.needed_rank
@@ -95,6 +100,7 @@ class WorkQueue:
         if self._ready_merges is None:
             return
         memory = self.memory
+        self._heard += 1
         self._ready_merges.discard(part)
         top = tiling.parent(part)
         if (memory.is_built(part[0], part[1] ^ 1) and not memory.is_built(*top)

@@ -396,3 +396,76 @@ def test_a_commit_after_a_long_unwritten_history_sums_no_more_than_a_few_blocks(
     assert memory.total == 6002
     assert len(calls) < 4 * keeper.VIEW_SUM_BLOCK, len(calls)
     memory.close()
+
+
+def test_an_open_goes_on_from_the_pass_the_view_file_kept_and_plans_only_when_a_writer_asks(tmp_path, monkeypatch):
+    """A shrinking view's file keeps its last pass: a process that opens the memory (nothing built since)
+    walks no view to plan it, and the parents a writer then asks for are those a fresh pass names."""
+    from endless.core.view import keeper
+
+    memory = _open(tmp_path)
+    memory.commit_turns([TurnRecord("s", "Imported", [Message("user", f"{t} " + "u" * 600, 1.0)])
+                         for t in range(600)], sync=False)
+    assert memory.views.chat.shrinking
+    planned = list(memory.views.needed)
+    memory.close()
+    passes = []
+    original = keeper.tiling.merge_down
+
+    def counted(*args, **kwargs):
+        passes.append(len(args[0]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(keeper.tiling, "merge_down", counted)
+    monkeypatch.setattr(keeper.Sawtooth, "batch", lambda *a: (_ for _ in ()).throw(AssertionError("a pass")))
+    again = _open(tmp_path)
+    assert passes == [], "no pass at the open"
+    assert again.views.chat.shrinking
+    assert again.views.needed == planned and len(passes) == 2, "planned once each view, when asked"
+    again.commit_turn("s", "T", [Message("user", "one more " + "v" * 600, 1.0)], sync=False)
+    assert len(passes) == 2, "no pass at a commit either"
+    again.close()
+    monkeypatch.undo()
+    # A file without its pass (written before there was one) is planned at the open, as before.
+    import orjson
+    for path in (tmp_path / "memories").glob("*/*view.json"):
+        data = orjson.loads(path.read_bytes())
+        assert data.pop("pass")
+        path.write_bytes(orjson.dumps(data))
+    monkeypatch.setattr(keeper.tiling, "merge_down", counted)
+    passes.clear()
+    with _open(tmp_path) as fresh:
+        assert passes, "a pass at the open"
+
+
+def test_a_view_file_pass_is_not_taken_past_the_share_or_after_a_forget(tmp_path, monkeypatch):
+    """A stored pass from before more parents were built than the replan share, or from before a forget,
+    is not gone on from: the open makes a pass of its own."""
+    import orjson
+    from endless.core.view import keeper
+
+    memory = _open(tmp_path)
+    memory.commit_turns([TurnRecord("s", "Imported", [Message("user", f"{t}a", 1.0), Message("reply", f"{t}b", 1.0),
+                                                      Message("user", f"{t} " + "u" * 600, 1.0),
+                                                      Message("reply", f"{t} " + "r" * 600, 1.0)])
+                         for t in range(300)], sync=False)  # (short pairs: free parents)
+    memory.close()
+    passes = []
+    original = keeper.tiling.merge_down
+    monkeypatch.setattr(keeper.tiling, "merge_down", lambda *a, **k: passes.append(1) or original(*a, **k))
+    view_file = next((tmp_path / "memories").glob("*/view.json"))
+    kept = orjson.loads(view_file.read_bytes())
+    parents, forgets, count = kept["pass"]
+    allowed = int(count * SMALL.shrink_replan_share)
+    assert allowed >= 2 and parents >= allowed, (count, parents)
+    cases = {"as saved": ([parents, forgets, count], False),
+             "parents since, under the share": ([parents - allowed + 1, forgets, count], False),
+             "parents since, past the share": ([parents - allowed, forgets, count], True),
+             "a forget since": ([parents, forgets + 1, count], True),
+             "malformed": ([parents, "x", count], True)}
+    for case, (stored, walked) in cases.items():
+        view_file.write_bytes(orjson.dumps({**kept, "pass": stored}))
+        passes.clear()
+        again = _open(tmp_path)
+        again.close()
+        assert bool(passes) == walked, case

@@ -156,6 +156,11 @@ class TreeStore:
             handle.seek(offset - 1)
             return handle.read(1) == b"\n"
 
+    def parents_built(self) -> int:
+        """How many lines above level 0 are built: a view's file keeps it with its last pass, so a reader
+        knows whether a pass now could merge anything more (endless.core.view.keeper)."""
+        return sum(len(row) - row.count(0) for row in self.slots[1:])
+
     def built_or_erased(self, level: int, index: int) -> bool:
         """Built, or erased by a forget and not written again yet: a view keeps such a part."""
         return self.built(level, index) or (level, index) in self.erased

@@ -51,10 +51,19 @@ class Rendered(NamedTuple):
 
 @dataclass(frozen=True)
 class _ShrinkPass:
-    """The last full pass over a shrinking view: the tree's merge counter then, and the parents it named."""
+    """The last full pass over a shrinking view: the tree's merge counter then, and the parents it named.
 
-    merged: int
-    needed: list[Part]
+    A view's file keeps its pass (``parents``, ``forgets``, ``count``), so a process that reads it (an
+    open, or a reload after another process's save) goes on from that pass instead of making its own: a
+    pass walks the whole view (seconds after a long import).  Such a pass's ``needed`` is None until a
+    writer asks for it (see :attr:`ViewKeeper.needed`).
+    """
+
+    merged: int  # this process's tree.merged, counted as if at the pass
+    needed: list[Part] | None  # the parents it named, in merge order (None: planned when asked)
+    count: int  # how many
+    parents: int  # the tree's built parents (lines above level 0) at the pass
+    forgets: int  # the forgets read at the pass
 
 
 @dataclass
@@ -81,6 +90,7 @@ class _Read:
 
     state: ViewState | None
     kept: bool = False
+    last_pass: object = None  # the file's "pass" field (see _ShrinkPass)
 
 
 class ViewKeeper:
@@ -101,8 +111,10 @@ class ViewKeeper:
         self._deferred = False  # both views unread until asked for (defer)
         self._peeked: tuple[tuple | None, packed.Packed | None] | None = None  # (file stamp, the chat view)
         self._cover: tuple[list[Part], int, array] | None = None  # chat parts, their count, their first messages
-        self.needed: list[Part] = []  # parents the views wait for, chat view's first, in merge order
-        self.needed_rank: dict[Part, int] = {}  # each needed part's place in ``needed``
+        # Each view's parents waited for, in merge order (None: planned when asked, see ``needed``).
+        self._plans: dict[str, list[Part] | None] = {CHAT: [], WRITER: []}
+        self._needed: list[Part] | None = []
+        self._needed_rank: dict[Part, int] | None = None
         self.stamp: tuple | None = None  # the view files as last read or written
         self._needed_stale = True
         self._last_shrink: dict[str, _ShrinkPass] = {}
@@ -403,22 +415,39 @@ class ViewKeeper:
                 return
         else:
             self.chat = read.state
-            self._last_shrink.pop(CHAT, None)
+            self._resume_pass(CHAT, read.state, read.last_pass)
         wread = self._read(writer_path, "writer view", total, repair, writer=True)
         wview = wread.state
         if wview is None or not packed.covers(wview.parts, self.chat.parts):
             if wview is not None and repair:
                 self.report("the writer view was not derived from the chat view; re-deriving it")
             wview = tiling.derive(self.chat, self.writer_saw, self.lines)
+            self._last_shrink.pop(WRITER, None)
+        else:
+            self._resume_pass(WRITER, wview, wread.last_pass)
         self.wview = wview
-        self._last_shrink.pop(WRITER, None)
+
+    def _resume_pass(self, which: str, state: ViewState, stored: object) -> None:
+        """Go on from the pass a view's file kept, if a pass now could merge no more than the live
+        rule would wait for (fewer parents built since than ``shrink_replan_share`` of those it
+        named, and no forget since); else the next update makes a pass of its own."""
+        self._last_shrink.pop(which, None)
+        if not state.shrinking or not isinstance(stored, list) or len(stored) != 3:
+            return
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in stored):
+            return
+        parents, forgets, count = stored
+        since = self.tree.parents_built() - parents
+        if forgets == self.log.forgets and 0 <= since < max(1, int(count * self.settings.shrink_replan_share)):
+            self._last_shrink[which] = _ShrinkPass(self.tree.merged - since, None, count, parents, forgets)
 
     def _read(self, path: Path, label: str, total: int, repair: bool, writer: bool = False) -> _Read:
         try:
-            state = ViewState.from_json(durable.read_json(path))
+            data = durable.read_json(path)
+            state = ViewState.from_json(data)
             tiling.validate(state, total, self.tree.built_or_erased)
             self._take_sizes(state)
-            return _Read(state)
+            return _Read(state, last_pass=data.get("pass"))
         except FileNotFoundError:
             return _Read(None if writer else ViewState())
         except (ViewError, ValueError, OSError) as exc:
@@ -439,8 +468,9 @@ class ViewKeeper:
         chat_path, writer_path = self._paths()
         ceiling = {"ceiling": self.chat_saw.ceiling, "floor": self.chat_saw.floor}
         try:
-            durable.write_json(chat_path, {"format": FORMAT, **self._stored(self.chat), **ceiling}, sync, compact=True)
-            durable.write_json(writer_path, {"format": FORMAT, **self._stored(self.wview)}, sync, compact=True)
+            durable.write_json(chat_path, {"format": FORMAT, **self._stored(self.chat, CHAT), **ceiling}, sync,
+                               compact=True)
+            durable.write_json(writer_path, {"format": FORMAT, **self._stored(self.wview, WRITER)}, sync, compact=True)
         except durable.LinkRefused:
             raise
         except OSError as exc:
@@ -449,8 +479,9 @@ class ViewKeeper:
                                   "is next opened; `endless doctor` says what is wrong with the file")
         self.stamp = self._file_stamp()
 
-    def _stored(self, state: ViewState) -> dict:
-        """A view's file fields: its parts packed with their sizes (an unwritten part's flagged)."""
+    def _stored(self, state: ViewState, which: str) -> dict:
+        """A view's file fields: its parts packed with their sizes (an unwritten part's flagged), and
+        the last pass of a shrinking view (see _ShrinkPass)."""
         parts = state.parts
         sizes = array("I", map(self.size_of, parts))
         slots = self.tree.slots
@@ -458,7 +489,11 @@ class ViewKeeper:
         for k, (level, index) in enumerate(parts):
             if not (level < levels and index < len(slots[level]) and slots[level][index]):
                 sizes[k] |= packed.UNWRITTEN
-        return packed.pack(parts, state.total, state.shrinking, sizes, self.settings.line_budget)
+        fields = packed.pack(parts, state.total, state.shrinking, sizes, self.settings.line_budget)
+        last = self._last_shrink.get(which)
+        if last is not None and state.shrinking:
+            fields["pass"] = [last.parents, last.forgets, last.count]
+        return fields
 
     def _take_sizes(self, state: ViewState) -> None:
         """Keep the sizes a stored view kept, where they still hold: a line written then and not erased
@@ -532,12 +567,14 @@ class ViewKeeper:
         if self._needed_stale or outcome.replanned or woutcome.replanned:
             # (Skipped while both views wait on their last plans: these lists run to tens of
             # thousands of parents after a long import, and a store would walk them each time.)
-            chat_needed = set(outcome.needed)
-            self.needed = outcome.needed + [p for p in woutcome.needed if p not in chat_needed]
-            self.needed_rank = {part: k for k, part in enumerate(self.needed)}
+            self._plans = {CHAT: outcome.needed, WRITER: woutcome.needed}
+            self._needed = self._needed_rank = None
             self._needed_stale = False
         merged = outcome.changed or woutcome.changed
-        if save and (merged or flags != (self.chat.shrinking, self.wview.shrinking)):
+        # A new pass over a shrinking view is saved too, so the next process to read the file goes on
+        # from it (see _ShrinkPass) instead of walking the whole view again.
+        passed = (self.chat.shrinking and outcome.replanned) or (self.wview.shrinking and woutcome.replanned)
+        if save and (merged or passed or flags != (self.chat.shrinking, self.wview.shrinking)):
             self.save(sync)
 
     def _run_sawtooth(self, which: str, saw: Sawtooth, state: ViewState) -> BatchOutcome:
@@ -559,7 +596,7 @@ class ViewKeeper:
         last = self._last_shrink.get(which)
         if last is not None and state.shrinking:
             built_since = self.tree.merged - last.merged
-            if built_since < max(1, int(len(last.needed) * self.settings.shrink_replan_share)):
+            if built_since < max(1, int(last.count * self.settings.shrink_replan_share)):
                 if self.size(state) > saw.floor:
                     return BatchOutcome(False, [], last.needed, replanned=False)
                 # Written leaves brought the view under its floor with no merge: the shrink is
@@ -569,10 +606,52 @@ class ViewKeeper:
                 return BatchOutcome(False, [], [])
         outcome = saw.batch(state, self.size(state), self.lines)
         if state.shrinking:
-            self._last_shrink[which] = _ShrinkPass(self.tree.merged, outcome.needed)
+            self._last_shrink[which] = _ShrinkPass(self.tree.merged, outcome.needed, len(outcome.needed),
+                                                   self.tree.parents_built(), self.log.forgets)
         else:
             self._last_shrink.pop(which, None)
         return outcome
+
+    # -- what the views wait for -------------------------------------------------------
+
+    @property
+    def needed(self) -> list[Part]:
+        """The parents the views wait for, the chat view's first, each in the order its batch merges them.
+
+        A view that went on from a stored pass (see _ShrinkPass) is planned here, when a writer first
+        asks: a process that only commits (a chat with no writer, a capture) never pays for it.
+        """
+        if self._deferred:
+            self._load_deferred()
+        if self._needed is None:
+            chat = self._plan(CHAT, self.chat, self.chat_saw)
+            writer = self._plan(WRITER, self.wview, self.writer_saw)
+            in_chat = set(chat)
+            self._needed = chat + [p for p in writer if p not in in_chat]
+            self._needed_rank = None
+        return self._needed
+
+    @property
+    def needed_rank(self) -> dict[Part, int]:
+        """Each needed part's place in :attr:`needed`."""
+        needed = self.needed
+        if self._needed_rank is None:
+            self._needed_rank = {part: k for k, part in enumerate(needed)}
+        return self._needed_rank
+
+    def _plan(self, which: str, state: ViewState, saw: Sawtooth) -> list[Part]:
+        plan = self._plans.get(which)
+        if plan is not None:
+            return plan
+        plan = []
+        if state.shrinking:
+            _, plan, _ = tiling.merge_down(state.parts, state.total, saw.floor, self.lines.planned(saw.estimate),
+                                           self.size(state), self.lines.unbuilt)
+        self._plans[which] = plan
+        last = self._last_shrink.get(which)
+        if last is not None and last.needed is None:
+            self._last_shrink[which] = _ShrinkPass(last.merged, plan, last.count, last.parents, last.forgets)
+        return plan
 
 
 def _put(row: array, index: int, value: int) -> None:

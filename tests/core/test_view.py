@@ -318,3 +318,29 @@ def test_the_fast_planned_form_plans_as_the_sized_one(total, seed, built_share, 
     one = merge_down(parts, total, target, fast.planned(333), size, fast.unbuilt)
     two = merge_down(parts, total, target, slow.planned(333), size, slow.unbuilt)
     assert one == two
+
+
+@given(st.integers(2, 300), st.sets(st.tuples(st.integers(1, 6), st.integers(0, 150)), max_size=120),
+       st.integers(0, 2))
+@settings(max_examples=200, deadline=None)
+def test_a_shrink_not_planned_ends_as_a_planned_one_and_plans_the_same_when_asked(total, built_set, rounds):
+    """``batch(plan=False)``: the same view and shrinking flag as a planned batch, ``needed`` None exactly
+    when the plan would name parents, and those parents planned afterwards from the merged view."""
+    built = lambda level, index: (level, index) in built_set  # noqa: E731
+    size_of = lambda part: 90 if part[0] == 0 else (150 if built(*part) else 120)  # noqa: E731
+    saw = Sawtooth(ceiling=1200, floor=600, slack=200, estimate=120)
+    planned_state, lazy_state = ViewState(), ViewState()
+    for step in range(rounds + 1):
+        planned_state.append(total + step)
+        lazy_state.append(total + step)
+        lines = Lines(size_of, built)
+        planned = saw.batch(planned_state, sum(map(size_of, planned_state.parts)), lines)
+        lazy = saw.batch(lazy_state, sum(map(size_of, lazy_state.parts)), lines, plan=False)
+        assert lazy_state.parts == planned_state.parts and lazy_state.shrinking == planned_state.shrinking
+        if lazy.needed is None:
+            assert planned.needed and lazy_state.shrinking
+            later = merge_down(lazy_state.parts, lazy_state.total, saw.floor, lines.planned(saw.estimate),
+                               keep=lines.unbuilt)
+            assert later.merged == planned.needed
+        else:
+            assert lazy.needed == planned.needed

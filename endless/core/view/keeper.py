@@ -61,7 +61,7 @@ class _ShrinkPass:
 
     merged: int  # this process's tree.merged, counted as if at the pass
     needed: list[Part] | None  # the parents it named, in merge order (None: planned when asked)
-    count: int  # how many
+    count: int  # how many (until planned: the view's parts, a bound)
     parents: int  # the tree's built parents (lines above level 0) at the pass
     forgets: int  # the forgets read at the pass
 
@@ -604,9 +604,10 @@ class ViewKeeper:
                 state.shrinking = False
                 self._last_shrink.pop(which, None)
                 return BatchOutcome(False, [], [])
-        outcome = saw.batch(state, self.size(state), self.lines)
+        outcome = saw.batch(state, self.size(state), self.lines, plan=False)
         if state.shrinking:
-            self._last_shrink[which] = _ShrinkPass(self.tree.merged, outcome.needed, len(outcome.needed),
+            count = len(state.parts) if outcome.needed is None else len(outcome.needed)
+            self._last_shrink[which] = _ShrinkPass(self.tree.merged, outcome.needed, count,
                                                    self.tree.parents_built(), self.log.forgets)
         else:
             self._last_shrink.pop(which, None)
@@ -650,7 +651,7 @@ class ViewKeeper:
         self._plans[which] = plan
         last = self._last_shrink.get(which)
         if last is not None and last.needed is None:
-            self._last_shrink[which] = _ShrinkPass(last.merged, plan, last.count, last.parents, last.forgets)
+            self._last_shrink[which] = _ShrinkPass(last.merged, plan, len(plan), last.parents, last.forgets)
         return plan
 
 

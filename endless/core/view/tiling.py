@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, islice
 from operator import add, itemgetter, lshift
 from typing import Callable, Iterable, NamedTuple, Sequence
 
@@ -384,7 +384,7 @@ class BatchOutcome:
 
     changed: bool
     merged: list[Part]
-    needed: list[Part]  # in the order the batch would merge them
+    needed: list[Part] | None  # in the order the batch would merge them (None: a shrink not planned)
     replanned: bool = True
 
 
@@ -403,10 +403,15 @@ class Sawtooth:
     slack: int
     estimate: int  # size assumed for a parent not yet written, when planning
 
-    def batch(self, state: ViewState, size: int, lines: Lines) -> BatchOutcome:
-        """Merge a whole batch if the view passed its ceiling and the parents exist (a full pass)."""
+    def batch(self, state: ViewState, size: int, lines: Lines, plan: bool = True) -> BatchOutcome:
+        """Merge a whole batch if the view passed its ceiling and the parents exist (a full pass).
+
+        ``plan=False``: a shrinking view's parents are not planned (``needed`` None when some
+        are waited for): a caller that plans them only when a writer asks saves a second walk
+        of the whole view.
+        """
         if state.shrinking:
-            return self._shrink(state, size, lines)
+            return self._shrink(state, size, lines, plan)
         if size <= self.ceiling:
             return BatchOutcome(False, [], [])
         if size > self.ceiling + self.slack:
@@ -415,8 +420,8 @@ class Sawtooth:
             # shrinks: a plan of the unmerged view (a million parts after a long import) costs a
             # pass as long, and names parents the merged view may no longer need.
             state.shrinking = True
-            outcome = self._shrink(state, size, lines)
-            if not outcome.needed:  # under the floor, or nothing left to wait for
+            outcome = self._shrink(state, size, lines, plan)
+            if outcome.needed == []:  # under the floor, or nothing left to wait for
                 state.shrinking = False
             return outcome
         _, needed, _ = merge_down(state.parts, state.total, self.floor, lines.planned(self.estimate), size,
@@ -427,16 +432,25 @@ class Sawtooth:
             return BatchOutcome(bool(merged), merged, [])
         return BatchOutcome(False, [], needed)
 
-    def _shrink(self, state: ViewState, size: int, lines: Lines) -> BatchOutcome:
+    def _shrink(self, state: ViewState, size: int, lines: Lines, plan: bool = True) -> BatchOutcome:
         parts, merged, new_size = merge_down(state.parts, state.total, self.floor, lines, size)
         state.parts = parts
-        needed: list[Part] = []
+        needed: list[Part] | None = []
         if new_size <= self.floor:
             state.shrinking = False
-        else:
+        elif plan:
             _, needed, _ = merge_down(parts, state.total, self.floor, lines.planned(self.estimate), new_size,
                                       lines.unbuilt)
+        elif has_pair(parts):
+            # Every pair left has an unbuilt parent (the pass merged the built ones and stayed over
+            # the floor), so a plan would name one: it is made when asked.
+            needed = None
         return BatchOutcome(bool(merged), merged, needed)
+
+
+def has_pair(parts: Sequence[Part]) -> bool:
+    """Whether two neighbouring parts are siblings (the pair a merge would join)."""
+    return any(map(_is_pair, parts, islice(parts, 1, None)))
 
 
 def derive(chat: ViewState, sawtooth: Sawtooth, lines: Lines) -> ViewState:

@@ -13,9 +13,15 @@ The default mix is realistic (``--mix real``): messages of 100 to 300 bytes
 from a Zipf vocabulary, a third from the user, the rest the assistant's
 replies and tool results with their tool's name; ``--mix short`` is the old
 one (about 30 bytes, a question and its answer per turn), which hides the
-per-byte costs.  ``--optmem "memo import {source}"`` runs another tool's
-import on the same file (``{source}`` is the file, ``$HOME`` a fresh folder)
-for a column side by side.  With ``--compare PYTHON`` the same imports run a second time with
+per-byte costs.  After the cold reads, a chat's commit in a fresh process
+on that memory (the median of 30 three-message turns): what the first chat
+after an import pays per turn while no line is written.
+``--optmem "COMMAND"`` runs another tool's import on the same records for a
+column side by side (``$HOME`` a fresh folder): ``{source}`` is the JSONL
+file; ``{dated}`` the same messages as ``YYYY-MM-DD text`` lines, one a line,
+each cut to 280 bytes (OptMem's ``memo import`` format and limit), e.g.
+``--optmem "sh -c 'python3 memo init >/dev/null && python3 memo import {dated}'"``
+with ``memo`` from a checkout of VictorTaelin/OptMem (not part of this project).  With ``--compare PYTHON`` the same imports run a second time with
 another Python that has another version of Endless installed (e.g. a venv
 with the last release), side by side in the same run.  Each Python first
 compiles its Endless to bytecode, so every run loads compiled modules as an
@@ -23,12 +29,13 @@ installed package does (an editable checkout under ``PYTHONDONTWRITEBYTECODE``
 would otherwise compile its changed modules in every timed run).
 
 Usage: python scripts/bench_import.py [--sizes 10000,100000,1000000] [--mix real|short] [--compare PYTHON]
-       [--optmem "COMMAND {source}"]
+       [--optmem "COMMAND {source}|{dated}"]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import random
 import shlex
@@ -90,6 +97,21 @@ def realistic(path: Path, size: int, seed: int = 7) -> None:
             handle.write(orjson.dumps(record) + b"\n")
 
 
+DATED_BYTES = 280  # OptMem's longest memory, in bytes
+
+
+def dated(path: Path, out: Path) -> None:
+    """The JSONL's messages as ``YYYY-MM-DD text`` lines (UTC days), each on one line and cut to
+    DATED_BYTES at a character boundary: what another tool's import reads of the same records."""
+    with open(path, "rb") as source, open(out, "w", encoding="utf-8") as handle:
+        for line in source:
+            record = orjson.loads(line)
+            text = " ".join(str(record["content"]).split())
+            text = text.encode("utf-8")[:DATED_BYTES].decode("utf-8", "ignore").strip()
+            day = datetime.datetime.fromtimestamp(record["at"], datetime.timezone.utc).strftime("%Y-%m-%d")
+            handle.write(f"{day} {text}\n")
+
+
 def disk_bytes(folder: Path) -> int:
     """Bytes the files under ``folder`` take on disk (allocated blocks: a sparse file counts what it holds)."""
     return sum(p.lstat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
@@ -99,7 +121,11 @@ def run_other(template: str, path: Path, root: Path) -> dict:
     """Another tool's import of the same file, with a fresh ``$HOME`` (its own state lands there)."""
     home = root / "home"
     home.mkdir(parents=True)
-    command = [part.replace("{source}", str(path)) for part in shlex.split(template)]
+    dated_path = root / "dated.txt"
+    if "{dated}" in template:
+        dated(path, dated_path)
+    command = [part.replace("{source}", str(path)).replace("{dated}", str(dated_path))
+               for part in shlex.split(template)]
     started = time.perf_counter()
     proc = subprocess.Popen(command, env={**os.environ, "HOME": str(home)}, cwd=root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -146,6 +172,17 @@ OPEN_FOR_WRITING = ("import sys, time; from pathlib import Path; from endless.co
                     "print(time.perf_counter() - started)")
 
 
+COMMIT_AFTER = ("import statistics, sys, time; from pathlib import Path; from endless.core.memory import Memory; "
+                "from endless.core.store.messages import Message\n"
+                "memory = Memory.open(memory_id=sys.argv[1], root=Path(sys.argv[2])); took = []\n"
+                "for k in range(30):\n"
+                "    turn = [Message('user', f'question {k}', time.time()), Message('trace', f'did: ls {k}', time.time()),"
+                " Message('reply', f'answer {k}', time.time())]\n"
+                "    started = time.perf_counter(); memory.commit_turn('bench', 'bench', turn)\n"
+                "    took.append(time.perf_counter() - started)\n"
+                "memory.close(); print(statistics.median(took))")
+
+
 def cold_reads(root: Path, python: Path | None) -> dict:
     """A cold search (median of three processes, and the largest peak) and a cold open for writing."""
     env = {**os.environ, "ENDLESS_HOME": str(root / "home"), "XDG_CONFIG_HOME": str(root / "xdg")}
@@ -163,7 +200,10 @@ def cold_reads(root: Path, python: Path | None) -> dict:
             raise SystemExit(f"endless search failed ({os.waitstatus_to_exitcode(status)})")
     opened = subprocess.run([str(python or sys.executable), "-c", OPEN_FOR_WRITING, memory_id, str(root / "home")],
                             env=env, cwd=root, capture_output=True, text=True, check=True)
-    return {"search": sorted(times)[1], "search_rss": max(peaks), "open": float(opened.stdout.strip())}
+    committed = subprocess.run([str(python or sys.executable), "-c", COMMIT_AFTER, memory_id, str(root / "home")],
+                               env=env, cwd=root, capture_output=True, text=True, check=True)
+    return {"search": sorted(times)[1], "search_rss": max(peaks), "open": float(opened.stdout.strip()),
+            "commit": float(committed.stdout.strip())}
 
 
 def main() -> None:
@@ -199,10 +239,10 @@ def main() -> None:
     mix = "realistic (100-300 bytes, mixed roles, tool results)" if args.mix == "real" else "short (about 30 bytes)"
     print(f"`endless import` of N {mix} messages (a subprocess each, fresh home; on {os.cpu_count()} cores)\n")
     head = ("| messages | source MB | wall | messages/s | peak RSS | rate ÷ first size's | disk ÷ source "
-            "| cold search | open to write |")
+            "| cold search | open to write | a commit after |")
     if args.compare:
         head += (" wall (compared) | messages/s | peak RSS | disk ÷ source | cold search | open to write "
-                 "| time, this ÷ compared |")
+                 "| a commit after | time, this ÷ compared |")
     if args.optmem:
         head += " wall (optmem) | messages/s | peak RSS | disk ÷ source | time, this ÷ optmem |"
     print(head)
@@ -213,13 +253,14 @@ def main() -> None:
         source_bytes = results[("bytes", size)]["source"]
         rate = size / a["seconds"]
         row = (f"| {size:,} | {source_bytes / 1e6:.0f} | {a['seconds']:.1f} s | {rate:,.0f} | {a['rss']:.0f} MB | "
-               f"{rate / base['this']:.2f} | {a['disk'] / source_bytes:.2f} | {_cold(a)} | {a['open']:.1f} s |")
+               f"{rate / base['this']:.2f} | {a['disk'] / source_bytes:.2f} | {_cold(a)} | {a['open']:.1f} s | "
+               f"{a['commit'] * 1000:.1f} ms |")
         for other in ("compare", "optmem"):
             if (other, size) in results:
                 b = results[(other, size)]
                 row += (f" {b['seconds']:.1f} s | {size / b['seconds']:,.0f} | {b['rss']:.0f} MB | "
                         f"{b['disk'] / source_bytes:.2f} |"
-                        + (f" {_cold(b)} | {b['open']:.1f} s |" if "open" in b else "")
+                        + (f" {_cold(b)} | {b['open']:.1f} s | {b['commit'] * 1000:.1f} ms |" if "open" in b else "")
                         + f" {a['seconds'] / b['seconds']:.2f} |")
         print(row)
 

@@ -8,7 +8,12 @@ pays).  The first turns warm up (imports, prepared statements) and are not
 counted.  Then 1, 2 and 4 processes commit at once to one memory (for files:
 one ``ENDLESS_HOME`` on this machine; for PostgreSQL: each process its own, as
 machines): turns per second from the moment they all start to the last commit,
-and the p99 of one commit.
+and the p99 of one commit.  With them, the CPU each turn cost: the committing
+processes' own, and (on the throwaway cluster) the server's, read from
+``/proc`` for the postmaster and its children.  Their sum bounds the rate on
+this machine: with every core busy with nothing else, no way of committing
+gets past ``cores × 1000 / CPU ms per turn``; the last two columns print that
+bound and the bound over one process's measured rate.
 2. **At scale** (``--sizes 100000,1000000``): the messages of
    ``scripts/bench_recall.py``'s scale corpus (about 125 bytes each, a Zipf
    vocabulary, 40 four-word queries with 5 planted messages holding all four)
@@ -102,9 +107,37 @@ def child(home: str, store: str, project: str, turns: int) -> int:
     return 0
 
 
-def at_once(store: str, procs: int, turns: int, base: Path) -> tuple[float, float, float]:
+def server_cpu(pid: int | None) -> float | None:
+    """CPU seconds the server has used: the postmaster's own and its reaped children's, and its live
+    children's (None: no local server to read)."""
+    if pid is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def fields(process: str) -> list[str] | None:
+        try:
+            text = Path(f"/proc/{process}/stat").read_text()
+        except OSError:
+            return None
+        return text[text.rindex(")") + 2:].split()  # (after the command's name, which may hold spaces)
+
+    own = fields(str(pid))
+    if own is None:
+        return None
+    total = sum(int(v) for v in own[11:15])  # utime, stime, cutime, cstime
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and entry != str(pid):
+            stat = fields(entry)
+            if stat is not None and stat[1] == str(pid):  # ppid
+                total += int(stat[11]) + int(stat[12])
+    return total / tick
+
+
+def at_once(store: str, procs: int, turns: int, base: Path,
+            server: int | None = None) -> tuple[float, float, float, float | None]:
     """``procs`` processes committing ``turns`` each at once: (turns per second, p99 ms of one commit,
-    the committing processes' CPU ms per turn while they commit: on shared cores it bounds the rate)."""
+    the committing processes' CPU ms per turn while they commit, and the server's (pid ``server``):
+    on shared cores their sum bounds the rate)."""
     project = str(base / "project")
     homes = [base / ("home" if not store else f"home-{k}") for k in range(procs)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -113,6 +146,7 @@ def at_once(store: str, procs: int, turns: int, base: Path) -> tuple[float, floa
     for proc in running:
         if proc.stdout.readline().strip() != "ready":
             raise SystemExit("a committing process did not start; see its errors above")
+    server_before = server_cpu(server)
     start = time.perf_counter()
     for proc in running:
         proc.stdin.write("go\n")
@@ -125,7 +159,10 @@ def at_once(store: str, procs: int, turns: int, base: Path) -> tuple[float, floa
         times += said["times"]
         cpu += said["cpu"]
     wall = time.perf_counter() - start
-    return procs * turns / wall, p99(times) * 1e3, cpu * 1e3 / (procs * turns)
+    server_after = server_cpu(server)
+    served = None if server_before is None or server_after is None else (
+        (server_after - server_before) * 1e3 / (procs * turns))
+    return procs * turns / wall, p99(times) * 1e3, cpu * 1e3 / (procs * turns), served
 
 
 def p99(values: list[float]) -> float:
@@ -240,7 +277,8 @@ def main() -> int:
     rows = []
     counts = [int(n) for n in args.procs.split(",") if n.strip()]
     sizes = [int(n) for n in args.sizes.split(",") if n.strip()]
-    shared: dict[tuple[str, int], tuple[float, float, float]] = {}
+    shared: dict[tuple[str, int], tuple[float, float, float, float | None]] = {}
+    postmaster = int((cluster.data / "postmaster.pid").read_text().split()[0]) if cluster is not None else None
     scaled: list[tuple] = []
     try:
         for name, settings in (("files", Settings()), ("postgresql", Settings(store=dsn))):
@@ -251,7 +289,8 @@ def main() -> int:
             rows.append((name, statistics.median(times) * 1e3, p99(times) * 1e3, len(times)))
             for procs in counts:
                 with tempfile.TemporaryDirectory(prefix=f"endless-bench-{name}-{procs}-") as home:
-                    shared[(name, procs)] = at_once(settings.store, procs, args.proc_turns, Path(home))
+                    shared[(name, procs)] = at_once(settings.store, procs, args.proc_turns, Path(home),
+                                                    postmaster if settings.store else None)
         for size in sizes:
             with tempfile.TemporaryDirectory(prefix=f"endless-bench-scale-{size}-") as base:
                 scaled += at_scale(size, [("files", ""), ("postgresql", dsn)], Path(base))
@@ -268,10 +307,15 @@ def main() -> int:
         print()
         print(f"processes committing at once to one memory, {args.proc_turns} turns each "
               "(files: one ENDLESS_HOME; postgresql: one each)")
-        print(f"{'store':<12}{'processes':>10}{'turns/s':>10}{'p99 ms':>10}{'vs one':>8}{'client CPU ms/turn':>20}")
-        for (name, procs), (rate, tail, cpu) in shared.items():
-            print(f"{name:<12}{procs:>10}{rate:>10.1f}{tail:>10.2f}{rate / shared[(name, counts[0])][0]:>8.2f}"
-                  f"{cpu:>20.2f}")
+        cores = os.cpu_count() or 1
+        print(f"{'store':<12}{'processes':>10}{'turns/s':>10}{'p99 ms':>10}{'vs one':>8}{'client CPU ms/turn':>20}"
+              f"{'server CPU ms/turn':>20}{f'bound on {cores} cores':>20}{'bound vs one':>14}")
+        for (name, procs), (rate, tail, cpu, served) in shared.items():
+            spent = cpu + (served or 0.0)
+            bound = cores * 1e3 / spent if spent else float("inf")
+            one = shared[(name, counts[0])][0]
+            print(f"{name:<12}{procs:>10}{rate:>10.1f}{tail:>10.2f}{rate / one:>8.2f}{cpu:>20.2f}"
+                  f"{'-' if served is None else format(served, '.2f'):>20}{bound:>20.1f}{bound / one:>14.2f}")
     if scaled:
         print()
         print("at scale: `endless import` of the scale corpus (peak RSS: the import process), then in a new "

@@ -26,7 +26,7 @@ from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
 from endless.core.privacy import redact
 from endless.llm.request import Msg, Request
-from endless.core.settings import RETENTION_CHECK_SECONDS, Settings
+from endless.core.settings import OFFLINE_STORE_LINES, RETENTION_CHECK_SECONDS, Settings
 from endless.core.words import count
 from endless.writer import checks, offline
 from endless.llm.client import Completion
@@ -255,7 +255,9 @@ class WriterPool:
         plans = {job.part: self._plan(job) for job in ready}  # one routes read per job, not per pairing
         offline_jobs = [job for job in ready if plans[job.part].route is None]
         if offline_jobs:
-            self._write_offline(offline_jobs, default=True)
+            # A few hundred at a time: each store holds the memory's lock (a chat waits for it) and
+            # the loop, where the lease is renewed, runs again only after it.
+            self._write_offline(offline_jobs[:OFFLINE_STORE_LINES], default=True)
             self._wrote_offline = True
             return True
         started = False

@@ -29,6 +29,9 @@ PLANNED_HEAD_BYTES = 12
 # A view's size is kept summed by blocks of this many parts (endless.core.view.keeper), for this many part
 # lists at once (the two views, and one more that a merge is replacing).
 VIEW_SUM_BLOCK = 256
+# Lines the offline writer writes and stores at once (one fsync): after an import tens of thousands are ready,
+# and written all at once they held the memory's lock for seconds and starved the lease's renewal.
+OFFLINE_STORE_LINES = 512
 SUMS_KEPT = 3
 LINE_BUDGET = 512  # bytes of one summary line (DESIGN §2.3); the default of the line_budget setting
 WRITER_REPLY_TOKENS = 1024  # the reply tokens a writer call allows each line it asks for

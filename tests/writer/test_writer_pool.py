@@ -331,6 +331,29 @@ def test_no_route_means_the_offline_writer(tmp_path, capfd):
 
 
 
+def test_the_offline_writer_stores_a_long_backlog_a_few_hundred_lines_at_a_time(tmp_path, monkeypatch):
+    """After an import thousands of lines are ready at once: each store (which holds the memory's lock, and
+    after which the loop renews the lease) takes at most OFFLINE_STORE_LINES of them, and all get written."""
+    from endless.writer import pool
+
+    monkeypatch.setattr(pool, "OFFLINE_STORE_LINES", 16)
+    clock = SimClock()
+    sim = simulator(ScriptedWriter(seed=19))
+    memory = open_memory(tmp_path, clock.wall)
+    fill(memory, 60, route=None)
+    stored: list[int] = []
+    real = memory.store_lines
+
+    def counting(lines, sync=True):
+        stored.append(len(lines))
+        return real(lines, sync)
+
+    memory.store_lines = counting
+    run(_pool(memory, sim).run(until_idle=True), clock)
+    assert _all_written(memory) and not sim.records
+    assert max(stored) == 16 and sum(stored) > 16 * 8, stored
+
+
 def test_the_writer_route_setting_writes_for_chats_without_a_route(tmp_path, capfd):
     clock = SimClock()
     sim = simulator(ScriptedWriter(seed=19, mix=FIT))

@@ -340,14 +340,14 @@ def test_a_views_kept_size_is_always_a_fresh_sum(program):
     """The keeper keeps each view's size summed by blocks (here of 2 and 3 parts, so every step crosses
     blocks): after every commit, written line, forget and reopen, it equals the sum of its parts' sizes."""
     from endless.core.privacy import forget
-    from endless.core.view import keeper
+    from endless.core.view import sizes
 
-    saved = keeper.VIEW_SUM_BLOCK
+    saved = sizes.VIEW_SUM_BLOCK
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         try:
             for block in (2, 3):
-                keeper.VIEW_SUM_BLOCK = block
+                sizes.VIEW_SUM_BLOCK = block
                 memory = _open(root)
                 for op, arg in program:
                     if op == "turn":
@@ -367,13 +367,13 @@ def test_a_views_kept_size_is_always_a_fresh_sum(program):
                     assert again.views.size(state) == sum(map(again.views.size_of, state.parts))
                 again.close()
         finally:
-            keeper.VIEW_SUM_BLOCK = saved
+            sizes.VIEW_SUM_BLOCK = saved
 
 
 def test_a_commit_after_a_long_unwritten_history_sums_no_more_than_a_few_blocks(tmp_path):
     """A commit asks the size of a view whose end is thousands of messages without their lines (as after an
     import, or with no writer running): the blocks summed before are not summed again."""
-    from endless.core.view import keeper
+    from endless.core.view import sizes
 
     memory = _open(tmp_path, Settings())
     for k in range(60):
@@ -382,19 +382,19 @@ def test_a_commit_after_a_long_unwritten_history_sums_no_more_than_a_few_blocks(
     assert memory.views.chat.shrinking or memory.views.size() > 64_000
     memory.views.size()
     calls = []
-    original = keeper.ViewKeeper.size_of
+    original = sizes.ViewSizes.size_of
 
     def counted(self, part):
         calls.append(part)
         return original(self, part)
 
-    keeper.ViewKeeper.size_of = counted
+    sizes.ViewSizes.size_of = counted
     try:
         memory.commit_turn("s", "T", [Message("user", "one more", 1.0), Message("reply", "ok", 1.0)], sync=False)
     finally:
-        keeper.ViewKeeper.size_of = original
+        sizes.ViewSizes.size_of = original
     assert memory.total == 6002
-    assert len(calls) < 4 * keeper.VIEW_SUM_BLOCK, len(calls)
+    assert len(calls) < 4 * sizes.VIEW_SUM_BLOCK, len(calls)
     memory.close()
 
 

@@ -127,7 +127,7 @@ def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_pa
     erased by a forget since, a message forgotten since, or a message whose line was written since: every
     size is then what reading the lines gives."""
     from endless.core.privacy import forget
-    from endless.core.view.keeper import ViewKeeper
+    from endless.core.view.sizes import ViewSizes
 
     memory = _memory(tmp_path)
     _fill(memory, 300)
@@ -137,9 +137,9 @@ def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_pa
     forget.forget(memory, forget.select(memory, ids=[unwritten[1], 3]))
     memory.close()
     taking = _memory(tmp_path)
-    assert taking.views._unwritten and any(row.count(0) < len(row) for row in taking.views._sizes)
+    assert taking.views.sizes.unwritten_known() and any(row.count(0) < len(row) for row in taking.views.sizes.known)
     with monkeypatch.context() as reading:
-        reading.setattr(ViewKeeper, "_take_sizes", lambda self, state: None)
+        reading.setattr(ViewSizes, "take", lambda self, state: None)
         reading_all = _memory(tmp_path)
         for state in ("chat", "wview"):
             parts = getattr(reading_all.views, state).parts

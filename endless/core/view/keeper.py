@@ -2,8 +2,8 @@
 
 ``Memory`` changes the history; this keeper turns each change into the views
 the model and the writer read.  It loads and validates the stored views, runs
-their sawtooths, derives the writer view, saves them, and keeps the byte
-sizes the sawtooths count.  It must never recompute a view that loaded
+their sawtooths, derives the writer view and saves them; the byte sizes the
+sawtooths count are kept by :mod:`endless.core.view.sizes`.  It must never recompute a view that loaded
 cleanly: every cached prefix of every chat hangs on the live view.
 
 A read command's memory leaves both views unread (:meth:`ViewKeeper.defer`)
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter, lshift
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
@@ -25,9 +25,9 @@ from typing import Callable, Iterable, NamedTuple
 from endless.core.store import durable
 from endless.core.view import packed, tiling
 from endless.core.store import OrderLog
-from endless.core.store import utf8_size
-from endless.core.view.render import ViewLine, chat_block, head, line_size, part_line_sizes
-from endless.core.settings import SUMS_KEPT, VIEW_SUM_BLOCK, Settings
+from endless.core.view.render import ViewLine, chat_block
+from endless.core.settings import Settings
+from endless.core.view.sizes import ViewSizes
 from endless.core.view.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
 from endless.core.store import TreeStore
 
@@ -66,24 +66,6 @@ class _ShrinkPass:
     forgets: int  # the forgets read at the pass
 
 
-@dataclass
-class _SizeSums:
-    """One view's size summed by blocks of ``block`` parts, so a commit sums a few thousand numbers.
-
-    Why: after a long import a view holds a part per unwritten message (a
-    million), and every commit asked the size of each: 300 ms a commit at 1M.
-    A block's sum stays right while its parts and their sizes do: the parts
-    list is only ever extended in place (a merge makes a new list, which gets
-    new sums), and a size changes only through the keeper, which marks the
-    block holding that part's first message for summing again.
-    """
-
-    parts: list[Part]  # the list summed (by identity)
-    sums: array = field(default_factory=lambda: array("q"))  # sums[k]: parts[k*block:(k+1)*block]
-    firsts: array = field(default_factory=lambda: array("Q"))  # first message of each block's first part
-    dirty: set[int] = field(default_factory=set)  # blocks to sum again
-
-
 @dataclass(frozen=True)
 class _Read:
     """A stored view as read: ``state`` None when there is nothing to use, ``kept`` when the live one stays."""
@@ -118,20 +100,11 @@ class ViewKeeper:
         self.stamp: tuple | None = None  # the view files as last read or written
         self._needed_stale = True
         self._last_shrink: dict[str, _ShrinkPass] = {}
-        # Rendered bytes of written lines, per level (0: not known yet).  A written line's size
-        # never changes, and a plan after a long import asks for every one of them: an array
-        # of 4 bytes a node, not a cache that a 100,000-line view would thrash.
-        self._sizes: list[array] = []
-        # Per message without its line (0: not known): its writer source's bytes, and its rendered
-        # size in a view (as a stored view kept it, see _take_sizes, or as counted here).  Arrays
-        # beside _sizes[0], never set for a written message, so a million cost 8 MB, not two dicts.
-        self._src = array("I")
-        self._unwritten = array("I")
-        self._sums: list[_SizeSums] = []  # the views' sizes by blocks (see _SizeSums), newest last
+        self.sizes = ViewSizes(settings, log, tree, agent_name)
 
     @property
     def lines(self) -> Lines:
-        return Lines(self.size_of, self.tree.built, self._sizes, self.tree.slots)
+        return Lines(self.size_of, self.tree.built, self.sizes.known, self.tree.slots)
 
     # -- the views, read when first asked for ----------------------------------------
 
@@ -219,144 +192,42 @@ class ViewKeeper:
                                  self.settings.planned_line_bytes)
         self._last_shrink.pop(CHAT, None)
 
-    # -- sizes ---------------------------------------------------------------------
+    # -- sizes (see endless.core.view.sizes) -------------------------------------------
 
     def source_size(self, message_id: int) -> int:
         """Bytes of a message's writer source (what its level-0 line is written from)."""
-        if message_id < len(self._src) and self._src[message_id]:
-            return self._src[message_id]
-        stored = self.log.message(message_id)
-        size = 0 if stored is None else len(stored.writer_source(self.settings, self.agent_name).encode("utf-8"))
-        if size:
-            _put(self._src, message_id, size)
-        return size
+        return self.sizes.source_size(message_id)
 
     def note_source_size(self, message_id: int, size: int) -> None:
-        _put(self._src, message_id, size)
-        if message_id < len(self._unwritten) and self._unwritten[message_id]:
-            self._unwritten[message_id] = 0
-            self._changed(message_id)
+        self.sizes.note_source_size(message_id, size)
 
     def built(self, part: Part, text: str | None = None) -> None:
-        """A node was stored: its source size is no longer needed; its size is kept if its text is in hand."""
-        if part[0] == 0:
-            _clear(self._src, part[1])
-            _clear(self._unwritten, part[1])
-        if text is not None:
-            self._keep_size(part, line_size(head(part), text))
-        self._changed(tiling.first(part))
+        """A node was stored: its size is kept if its text is in hand."""
+        self.sizes.built(part, text)
 
     def forget_source(self, message_id: int) -> None:
-        """A forgotten message's source size is no longer known (its tombstone is measured anew)."""
-        _clear(self._src, message_id)
-        _clear(self._unwritten, message_id)
-        self._changed(message_id)
+        self.sizes.forget_source(message_id)
 
     def forget_size(self, part: Part) -> None:
-        """An erased line no longer counts its old size."""
-        level, index = part
-        if level < len(self._sizes) and index < len(self._sizes[level]):
-            self._sizes[level][index] = 0
-        self._changed(tiling.first(part))
+        self.sizes.forget_size(part)
+
+    def built_all(self, parts: list[Part], texts: list[str], text_sizes: list[int] | None = None) -> None:
+        self.sizes.built_all(parts, texts, text_sizes)
+
+    def built_sized(self, parts: list[Part], line_sizes: Iterable[int]) -> None:
+        self.sizes.built_sized(parts, line_sizes)
+
+    def size_of(self, part: Part) -> int:
+        """Bytes of the part's rendered line."""
+        return self.sizes.size_of(part)
+
+    def size(self, state: ViewState | None = None) -> int:
+        """The view's bytes as rendered (the chat view's, unless ``state`` is given)."""
+        return self.sizes.size((state or self.chat).parts)
 
     def mark_needed_stale(self) -> None:
         """Lines were cleared: the parents each view needs are worked out again."""
         self._needed_stale = True
-
-    def built_all(self, parts: list[Part], texts: list[str], text_sizes: list[int] | None = None) -> None:
-        """:meth:`built` for a commit's free lines (``text_sizes``: each text's utf-8 bytes, when known)."""
-        if text_sizes is None:
-            text_sizes = [utf8_size(text) for text in texts]
-        self.built_sized(parts, part_line_sizes(parts, texts, text_sizes))
-
-    def built_sized(self, parts: list[Part], line_sizes: Iterable[int]) -> None:
-        """:meth:`built` for lines whose rendered sizes are known: room made once per level, each set in place."""
-        highest: dict[int, int] = {}
-        for level, index in parts:
-            if index > highest.get(level, -1):
-                highest[level] = index
-        for level, index in highest.items():
-            self._keep_size((level, index), 0)
-        sizes = self._sizes
-        for told in (self._src, self._unwritten):
-            if told:
-                for level, index in parts:
-                    if level == 0 and index < len(told):
-                        told[index] = 0
-        for (level, index), size in zip(parts, line_sizes):
-            sizes[level][index] = size
-        if self._sums:
-            for part in parts:
-                self._changed(tiling.first(part))
-
-    def _keep_size(self, part: Part, size: int) -> None:
-        level, index = part
-        while len(self._sizes) <= level:
-            self._sizes.append(array("I"))
-        sizes = self._sizes[level]
-        if index >= len(sizes):
-            sizes.frombytes(bytes(sizes.itemsize * (index + 1 - len(sizes))))
-        sizes[index] = size
-
-    def size_of(self, part: Part) -> int:
-        """Bytes of the part's rendered line; a written line's size never changes, so it is kept."""
-        level, index = part
-        if level < len(self._sizes):
-            sizes = self._sizes[level]
-            if index < len(sizes) and sizes[index]:
-                return sizes[index]
-        line_head = head(part)
-        text = self.tree.cached_text(level, index) if self.tree.built(level, index) else None
-        if text is not None:
-            size = line_size(line_head, text)
-            self._keep_size(part, size)
-            return size
-        if level == 0:
-            if index < len(self._unwritten) and self._unwritten[index]:
-                return self._unwritten[index]
-            size = len(line_head) + min(self.source_size(index), self.settings.line_budget) + 1
-            _put(self._unwritten, index, size)
-            return size
-        return len(line_head) + self.settings.line_budget + 1
-
-    def size(self, state: ViewState | None = None) -> int:
-        """The view's bytes as rendered (an unwritten line counted at its cap): summed by blocks kept
-        from one call to the next (see _SizeSums), so a commit does not walk a million parts."""
-        parts = (state or self.chat).parts
-        block = VIEW_SUM_BLOCK
-        sums = self._sums_of(parts)
-        size_of = self.size_of
-        for k in sums.dirty:
-            if k < len(sums.sums):
-                sums.sums[k] = sum(map(size_of, parts[k * block:(k + 1) * block]))
-        sums.dirty.clear()
-        full = len(parts) // block
-        for k in range(len(sums.sums), full):
-            sums.firsts.append(tiling.first(parts[k * block]))
-            sums.sums.append(sum(map(size_of, parts[k * block:(k + 1) * block])))
-        return sum(sums.sums) + sum(map(size_of, parts[full * block:]))
-
-    def _sums_of(self, parts: list[Part]) -> _SizeSums:
-        """The block sums kept for this parts list, or new ones (a list cut short in place gets new ones)."""
-        for k, sums in enumerate(self._sums):
-            if sums.parts is parts:
-                kept = len(sums.sums)
-                if kept * VIEW_SUM_BLOCK <= len(parts) and (
-                        not kept or tiling.first(parts[(kept - 1) * VIEW_SUM_BLOCK]) == sums.firsts[-1]):
-                    return sums
-                del self._sums[k]
-                break
-        sums = _SizeSums(parts)
-        self._sums.append(sums)
-        del self._sums[:-SUMS_KEPT]
-        return sums
-
-    def _changed(self, message_id: int) -> None:
-        """The size of the part starting at this message may have changed: its block is summed again."""
-        for sums in self._sums:
-            k = bisect.bisect_right(sums.firsts, message_id) - 1
-            if k >= 0:
-                sums.dirty.add(k)
 
     # -- reading -------------------------------------------------------------------
 
@@ -446,7 +317,7 @@ class ViewKeeper:
             data = durable.read_json(path)
             state = ViewState.from_json(data)
             tiling.validate(state, total, self.tree.built_or_erased)
-            self._take_sizes(state)
+            self.sizes.take(state)
             return _Read(state, last_pass=data.get("pass"))
         except FileNotFoundError:
             return _Read(None if writer else ViewState())
@@ -494,47 +365,6 @@ class ViewKeeper:
         if last is not None and state.shrinking:
             fields["pass"] = [last.parents, last.forgets, last.count]
         return fields
-
-    def _take_sizes(self, state: ViewState) -> None:
-        """Keep the sizes a stored view kept, where they still hold: a line written then and not erased
-        since (its text never changes), and an unwritten message still without its line, counted with the
-        same line budget and not forgotten since.  Then the state lets them go."""
-        stored, budget = state.stored_sizes, state.stored_budget
-        state.stored_sizes = state.stored_budget = None
-        if stored is None:
-            return
-        slots, erased, forgotten = self.tree.slots, self.tree.erased, self.log.forgotten
-        levels = len(slots)
-        same_budget = budget == self.settings.line_budget
-        flag = packed.UNWRITTEN
-        highest: dict[int, int] = {}
-        taken: list[tuple[int, int, int]] = []
-        unwritten: list[tuple[int, int]] = []
-        for (level, index), size in zip(state.parts, stored):
-            built = level < levels and index < len(slots[level]) and slots[level][index]
-            if size & flag:
-                if level == 0 and same_budget and not built and index not in forgotten:
-                    unwritten.append((index, size & ~flag))
-            elif built and size and (level, index) not in erased and (level or index not in forgotten):
-                taken.append((level, index, size))
-                if index > highest.get(level, -1):
-                    highest[level] = index
-        for level, index in highest.items():  # room made once per level
-            while len(self._sizes) <= level:
-                self._sizes.append(array("I"))
-            row = self._sizes[level]
-            if index >= len(row):
-                row.frombytes(bytes(row.itemsize * (index + 1 - len(row))))
-        for level, index, size in taken:
-            row = self._sizes[level]
-            if not row[index]:
-                row[index] = size
-        if unwritten:
-            _put(self._unwritten, unwritten[-1][0], 0)  # room made once (the parts are in order)
-            row = self._unwritten
-            for index, size in unwritten:
-                row[index] = size
-        self._sums.clear()
 
     # -- changes -------------------------------------------------------------------
 
@@ -654,15 +484,3 @@ class ViewKeeper:
             self._last_shrink[which] = _ShrinkPass(last.merged, plan, len(plan), last.parents, last.forgets)
         return plan
 
-
-def _put(row: array, index: int, value: int) -> None:
-    """``row[index] = value``, the row grown with zeros to hold it (by half again, so a growing
-    history is not copied at every message)."""
-    if index >= len(row):
-        row.frombytes(bytes(row.itemsize * (max(index + 1, len(row) * 3 // 2) - len(row))))
-    row[index] = value
-
-
-def _clear(row: array, index: int) -> None:
-    if index < len(row):
-        row[index] = 0

@@ -494,7 +494,9 @@ def history_all(env: dict) -> list[dict]:
     turns, before = [], None
     while True:
         args = ["history", "--json", "--limit", "200"] + (["--before", str(before)] if before is not None else [])
-        page = json.loads(endless(env, *args).stdout)
+        done = endless(env, *args)
+        assert done.returncode == 0 and done.stdout, (done.returncode, done.stderr[-3000:])
+        page = json.loads(done.stdout)
         turns = page["turns"] + turns
         if not page.get("next") and "next" not in page:
             return turns

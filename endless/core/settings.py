@@ -26,13 +26,13 @@ def search_workers(settings: "Settings") -> int:
 # Bytes a sawtooth plans for the "id+n|" head and newline of a merge line not written yet (the
 # line itself is planned at line_budget); a head is at most about this long for any real history.
 PLANNED_HEAD_BYTES = 12
-# A view's size is kept summed by blocks of this many parts (endless.core.view.keeper), for this many part
+# A view's size is kept summed by blocks of this many parts (endless.core.view.sizes), for this many part
 # lists at once (the two views, and one more that a merge is replacing).
 VIEW_SUM_BLOCK = 256
+SUMS_KEPT = 3
 # Lines the offline writer writes and stores at once (one fsync): after an import tens of thousands are ready,
 # and written all at once they held the memory's lock for seconds and starved the lease's renewal.
 OFFLINE_STORE_LINES = 512
-SUMS_KEPT = 3
 LINE_BUDGET = 512  # bytes of one summary line (DESIGN §2.3); the default of the line_budget setting
 WRITER_REPLY_TOKENS = 1024  # the reply tokens a writer call allows each line it asks for
 # A search pattern is refused before compiling past these (endless.core.search.pattern_guard): the regex engine

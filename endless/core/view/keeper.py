@@ -3,8 +3,9 @@
 ``Memory`` changes the history; this keeper turns each change into the views
 the model and the writer read.  It loads and validates the stored views, runs
 their sawtooths, derives the writer view and saves them; the byte sizes the
-sawtooths count are kept by :mod:`endless.core.view.sizes`.  It must never recompute a view that loaded
-cleanly: every cached prefix of every chat hangs on the live view.
+sawtooths count are kept by :mod:`endless.core.view.sizes`.  It must never
+recompute a view that loaded cleanly: every cached prefix of every chat hangs
+on the live view.
 
 A read command's memory leaves both views unread (:meth:`ViewKeeper.defer`)
 until something asks for them: a search asks only which line covers each

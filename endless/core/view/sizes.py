@@ -129,10 +129,7 @@ class ViewSizes:
         level, index = part
         while len(self.known) <= level:
             self.known.append(array("I"))
-        sizes = self.known[level]
-        if index >= len(sizes):
-            sizes.frombytes(bytes(sizes.itemsize * (index + 1 - len(sizes))))
-        sizes[index] = size
+        _put(self.known[level], index, size)
 
     def size_of(self, part: Part) -> int:
         """Bytes of the part's rendered line; a written line's size never changes, so it is kept."""
@@ -220,9 +217,7 @@ class ViewSizes:
         for level, index in highest.items():  # room made once per level
             while len(self.known) <= level:
                 self.known.append(array("I"))
-            row = self.known[level]
-            if index >= len(row):
-                row.frombytes(bytes(row.itemsize * (index + 1 - len(row))))
+            _room(self.known[level], index)
         for level, index, size in taken:
             row = self.known[level]
             if not row[index]:
@@ -235,11 +230,16 @@ class ViewSizes:
         self._sums.clear()
 
 
-def _put(row: array, index: int, value: int) -> None:
-    """``row[index] = value``, the row grown with zeros to hold it (by half again, so a growing
-    history is not copied at every message)."""
+def _room(row: array, index: int) -> None:
+    """Grow ``row`` with zeros to hold ``index`` (by half again, so a growing history is not copied at
+    every message)."""
     if index >= len(row):
         row.frombytes(bytes(row.itemsize * (max(index + 1, len(row) * 3 // 2) - len(row))))
+
+
+def _put(row: array, index: int, value: int) -> None:
+    """``row[index] = value``, the row grown to hold it."""
+    _room(row, index)
     row[index] = value
 
 

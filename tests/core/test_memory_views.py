@@ -398,6 +398,54 @@ def test_a_commit_after_a_long_unwritten_history_sums_no_more_than_a_few_blocks(
     memory.close()
 
 
+def test_an_open_takes_its_views_sizes_from_their_files_and_checks_each_still_holds(tmp_path):
+    """A fresh process opening a long unwritten history asks no part's size: the view files' sizes are
+    its block sums, both views read from one list when their files hold the same parts.  A size that
+    no longer holds (a line written since the save) is asked again, and the sums stay fresh sums."""
+    from endless.core.view import sizes
+
+    memory = _open(tmp_path, Settings())
+    memory.commit_turns([TurnRecord("s", "T", [Message("user", f"q{k}-{j} " + "x" * (600 + j), 1.0)
+                                              for j in range(100)]) for k in range(40)], sync=False)
+    memory.views.save()
+    memory.close()
+    calls = []
+    original = sizes.ViewSizes.size_of
+
+    def counted(self, part):
+        calls.append(part)
+        return original(self, part)
+
+    sizes.ViewSizes.size_of = counted
+    try:
+        again = _open(tmp_path, Settings())
+        assert len(again.views.chat.parts) > 3000, "a long view, nothing merged"
+        assert again.views.chat.parts == again.views.wview.parts
+        assert again.views.chat.parts is not again.views.wview.parts
+        assert len(calls) < 2 * sizes.VIEW_SUM_BLOCK, len(calls)  # each view's last, partial block alone
+        for state in (again.views.chat, again.views.wview):
+            calls.clear()
+            kept = again.views.size(state)
+            assert len(calls) < sizes.VIEW_SUM_BLOCK, len(calls)
+            assert kept == sum(map(original.__get__(again.views.sizes), state.parts))
+        # Lines written after the files were saved (their files put back as they were): their stored sizes
+        # (unwritten, capped) no longer hold.
+        files = {path: path.read_bytes() for path in (tmp_path / "memories").glob("*/*view.json")}
+        for index in range(5):
+            again.store_line(0, index, "a written line " + "z" * 40, sync=False)
+        again.close()
+        for path, data in files.items():
+            path.write_bytes(data)
+        calls.clear()
+        stale = _open(tmp_path, Settings())
+        assert len(calls) > 2 * sizes.VIEW_SUM_BLOCK, "each view summed afresh"
+        for state in (stale.views.chat, stale.views.wview):
+            assert stale.views.size(state) == sum(map(original.__get__(stale.views.sizes), state.parts))
+        stale.close()
+    finally:
+        sizes.ViewSizes.size_of = original
+
+
 def test_an_open_goes_on_from_the_pass_the_view_file_kept_and_plans_only_when_a_writer_asks(tmp_path, monkeypatch):
     """A shrinking view's file keeps its last pass: a process that opens the memory (nothing built since)
     walks no view to plan it, and the parents a writer then asks for are those a fresh pass names."""

@@ -74,6 +74,7 @@ class _Read:
     state: ViewState | None
     kept: bool = False
     last_pass: object = None  # the file's "pass" field (see _ShrinkPass)
+    data: object = None  # the file as read (when its view was taken)
 
 
 class ViewKeeper:
@@ -278,6 +279,7 @@ class ViewKeeper:
         """Load both views; one that fails validation is recomputed from the log, loudly."""
         chat_path, writer_path = self._paths()
         self.stamp = self._file_stamp()
+        self.sizes.clear_sums()
         read = self._read(chat_path, "view", total, repair)
         if read.state is None or read.kept:
             # Not accepted (it may name messages or lines we have not read yet): try again
@@ -288,7 +290,8 @@ class ViewKeeper:
         else:
             self.chat = read.state
             self._resume_pass(CHAT, read.state, read.last_pass)
-        wread = self._read(writer_path, "writer view", total, repair, writer=True)
+        wread = self._read(writer_path, "writer view", total, repair, writer=True,
+                           same_as=read if read.state is self.chat and read.data is not None else None)
         wview = wread.state
         if wview is None or not packed.covers(wview.parts, self.chat.parts):
             if wview is not None and repair:
@@ -313,13 +316,20 @@ class ViewKeeper:
         if forgets == self.log.forgets and 0 <= since < max(1, int(count * self.settings.shrink_replan_share)):
             self._last_shrink[which] = _ShrinkPass(self.tree.merged - since, None, count, parents, forgets)
 
-    def _read(self, path: Path, label: str, total: int, repair: bool, writer: bool = False) -> _Read:
+    def _read(self, path: Path, label: str, total: int, repair: bool, writer: bool = False,
+              same_as: _Read | None = None) -> _Read:
+        """A view file, checked and its sizes taken; ``same_as``: the chat view just read, whose parts
+        this file may hold byte for byte (after an import, both views are one list of parts)."""
         try:
             data = durable.read_json(path)
+            if same_as is not None and _same_parts(data, same_as.data):
+                state = ViewState(list(same_as.state.parts), same_as.state.total, bool(data.get("shrinking")))
+                self.sizes.share_sums(same_as.state.parts, state.parts)
+                return _Read(state, last_pass=data.get("pass"), data=data)
             state = ViewState.from_json(data)
-            tiling.validate(state, total, self.tree.built_or_erased)
+            tiling.validate(state, total, self.tree.built_or_erased, self.tree.slots)
             self.sizes.take(state)
-            return _Read(state, last_pass=data.get("pass"))
+            return _Read(state, last_pass=data.get("pass"), data=data)
         except FileNotFoundError:
             return _Read(None if writer else ViewState())
         except (ViewError, ValueError, OSError) as exc:
@@ -485,3 +495,11 @@ class ViewKeeper:
             self._last_shrink[which] = _ShrinkPass(last.merged, plan, len(plan), last.parents, last.forgets)
         return plan
 
+
+_PACKED_FIELDS = ("width", "levels", "firsts", "sizes", "budget", "total", "crc")
+
+
+def _same_parts(data: object, other: object) -> bool:
+    """Two view files holding the same packed parts and sizes (the second needs no reading of its own)."""
+    return (isinstance(data, dict) and isinstance(other, dict) and packed.is_packed(data)
+            and all(field in data and data[field] == other.get(field) for field in _PACKED_FIELDS))

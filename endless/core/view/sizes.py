@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import bisect
 from array import array
+from collections import deque
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import and_, not_, rshift
 from typing import Iterable
 
 from endless.core.settings import SUMS_KEPT, VIEW_SUM_BLOCK, Settings
@@ -193,41 +196,101 @@ class ViewSizes:
     def take(self, state: ViewState) -> None:
         """Keep the sizes a stored view kept, where they still hold: a line written then and not erased
         since (its text never changes), and an unwritten message still without its line, counted with the
-        same line budget and not forgotten since.  Then the state lets them go."""
-        stored, budget = state.stored_sizes, state.stored_budget
-        state.stored_sizes = state.stored_budget = None
-        if stored is None:
+        same line budget and not forgotten since.  Then the state lets them go.
+
+        Taken a level at a time with C-level passes over the file's arrays (an open after a long import
+        takes half a million sizes).  When every stored size still holds, they are also the view's block
+        sums (see _SizeSums): the first commit after an open does not ask a size per part.
+        """
+        stored, state.stored = state.stored, None
+        if stored is None or stored.sizes is None or len(stored.sizes) != len(state.parts):
             return
         slots, erased, forgotten = self.tree.slots, self.tree.erased, self.log.forgotten
-        levels = len(slots)
-        same_budget = budget == self.settings.line_budget
+        same_budget = stored.budget == self.settings.line_budget
         flag = packed.UNWRITTEN
-        highest: dict[int, int] = {}
-        taken: list[tuple[int, int, int]] = []
-        unwritten: list[tuple[int, int]] = []
-        for (level, index), size in zip(state.parts, stored):
-            built = level < levels and index < len(slots[level]) and slots[level][index]
-            if size & flag:
-                if level == 0 and same_budget and not built and index not in forgotten:
-                    unwritten.append((index, size & ~flag))
-            elif built and size and (level, index) not in erased and (level or index not in forgotten):
-                taken.append((level, index, size))
-                if index > highest.get(level, -1):
-                    highest[level] = index
-        for level, index in highest.items():  # room made once per level
-            while len(self.known) <= level:
-                self.known.append(array("I"))
-            _room(self.known[level], index)
-        for level, index, size in taken:
-            row = self.known[level]
-            if not row[index]:
-                row[index] = size
-        if unwritten:
-            _put(self._unwritten, unwritten[-1][0], 0)  # room made once (the parts are in order)
-            row = self._unwritten
-            for index, size in unwritten:
-                row[index] = size
+        whole = True  # every stored size is the one size_of gives now
+        for level in sorted(set(stored.levels)):
+            mask = list(map(level.__eq__, stored.levels))
+            indices = list(compress(stored.firsts, mask))
+            if level:
+                indices = list(map(rshift, indices, repeat(level)))
+            sizes = list(compress(stored.sizes, mask))
+            flags = list(map(and_, sizes, repeat(flag)))
+            written = list(map(not_, flags))
+            row = slots[level] if level < len(slots) else array("I")
+            # Lines written at the save: kept where still written (a line's size never changes).
+            ids, got = list(compress(indices, written)), list(compress(sizes, written))
+            built = _slots_of(row, ids)
+            if not all(built) or (got and not min(got)) or erased or forgotten:
+                keep = [bool(b and size) and not _gone(level, index, erased, forgotten)
+                        for index, size, b in zip(ids, got, built)]
+                whole = whole and all(keep)
+                ids, got = list(compress(ids, keep)), list(compress(got, keep))
+            self._take_known(level, ids, got)
+            # Parts without their line at the save: a message's capped size holds while it is still
+            # unwritten, not forgotten, and capped at the same budget; a merged part's (erased by a
+            # forget) is the budget's, as size_of counts it.
+            ids = list(compress(indices, flags))
+            got = list(map(and_, compress(sizes, flags), repeat(flag - 1)))
+            built = _slots_of(row, ids)
+            if not same_budget or any(built) or (level == 0 and (erased or forgotten)):
+                keep = [same_budget and not b and not _gone(level, index, erased, forgotten)
+                        for index, b in zip(ids, built)]
+                whole = whole and all(keep)
+                ids, got = list(compress(ids, keep)), list(compress(got, keep))
+            if level == 0 and ids:
+                _put(self._unwritten, ids[-1], 0)  # room made once (the ids grow)
+                deque(map(self._unwritten.__setitem__, ids, got), maxlen=0)
+        if whole:
+            self._seed_sums(state.parts, stored.firsts, stored.sizes)
+
+    def _take_known(self, level: int, indices: list[int], sizes: list[int]) -> None:
+        if not indices:
+            return
+        while len(self.known) <= level:
+            self.known.append(array("I"))
+        row = self.known[level]
+        fresh = not row or row.count(0) == len(row)
+        _room(row, max(indices))
+        if fresh:
+            deque(map(row.__setitem__, indices, sizes), maxlen=0)
+        else:
+            for index, size in zip(indices, sizes):
+                if not row[index]:
+                    row[index] = size
+
+    def _seed_sums(self, parts: list[Part], firsts: array, stored: array) -> None:
+        """The view's block sums from the sizes its file kept (each checked to hold now, see take)."""
+        block = VIEW_SUM_BLOCK
+        sizes = array("q", map(and_, stored, repeat(packed.UNWRITTEN - 1)))
+        full = len(parts) // block
+        sums = _SizeSums(parts, array("q", (sum(sizes[k * block:(k + 1) * block]) for k in range(full))),
+                         array("Q", firsts[0:full * block:block]))
+        self._sums = [kept for kept in self._sums if kept.parts is not parts] + [sums]
+        del self._sums[:-SUMS_KEPT]
+
+    def share_sums(self, parts: list[Part], copy: list[Part]) -> None:
+        """``copy`` (a copy of ``parts``, the other view read from the same bytes) gets their block sums."""
+        for sums in self._sums:
+            if sums.parts is parts:
+                self._sums.append(_SizeSums(copy, array("q", sums.sums), array("Q", sums.firsts), set(sums.dirty)))
+                del self._sums[:-SUMS_KEPT]
+                return
+
+    def clear_sums(self) -> None:
+        """Forget every view's block sums (the views are read again from their files)."""
         self._sums.clear()
+
+
+def _slots_of(row: array, ids: list[int]) -> list[int]:
+    """Each id's slot in ``row`` (0: not built), the ids in increasing order, past the row's end 0."""
+    cut = bisect.bisect_left(ids, len(row))
+    return list(map(row.__getitem__, ids[:cut])) + [0] * (len(ids) - cut)
+
+
+def _gone(level: int, index: int, erased: set, forgotten: set) -> bool:
+    """A line erased by a forget since, or a forgotten message (its size is measured anew)."""
+    return (level, index) in erased or (not level and index in forgotten)
 
 
 def _room(row: array, index: int) -> None:

@@ -327,10 +327,9 @@ class ViewState:
     parts: list[Part] = field(default_factory=list)
     total: int = 0
     shrinking: bool = False
-    # As read from a file that kept them: each part's rendered size when it was saved, and the line budget
-    # then (see endless.core.view.packed); the keeper takes back what still holds, then drops them.
-    stored_sizes: "array | None" = field(default=None, compare=False, repr=False)
-    stored_budget: int | None = field(default=None, compare=False, repr=False)
+    # As read from a packed file: its arrays, tiling checked, and each part's rendered size when it was
+    # saved (see endless.core.view.packed); checked and taken back by the keeper, then dropped.
+    stored: "packed.Packed | None" = field(default=None, compare=False, repr=False)
 
     def append(self, new_total: int) -> list[Part]:
         added = [(0, i) for i in range(self.total, new_total)]
@@ -353,7 +352,7 @@ class ViewState:
                 packed.check_tiling(stored)
             except packed.PackError as exc:
                 raise ViewError(str(exc)) from None
-            return cls(stored.parts(), stored.total, stored.shrinking, stored.sizes, stored.budget)
+            return cls(stored.parts(), stored.total, stored.shrinking, stored)
         try:
             parts = [(int(p[0]), int(p[1])) for p in data["parts"]]
             total = int(data["total"])
@@ -363,8 +362,20 @@ class ViewState:
         return cls(parts, total, shrinking)
 
 
-def validate(state: ViewState, total: int, built: Built) -> None:
-    """Accept a stored view only if it tiles a prefix of the history and every merged part exists."""
+def validate(state: ViewState, total: int, built: Built, slots: Sequence[Sequence[int]] | None = None) -> None:
+    """Accept a stored view only if it tiles a prefix of the history and every merged part exists.
+
+    With the tree's ``slots``, a view read from a packed file (its tiling checked as it was read) is
+    checked on its arrays, a level at a time: an open after a long import checks half a million parts.
+    """
+    stored = state.stored
+    if stored is not None and slots is not None and len(stored.levels) == len(state.parts):
+        if state.total > total:
+            raise ViewError(f"the view covers {state.total} messages but the history has only {total}")
+        missing = packed.first_unbuilt(stored, slots, lambda part: built(*part))
+        if missing is not None:
+            raise ViewError(f"the view holds {name(missing)}, which was never built")
+        return
     covered = check_tiling(state.parts, total)
     if covered != state.total:
         raise ViewError(f"the view says it covers {state.total} messages but its parts cover {covered}")

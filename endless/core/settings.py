@@ -84,6 +84,11 @@ FOLLOWER_WAIT_SECONDS = 900.0  # how long the import waits for it to index the r
 RETENTION_CHECK_SECONDS = 3600.0  # how often the writer's process looks for messages past forget_after_days
 FORGET_CHECKPOINT_TRIES = 20  # a forget's WAL checkpoint waits for readers this many times
 INDEX_CACHE_KIB = 32_768  # the index connection's page cache (at most; filled only as pages are read)
+# FTS5's merge thresholds for a new index (its defaults are 4 and 16): segments are merged in bigger,
+# rarer steps.  An import's index helper over 609,913 messages: 11.0 s with the defaults, 10.0 s with
+# these (the mean of three runs each); a ranked query reads as fast (41.4 and 41.5 ms median), the file as large.
+INDEX_AUTOMERGE = 8
+INDEX_CRISISMERGE = 32
 # The PostgreSQL store (endless.core.store.postgres): how long a connection may take to open, how long a
 # change waits for another machine's lock, the largest row one append stores (a bulk import is cut into
 # rows of about this size, whole records each), and the rows one read of the shared log fetches at once.

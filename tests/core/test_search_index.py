@@ -234,6 +234,30 @@ def test_the_index_heals_when_removed_or_damaged(tmp_path):
     memory.close()
 
 
+def test_a_new_index_merges_its_segments_at_the_thresholds_of_the_settings(tmp_path):
+    """The merge thresholds are written into a new index's own config (FTS5 reads them from there), for
+    both tables; a rebuilt index gets them again."""
+    import sqlite3
+
+    from endless.core.settings import INDEX_AUTOMERGE, INDEX_CRISISMERGE
+
+    memory = _open(tmp_path)
+    _add(memory, "lighthouse log")
+    assert _ids(memory, "lighthouse")
+    path = memory.search_index.path
+    for rebuilt in (False, True):
+        if rebuilt:
+            memory.close()
+            path.unlink()
+            memory = _open(tmp_path)
+            assert _ids(memory, "lighthouse")
+        with sqlite3.connect(path) as db:
+            for table in ("words", "line_words"):
+                config = dict(db.execute(f"SELECT k, v FROM {table}_config").fetchall())
+                assert (config["automerge"], config["crisismerge"]) == (INDEX_AUTOMERGE, INDEX_CRISISMERGE)
+    memory.close()
+
+
 def test_a_replaced_log_rebuilds_the_index(tmp_path):
     memory = _open(tmp_path)
     _add(memory, "the first life of this memory")

@@ -29,7 +29,8 @@ from endless.core.search.index_rows import (Filters, IndexBusy, Placed, Row, Sto
                                             Watermark, line_key, line_part)
 from endless.core.store import durable
 from endless.core.store import KINDS, Message
-from endless.core.settings import INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_PROGRESS_STEPS, SPAN_CHARS
+from endless.core.settings import (INDEX_AUTOMERGE, INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_CRISISMERGE,
+                                   INDEX_PROGRESS_STEPS, SPAN_CHARS)
 
 FORMAT = 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -122,6 +123,9 @@ class SearchIndex:
             db.execute("PRAGMA secure_delete=ON")
             if fresh:
                 db.execute(f"INSERT OR IGNORE INTO state(name, value) VALUES ('{ZEROED}', 1)")
+                for table in ("words", "line_words"):  # (kept in the index's own config)
+                    db.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', {INDEX_AUTOMERGE})")
+                    db.execute(f"INSERT INTO {table}({table}, rank) VALUES ('crisismerge', {INDEX_CRISISMERGE})")
         except sqlite3.DatabaseError:
             db.close()
             raise

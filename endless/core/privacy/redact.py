@@ -141,6 +141,8 @@ _FLAGGED = re.compile(r"--[\s\S]*?(?:passw|pwd|secret|key|token)")
 
 
 def _may_hold_a_password(text: str) -> bool:
+    if ":" not in text and "=" not in text and "--" not in text:  # (casefolding makes none of these)
+        return False
     folded = text.casefold()
     return _ASSIGNED.search(folded) is not None or _FLAGGED.search(folded) is not None
 
@@ -250,9 +252,12 @@ def needles_in(texts: list[str]) -> list[set[str] | None]:
     for pattern, names in _EXACT:
         for match in pattern.finditer(joined):
             mark(bisect_right(starts, match.start()) - 1, names(match))
-    lowered = [t.lower() for t in texts]  # per text: lowering may change a text's length
-    starts = list(accumulate((len(t) + 1 for t in lowered), initial=0))
-    joined = "\0".join(lowered)
+    if joined.isascii():  # (the usual batch) lowered at once: each text keeps its length
+        joined = joined.lower()
+    else:  # per text: lowering may change a text's length
+        lowered = [t.lower() for t in texts]
+        starts = list(accumulate((len(t) + 1 for t in lowered), initial=0))
+        joined = "\0".join(lowered)
     for needle in _FOLDED:
         at = joined.find(needle)
         while at >= 0:

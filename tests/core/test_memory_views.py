@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from hypothesis import example, given, settings, strategies as st
 
@@ -370,7 +371,22 @@ def test_a_views_kept_size_is_always_a_fresh_sum(program):
             sizes.VIEW_SUM_BLOCK = saved
 
 
-def test_a_commit_after_a_long_unwritten_history_sums_no_more_than_a_few_blocks(tmp_path):
+def _counting_sizes(monkeypatch) -> tuple[list, Callable]:
+    """Every part whose size a ViewSizes asks from here on, and the uncounted ``size_of`` (for fresh sums)."""
+    from endless.core.view import sizes
+
+    calls: list = []
+    original = sizes.ViewSizes.size_of
+
+    def counted(self, part):
+        calls.append(part)
+        return original(self, part)
+
+    monkeypatch.setattr(sizes.ViewSizes, "size_of", counted)
+    return calls, original
+
+
+def test_a_commit_after_a_long_unwritten_history_sums_no_more_than_a_few_blocks(tmp_path, monkeypatch):
     """A commit asks the size of a view whose end is thousands of messages without their lines (as after an
     import, or with no writer running): the blocks summed before are not summed again."""
     from endless.core.view import sizes
@@ -381,24 +397,14 @@ def test_a_commit_after_a_long_unwritten_history_sums_no_more_than_a_few_blocks(
                                                    for j in range(100)])], sync=False)
     assert memory.views.chat.shrinking or memory.views.size() > 64_000
     memory.views.size()
-    calls = []
-    original = sizes.ViewSizes.size_of
-
-    def counted(self, part):
-        calls.append(part)
-        return original(self, part)
-
-    sizes.ViewSizes.size_of = counted
-    try:
-        memory.commit_turn("s", "T", [Message("user", "one more", 1.0), Message("reply", "ok", 1.0)], sync=False)
-    finally:
-        sizes.ViewSizes.size_of = original
+    calls, _ = _counting_sizes(monkeypatch)
+    memory.commit_turn("s", "T", [Message("user", "one more", 1.0), Message("reply", "ok", 1.0)], sync=False)
     assert memory.total == 6002
     assert len(calls) < 4 * sizes.VIEW_SUM_BLOCK, len(calls)
     memory.close()
 
 
-def test_an_open_takes_its_views_sizes_from_their_files_and_checks_each_still_holds(tmp_path):
+def test_an_open_takes_its_views_sizes_from_their_files_and_checks_each_still_holds(tmp_path, monkeypatch):
     """A fresh process opening a long unwritten history asks no part's size: the view files' sizes are
     its block sums, both views read from one list when their files hold the same parts.  A size that
     no longer holds (a line written since the save) is asked again, and the sums stay fresh sums."""
@@ -409,41 +415,31 @@ def test_an_open_takes_its_views_sizes_from_their_files_and_checks_each_still_ho
                                               for j in range(100)]) for k in range(40)], sync=False)
     memory.views.save()
     memory.close()
-    calls = []
-    original = sizes.ViewSizes.size_of
-
-    def counted(self, part):
-        calls.append(part)
-        return original(self, part)
-
-    sizes.ViewSizes.size_of = counted
-    try:
-        again = _open(tmp_path, Settings())
-        assert len(again.views.chat.parts) > 3000, "a long view, nothing merged"
-        assert again.views.chat.parts == again.views.wview.parts
-        assert again.views.chat.parts is not again.views.wview.parts
-        assert len(calls) < 2 * sizes.VIEW_SUM_BLOCK, len(calls)  # each view's last, partial block alone
-        for state in (again.views.chat, again.views.wview):
-            calls.clear()
-            kept = again.views.size(state)
-            assert len(calls) < sizes.VIEW_SUM_BLOCK, len(calls)
-            assert kept == sum(map(original.__get__(again.views.sizes), state.parts))
-        # Lines written after the files were saved (their files put back as they were): their stored sizes
-        # (unwritten, capped) no longer hold.
-        files = {path: path.read_bytes() for path in (tmp_path / "memories").glob("*/*view.json")}
-        for index in range(5):
-            again.store_line(0, index, "a written line " + "z" * 40, sync=False)
-        again.close()
-        for path, data in files.items():
-            path.write_bytes(data)
+    calls, original = _counting_sizes(monkeypatch)
+    again = _open(tmp_path, Settings())
+    assert len(again.views.chat.parts) > 3000, "a long view, nothing merged"
+    assert again.views.chat.parts == again.views.wview.parts
+    assert again.views.chat.parts is not again.views.wview.parts
+    assert len(calls) < 2 * sizes.VIEW_SUM_BLOCK, len(calls)  # each view's last, partial block alone
+    for state in (again.views.chat, again.views.wview):
         calls.clear()
-        stale = _open(tmp_path, Settings())
-        assert len(calls) > 2 * sizes.VIEW_SUM_BLOCK, "each view summed afresh"
-        for state in (stale.views.chat, stale.views.wview):
-            assert stale.views.size(state) == sum(map(original.__get__(stale.views.sizes), state.parts))
-        stale.close()
-    finally:
-        sizes.ViewSizes.size_of = original
+        kept = again.views.size(state)
+        assert len(calls) < sizes.VIEW_SUM_BLOCK, len(calls)
+        assert kept == sum(map(original.__get__(again.views.sizes), state.parts))
+    # Lines written after the files were saved (their files put back as they were): their stored sizes
+    # (unwritten, capped) no longer hold.
+    files = {path: path.read_bytes() for path in (tmp_path / "memories").glob("*/*view.json")}
+    for index in range(5):
+        again.store_line(0, index, "a written line " + "z" * 40, sync=False)
+    again.close()
+    for path, data in files.items():
+        path.write_bytes(data)
+    calls.clear()
+    stale = _open(tmp_path, Settings())
+    assert len(calls) > 2 * sizes.VIEW_SUM_BLOCK, "each view summed afresh"
+    for state in (stale.views.chat, stale.views.wview):
+        assert stale.views.size(state) == sum(map(original.__get__(stale.views.sizes), state.parts))
+    stale.close()
 
 
 def test_an_open_goes_on_from_the_pass_the_view_file_kept_and_plans_only_when_a_writer_asks(tmp_path, monkeypatch):

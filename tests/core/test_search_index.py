@@ -235,11 +235,11 @@ def test_the_index_heals_when_removed_or_damaged(tmp_path):
 
 
 def test_a_new_index_merges_its_segments_at_the_thresholds_of_the_settings(tmp_path):
-    """The merge thresholds are written into a new index's own config (FTS5 reads them from there), for
-    both tables; a rebuilt index gets them again."""
+    """The merge thresholds and the pending text's size are written into a new index's own config (FTS5
+    reads them from there), for both tables; a rebuilt index gets them again."""
     import sqlite3
 
-    from endless.core.settings import INDEX_AUTOMERGE, INDEX_CRISISMERGE
+    from endless.core.settings import INDEX_AUTOMERGE, INDEX_CRISISMERGE, INDEX_PENDING_BYTES
 
     memory = _open(tmp_path)
     _add(memory, "lighthouse log")
@@ -255,6 +255,7 @@ def test_a_new_index_merges_its_segments_at_the_thresholds_of_the_settings(tmp_p
             for table in ("words", "line_words"):
                 config = dict(db.execute(f"SELECT k, v FROM {table}_config").fetchall())
                 assert (config["automerge"], config["crisismerge"]) == (INDEX_AUTOMERGE, INDEX_CRISISMERGE)
+                assert config["hashsize"] == INDEX_PENDING_BYTES
     memory.close()
 
 

@@ -30,7 +30,7 @@ from endless.core.search.index_rows import (Filters, IndexBusy, Placed, Row, Sto
 from endless.core.store import durable
 from endless.core.store import KINDS, Message
 from endless.core.settings import (INDEX_AUTOMERGE, INDEX_BUSY_SECONDS, INDEX_CACHE_KIB, INDEX_CRISISMERGE,
-                                   INDEX_PROGRESS_STEPS, SPAN_CHARS)
+                                   INDEX_PENDING_BYTES, INDEX_PROGRESS_STEPS, SPAN_CHARS)
 
 FORMAT = 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -126,6 +126,10 @@ class SearchIndex:
                 for table in ("words", "line_words"):  # (kept in the index's own config)
                     db.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', {INDEX_AUTOMERGE})")
                     db.execute(f"INSERT INTO {table}({table}, rank) VALUES ('crisismerge', {INDEX_CRISISMERGE})")
+                    try:  # (an FTS5 too old to know it keeps its own: only speed depends on it)
+                        db.execute(f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {INDEX_PENDING_BYTES})")
+                    except sqlite3.OperationalError:
+                        pass
         except sqlite3.DatabaseError:
             db.close()
             raise

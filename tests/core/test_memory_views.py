@@ -442,6 +442,32 @@ def test_an_open_takes_its_views_sizes_from_their_files_and_checks_each_still_ho
     stale.close()
 
 
+def test_a_save_sizes_a_writer_view_that_is_the_chat_view_once_and_stores_the_same_arrays(tmp_path, monkeypatch):
+    """Saving two views that hold the same parts (after a long unwritten import) sizes each part once and
+    writes the same packed arrays in both files; once they differ, each file holds its own view."""
+    import orjson
+
+    memory = _open(tmp_path, Settings())
+    memory.commit_turns([TurnRecord("s", "T", [Message("user", f"q{k}-{j} " + "x" * (600 + j), 1.0)
+                                              for j in range(50)]) for k in range(20)], sync=False)
+    views = memory.views
+    assert views.chat.parts == views.wview.parts and len(views.chat.parts) == 1000
+    calls, _ = _counting_sizes(monkeypatch)
+    views.save(sync=False)
+    assert len(calls) == 1000, len(calls)
+    chat_file, writer_file = (orjson.loads(path.read_bytes()) for path in views._paths())
+    arrays = ("levels", "firsts", "sizes", "crc", "total")
+    assert [chat_file[k] for k in arrays] == [writer_file[k] for k in arrays]
+    assert "ceiling" in chat_file and "ceiling" not in writer_file
+    views.wview = views.chat.__class__(views.chat.parts[:-2] + [(1, 499)], views.chat.total)
+    calls.clear()
+    views.save(sync=False)
+    assert len(calls) == 1000 + 999
+    writer_file = orjson.loads(views._paths()[1].read_bytes())
+    assert writer_file["firsts"] != chat_file["firsts"]
+    memory.close()
+
+
 def test_an_open_goes_on_from_the_pass_the_view_file_kept_and_plans_only_when_a_writer_asks(tmp_path, monkeypatch):
     """A shrinking view's file keeps its last pass: a process that opens the memory (nothing built since)
     walks no view to plan it, and the parents a writer then asks for are those a fresh pass names."""

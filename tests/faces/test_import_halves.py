@@ -162,3 +162,27 @@ def test_a_long_source_is_planned_in_halves_and_the_second_process_is_gone(tmp_p
     one, _ = _one_pass(path, Presence(), tmp_path)
     assert _planned(plan) == _planned(one)
     assert plan.sources == [(str(path), "generic", 4000)]
+
+
+@pytest.mark.parametrize("window", [1, 97, 1000, 1 << 20])
+@pytest.mark.parametrize("in_time_order", [True, False])
+def test_the_commit_reads_the_spill_back_the_same_whatever_its_window(tmp_path, monkeypatch, window,
+                                                                     in_time_order) -> None:
+    """The spill is read back a window at a time: windows shorter than one entry, cutting entries
+    anywhere, or holding all of them give the same turns, for a source in time order (read through,
+    both halves' spills) and one out of it (each entry read where it is)."""
+    records = []
+    for k in range(40):
+        at = 1.6e9 + (k if in_time_order else (k * 7) % 40)
+        records += [{"role": "user", "content": f"question {k} " + "q" * (k * 13 % 300), "session": "a", "at": at},
+                    {"role": "assistant", "content": f"answer {k}", "session": "a", "at": at}]
+    path = tmp_path / "source.jsonl"
+    starts = _write(path, records)
+    one, _ = _one_pass(path, Presence(), tmp_path)
+    expected = [(turn.tail, turn.at, turn.sources) for turn, _, _ in one.planned()]
+    assert len(expected) == 40 and [at for _, at, _ in expected] == sorted(at for _, at, _ in expected)
+    monkeypatch.setattr(importer, "SPILL_READ_WINDOW", window)
+    two = importer.Plan(open(tmp_path / "two.spill", "w+b"), SETTINGS, have=Presence())
+    halves.plan_in_halves(path, two, "turn", tmp_path, Stretch(starts[30], 31))
+    for plan in (one, two):
+        assert [(turn.tail, turn.at, turn.sources) for turn, _, _ in plan.planned()] == expected

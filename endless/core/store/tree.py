@@ -258,6 +258,10 @@ class TreeStore:
             try:
                 # One write per run of neighbouring slots: an import changes them by the thousand.
                 slots = self.slots[level]
+                low, high = min(changes), max(changes)
+                if high - low + 1 == len(changes):  # one run (the usual: an import's new nodes)
+                    os.pwrite(fd, slots[low:high + 1].tobytes(), low * 8)
+                    continue
                 ordered = sorted(changes)
                 start = prev = ordered[0]
                 for index in ordered[1:] + [-1]:

@@ -223,10 +223,14 @@ _TEXT_PARENT = b'{"l":%d,"i":%d,"text":"%s","size":%d}\n'  # TreeStore.encode of
 _NEWLINE = b"\\n"  # a newline inside a JSON string
 # Bytes of a JSON-escaped text that may make its view line differ from its head, text and newline:
 # a carriage return (``\r\n`` folds to one byte), a bracket ``render.neutralise`` may escape, or a
-# control it shows escaped (:func:`_holds_hidden`).
+# control it shows escaped (see :func:`_plain`).
 # Looked for in the escaped bytes, where ``\r`` may also be an escaped backslash before an ``r``:
-# such a line is only sized the slow way.
-_NOT_PLAIN = (b"\\r", b"<", "\uff1c".encode(), "\ufe64".encode())
+# such a line is only sized the slow way.  The escapes are looked for with one pattern, not a
+# search each: a backslash is in most realistic batches (a tool call's quotes), and four searches
+# for two bytes cost ten times one pass of this pattern (4.1 against 0.35 ms for 4,000 messages).
+_NOT_PLAIN_ESCAPES = re.compile(rb"\\(?:[rbf]|u00)")  # \r, and the controls \b, \f, \u00..
+_NOT_PLAIN_BYTES = (b"<", b"\x7f")  # a bracket, and DEL (shown escaped, standing as it is)
+_NOT_PLAIN_WIDE = ("\uff1c".encode(), "\ufe64".encode())  # the wide brackets
 
 
 def _hidden_bytes() -> tuple[bytes, "re.Pattern[bytes]"]:
@@ -249,21 +253,20 @@ def _hidden_bytes() -> tuple[bytes, "re.Pattern[bytes]"]:
 _NOT_HIDDEN_LEADS, _HIDDEN_BYTES = _hidden_bytes()
 
 
-def _holds_hidden(inner: bytes) -> bool:
-    """Whether a JSON-escaped text may hold a character ``render.neutralise`` shows escaped
-    (``render.HIDDEN``): a C0 control is escaped as ``\\u00..``, ``\\b`` or ``\\f`` (an escaped
-    backslash before ``u00``, ``b`` or ``f`` is sized the slow way too), DEL stands as it is, and
-    the others are looked for in the UTF-8 bytes, only when one of their first bytes is there."""
-    if b"\\u00" in inner or b"\\b" in inner or b"\\f" in inner or b"\x7f" in inner:
-        return True
+def _plain(inner: bytes) -> bool:
+    """Whether a JSON-escaped text's view line is its head, its bytes and a newline: no carriage return,
+    no bracket ``render.neutralise`` may escape, and no character it shows escaped (``render.HIDDEN``).
+    A C0 control is escaped as ``\\u00..``, ``\\b`` or ``\\f`` (an escaped backslash before ``u00``,
+    ``b`` or ``f`` is sized the slow way too), DEL stands as it is, and the others are looked for in
+    the UTF-8 bytes, only when one of their first bytes is there."""
+    if _NOT_PLAIN_BYTES[0] in inner or _NOT_PLAIN_BYTES[1] in inner or _NOT_PLAIN_ESCAPES.search(inner):
+        return False
     if inner.isascii():
+        return True
+    if _NOT_PLAIN_WIDE[0] in inner or _NOT_PLAIN_WIDE[1] in inner:
         return False
     # one pass keeping only those first bytes: none (CJK, Cyrillic, most accents) answers at once
-    return bool(inner.translate(None, _NOT_HIDDEN_LEADS)) and _HIDDEN_BYTES.search(inner) is not None
-
-
-def _plain(inner: bytes) -> bool:
-    return not any(mark in inner for mark in _NOT_PLAIN) and not _holds_hidden(inner)
+    return not (inner.translate(None, _NOT_HIDDEN_LEADS) and _HIDDEN_BYTES.search(inner) is not None)
 
 
 def _exact_view_size(part: Part, inner: bytes) -> int:

@@ -350,9 +350,16 @@ class ViewKeeper:
         chat_path, writer_path = self._paths()
         ceiling = {"ceiling": self.chat_saw.ceiling, "floor": self.chat_saw.floor}
         try:
-            durable.write_json(chat_path, {"format": FORMAT, **self._stored(self.chat, CHAT), **ceiling}, sync,
+            chat = self._packed(self.chat)
+            # The writer view is most often the chat view part for part (after an import, before lines
+            # are written): its arrays are the chat view's, not sized and packed a second time.
+            same = (self.wview.parts == self.chat.parts and self.wview.total == self.chat.total
+                    and self.wview.shrinking == self.chat.shrinking)
+            writer = chat if same else self._packed(self.wview)
+            durable.write_json(chat_path, {"format": FORMAT, **self._with_pass(chat, self.chat, CHAT), **ceiling},
+                               sync, compact=True)
+            durable.write_json(writer_path, {"format": FORMAT, **self._with_pass(writer, self.wview, WRITER)}, sync,
                                compact=True)
-            durable.write_json(writer_path, {"format": FORMAT, **self._stored(self.wview, WRITER)}, sync, compact=True)
         except durable.LinkRefused:
             raise
         except OSError as exc:
@@ -361,9 +368,8 @@ class ViewKeeper:
                                   "is next opened; `endless doctor` says what is wrong with the file")
         self.stamp = self._file_stamp()
 
-    def _stored(self, state: ViewState, which: str) -> dict:
-        """A view's file fields: its parts packed with their sizes (an unwritten part's flagged), and
-        the last pass of a shrinking view (see _ShrinkPass)."""
+    def _packed(self, state: ViewState) -> dict:
+        """A view's parts packed with their sizes (an unwritten part's flagged), as its file holds them."""
         parts = state.parts
         sizes = array("I", map(self.size_of, parts))
         slots = self.tree.slots
@@ -371,10 +377,13 @@ class ViewKeeper:
         for k, (level, index) in enumerate(parts):
             if not (level < levels and index < len(slots[level]) and slots[level][index]):
                 sizes[k] |= packed.UNWRITTEN
-        fields = packed.pack(parts, state.total, state.shrinking, sizes, self.settings.line_budget)
+        return packed.pack(parts, state.total, state.shrinking, sizes, self.settings.line_budget)
+
+    def _with_pass(self, fields: dict, state: ViewState, which: str) -> dict:
+        """A view's file fields: its packed parts, and the last pass of a shrinking view (see _ShrinkPass)."""
         last = self._last_shrink.get(which)
         if last is not None and state.shrinking:
-            fields["pass"] = [last.parents, last.forgets, last.count]
+            return {**fields, "pass": [last.parents, last.forgets, last.count]}
         return fields
 
     # -- changes -------------------------------------------------------------------

@@ -326,34 +326,38 @@ def read_generic(path: Path, stretch: Stretch = WHOLE, titles: dict[str, str] | 
     if titles is None:
         titles = _generic_titles(path, default_session)
     last_at: float | None = None
+    known = _GENERIC_FIELDS.issuperset
     for where, record in _json_lines(path, stretch):
-        if not isinstance(record, dict):
+        if type(record) is not dict:  # (what orjson makes of an object)
             raise FormatError(f"{where}: each line must be a JSON object with role and content")
-        if not _GENERIC_FIELDS.issuperset(record):
+        if not known(record):
             unknown = sorted(set(record) - _GENERIC_FIELDS)
             raise FormatError(f"{where}: unknown field(s) {', '.join(unknown)}; a line has role, content "
                               "and optionally at, session, title (and name for a tool)")
-        role = record.get("role")
+        get = record.get
+        role = get("role")
         if role not in GENERIC_ROLES:
             raise FormatError(f"{where}: role must be one of {', '.join(GENERIC_ROLES)}, not {role!r}")
-        content = record.get("content")
-        if not isinstance(content, str):
+        content = get("content")
+        if type(content) is not str:
             raise FormatError(f"{where}: content must be a text, not {type(content).__name__}")
-        session = record.get("session", default_session)
-        if not isinstance(session, str) or not session:
+        session = get("session", default_session)
+        if type(session) is not str or not session:
             raise FormatError(f"{where}: session must be a non-empty text")
-        title = record.get("title")
-        if title is not None and not isinstance(title, str):
+        title = get("title")
+        if title is not None and type(title) is not str:
             raise FormatError(f"{where}: title must be a text")
-        if "at" in record and record["at"] is None:  # said to be unknown: not the previous line's time, silently
-            raise FormatError(f"{where}: 'at' is null; give the message's time, or leave 'at' out to take "
-                              "the previous line's")
-        at = parse_time(record.get("at"), where)
-        at = last_at if at is None else at
-        last_at = at
-        name = record.get("name")
+        at = get("at")
+        if at is None:
+            if "at" in record:  # said to be unknown: not the previous line's time, silently
+                raise FormatError(f"{where}: 'at' is null; give the message's time, or leave 'at' out to take "
+                                  "the previous line's")
+            at = last_at
+        else:
+            at = last_at = parse_time(at, where)
+        name = get("name")
         yield Entry("result" if role == "tool" else role, content, at, session, titles.get(session) or session,
-                    where, name=name if isinstance(name, str) else None)
+                    where, name=name if type(name) is str else None)
 
 
 # -- Claude Code transcripts ------------------------------------------------------------------

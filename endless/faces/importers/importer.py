@@ -52,7 +52,7 @@ from endless.core.store import record_tail, tail_tid, with_tid
 from endless.core.store import COMPLETED, EncodedTurn, TurnRecord
 from endless.core.store import KINDS, Message, TraceBuilder, prepare
 from endless.core.store import utf8_size
-from endless.core.settings import IMPORT_FOLLOWER_FROM, Settings, load_settings
+from endless.core.settings import IMPORT_FOLLOWER_FROM, SPILL_READ_WINDOW, Settings, load_settings
 from endless.core.words import agree, count
 from endless.faces.kit.signals import Terminated, exit_code, raise_on_sigterm
 from endless.faces.kit.writing_cost import WRITERS, CatchUp, catch_up_cost, choose_writer
@@ -259,6 +259,7 @@ class Plan:
     by_event: bool = False  # some turns carry their source's event id (their ids are checked at commit)
     _spilled: int = 0  # the spill's bytes (asking the file costs a system call a turn)
     _waiting: list[PlannedTurn] = field(default_factory=list)  # added, not encoded yet (see add)
+    _titles: dict[str, str] = field(default_factory=dict)  # each title as kept (see _kept_title)
 
     @property
     def turns(self) -> int:
@@ -322,7 +323,7 @@ class Plan:
                 continue
             if secrets and each[k:end].count(None) != n:
                 self.redacted[len(self.ats)] = dict(sum((c for c in each[k:end] if c is not None), Counter()))
-            title = redact.redact(turn.title).text if settings.redact_secrets and turn.title else turn.title
+            title = self._kept_title(turn.title)
             entry = b"\n".join((record_tail(turn.tid, turn.session, title, COMPLETED, turn.at, records[k:end]),
                                 dumps([turn.session, title, codes[k:end], sizes[k:end]]),
                                 SOURCES_APART.join(escaped[k:end])))
@@ -345,6 +346,15 @@ class Plan:
             k = end
         self.spill.write(b"".join(entries))
         self._spilled = self.spill.tell()
+
+    def _kept_title(self, title: str) -> str:
+        """A chat's title as the log keeps it (redacted), looked at once per title: a chat's turns share it."""
+        if not self.settings.redact_secrets or not title:
+            return title
+        kept = self._titles.get(title)
+        if kept is None:
+            kept = self._titles[title] = redact.redact(title).text
+        return kept
 
     def count(self, keys: Sequence[int]) -> tuple[list[int], list[bool] | None]:
         """Count turns' identities in the order they are planned: each one's occurrence of its
@@ -374,16 +384,19 @@ class Plan:
         redacted, tids = self.redacted, self.tids
         fd = self.spill.fileno()
         in_order = all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1))  # the usual source: read straight through
-        self.spill.seek(0)
-        read = self.spill.read
         loads = orjson.loads
-        at = 0
+        # In time order the spill is read a window at a time and cut into entries (a read call a turn
+        # cost a tenth of a long commit); out of it, each entry is read where it is.
+        window, window_at = b"", 0
         for k in range(len(ats)) if in_order else sorted(range(len(ats)), key=ats.__getitem__):
-            if in_order and offsets[k] == at:
-                entry = read(lengths[k])
-                at += lengths[k]
-            else:  # out of time order, or spilled out of order (a long source planned in halves)
-                entry = os.pread(fd, lengths[k], offsets[k])
+            start, length = offsets[k] - window_at, lengths[k]
+            if 0 <= start and start + length <= len(window):
+                entry = window[start:start + length]
+            elif in_order:  # (a long source planned in halves: its second half's spill is further on)
+                window, window_at = os.pread(fd, max(SPILL_READ_WINDOW, length), offsets[k]), offsets[k]
+                entry = window[:length]
+            else:
+                entry = os.pread(fd, length, offsets[k])
             tail, meta, joined = entry.split(b"\n", 2)
             if tids and k in tids:
                 tail = with_tid(tail, tids[k])

@@ -44,10 +44,26 @@ SECRETS = {
 }
 
 
+# Other shapes a kind has (each detector's every prefix is looked for in a batch too).
+OTHER_SHAPES = {
+    "github-token": "github_pat_" + "11ABCDEFG0123456789_" + "QwErTyUiOpAsDfGhJkLzXcVbNm0123456789AbCdEfGhIjKlMnOp",
+}
+
+
 def _secret(kind: str) -> tuple[str, str]:
     """(the text as written, the secret part of it)."""
     value = SECRETS[kind]
     return value if isinstance(value, tuple) else (value, value)
+
+
+@pytest.mark.parametrize("kind,text", sorted(OTHER_SHAPES.items()))
+def test_each_other_shape_is_replaced_alone_and_in_a_batch(kind, text):
+    """A kind's other shapes are found by the batch's needles as by one text's (a fine-grained GitHub
+    token was missed in an import's batch: its needle was looked for as ``ghithub_pat_``)."""
+    alone = redact.redact(f"see {text} here")
+    assert text not in alone.text and alone.kinds[kind] == 1
+    together, kinds = redact.messages([Message("user", f"see {text} here", 1.0)])
+    assert together[0].text == alone.text and kinds[kind] == 1
 
 
 @pytest.mark.parametrize("kind", sorted(SECRETS))
@@ -156,6 +172,7 @@ def test_doctor_names_what_was_redacted(tmp_path):
 def test_a_batch_is_redacted_as_each_message_alone():
     """``redact.messages`` (an import's batch, needles looked for at once) equals ``message`` one by one."""
     texts = [f"before {_secret(kind)[0]} after" for kind in sorted(SECRETS)]
+    texts += [f"before {text} after" for text in OTHER_SHAPES.values()]
     texts += ["plain words", "", "the key to it", "İstanbul AKIAZ7QW3RTY5UIO9PAS", "a\0sk-", "token: 'short'"]
     batch = [Message("user", t, 1.0, None if k % 3 else f"writer {t}") for k, t in enumerate(texts)]
     together, kinds = redact.messages(batch)
@@ -303,7 +320,7 @@ def test_a_batch_is_redacted_as_each_alone_whatever_the_case_and_neighbours():
     secret a text alone would: secrets of every kind, repeated, in other cases, glued to other needles."""
     from hypothesis import given, settings as hsettings, strategies as st
 
-    pieces = [_secret(kind)[0] for kind in sorted(SECRETS)] + [
+    pieces = [_secret(kind)[0] for kind in sorted(SECRETS)] + list(OTHER_SHAPES.values()) + [
         "sk-", "sk-ant-", "akia", "AKIA", "aiza", "EYJ", "Ghp_", "ghs_", "GITHUB_PAT_", "xox", "XOXB-", "hf_",
         "://", "_LIVE_", "_test_", "private key", "PRIVATE KEY", "İ", "ß", " ", "\n", "x", "=", "token: "]
     texts = st.lists(st.sampled_from(pieces), min_size=0, max_size=6).map("".join)

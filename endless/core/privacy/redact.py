@@ -147,6 +147,22 @@ def _may_hold_a_password(text: str) -> bool:
     return _ASSIGNED.search(folded) is not None or _FLAGGED.search(folded) is not None
 
 
+# The detectors whose needles a text holds, in their order, by the set of needles found: an import's
+# texts hold few sets (most often one everyday word, "token" or "key"), each asked a million times.
+_FOR_NEEDLES: dict[frozenset[str], tuple] = {}
+_FOR_NEEDLES_KEPT = 4096
+
+
+def _detectors_for(present: set[str]) -> tuple:
+    key = frozenset(present)
+    found = _FOR_NEEDLES.get(key)
+    if found is None:
+        found = tuple(detector for detector in _DETECTORS if not key.isdisjoint(detector[1]))
+        if len(_FOR_NEEDLES) < _FOR_NEEDLES_KEPT:
+            _FOR_NEEDLES[key] = found
+    return found
+
+
 @dataclass(frozen=True)
 class Redacted:
     text: str
@@ -164,9 +180,7 @@ def redact(text: str, present: set[str] | None = None) -> Redacted:
         return Redacted(text, Counter())
     kinds: Counter = Counter()
     passwords: bool | None = None  # whether the password family may match (looked at once, when needed)
-    for kind, needles, pattern, group in _DETECTORS:
-        if present.isdisjoint(needles):
-            continue
+    for kind, needles, pattern, group in _detectors_for(present):
         if kind == "password":
             if passwords is None:
                 passwords = _may_hold_a_password(text)
@@ -201,7 +215,7 @@ _EXACT = [(re.compile(pattern), names) for pattern, names in (
     (r"_(?:live|test)_", lambda m: (m.group(0),)),
     (r"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA|Iza)", lambda m: (m.group(0).lower(),)),
     (r"eyJ", lambda m: ("eyj",)),
-    (r"gh(?:[oprsu]|ithub_pat)_", lambda m: (m.group(0) if len(m.group(0)) == 4 else "github_pat_",)),
+    (r"gh[oprsu]_|github_pat_", lambda m: (m.group(0),)),
     (r"glpat-", lambda m: ("glpat-",)),
     (r"hf_", lambda m: ("hf_",)),
     (r"npm_", lambda m: ("npm_",)),

@@ -468,6 +468,24 @@ def test_a_save_sizes_a_writer_view_that_is_the_chat_view_once_and_stores_the_sa
     memory.close()
 
 
+def test_the_sums_of_a_view_list_a_merge_replaced_are_let_go(tmp_path):
+    """A merge gives a view a new parts list; the block sums kept for the old one (which hold that list,
+    half a million parts after a long import) go with it: only the live views' lists keep sums."""
+    memory = _open(tmp_path)
+    replaced = 0
+    for k in range(120):
+        before = (memory.views.chat.parts, memory.views.wview.parts)
+        memory.commit_turn("s", "T", [Message("user", f"q{k}", 1.0), Message("reply", f"a{k} " + "w" * 40, 1.0)],
+                           sync=False)
+        live = (memory.views.chat.parts, memory.views.wview.parts)
+        replaced += sum(old is not new for old, new in zip(before, live))
+        kept = memory.views.sizes._sums
+        assert all(any(sums.parts is parts for parts in live) for sums in kept), k
+    assert replaced >= 4, "merges replaced the views' lists"
+    _check(memory)
+    memory.close()
+
+
 def test_an_open_goes_on_from_the_pass_the_view_file_kept_and_plans_only_when_a_writer_asks(tmp_path, monkeypatch):
     """A shrinking view's file keeps its last pass: a process that opens the memory (nothing built since)
     walks no view to plan it, and the parents a writer then asks for are those a fresh pass names."""

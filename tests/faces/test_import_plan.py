@@ -57,3 +57,41 @@ def test_a_marked_line_is_found_in_blocks_as_walking_the_lines_finds_it(tmp_path
         assert list(formats._marked_lines(path, b'"title"')) == walked
     finally:
         formats.IMPORT_SCAN_BLOCK = saved
+
+
+def test_a_commit_counts_again_only_the_identities_said_more_than_once(tmp_path, monkeypatch):
+    """The commit counts each batch's identities against the log as it is then; only those more than one
+    planned turn begins with are asked after again, so only they are counted (a long import's counter
+    stays small).  A turn said three times, one copy of which a live chat logs between two batches, is
+    still in the log three times; a turn said once is imported once."""
+    import orjson
+
+    from endless.core.memory import Memory
+    from endless.core.store import Message, Presence
+    from endless.core.store.keys import workspace_key
+    from endless.faces.importers import importer
+
+    monkeypatch.setattr(importer, "BATCH_TURNS", 2)
+    source = tmp_path / "source.jsonl"
+    said = ["hi", "alpha", "hi", "beta", "gamma", "hi", "delta"]
+    source.write_bytes(b"".join(orjson.dumps({"role": role, "content": text if role == "user" else f"re {k}",
+                                              "at": 1.7e9 + k}) + b"\n"
+                                for k, text in enumerate(said) for role in ("user", "assistant")))
+    (tmp_path / "ws").mkdir()
+    memory = Memory.open(workspace_key(None, tmp_path / "ws"), settings=SETTINGS, root=tmp_path / "home")
+    have = Presence()
+    plan = importer.make_plan(importer.open_sources([source], "auto", None, None, True), SETTINGS, "turn", have,
+                              memory.folder)
+    assert plan.turns == 7 and plan.repeated is not None and len(plan.repeated) == 1
+
+    def live_chat_logs_a_copy(first: int, end: int) -> None:
+        if first == 0:  # after the first batch ("hi", "alpha"): a live chat logs the second "hi"
+            memory.commit_turn("import:source.jsonl", "source.jsonl", [Message("user", "hi", 1.7e9 + 2),
+                                                                       Message("reply", "re 2", 1.7e9 + 2)])
+
+    done = importer.commit(memory, plan, False, live_chat_logs_a_copy, have)
+    firsts = [memory.log.read_record(turn)["m"][0]["x"] for turn in range(memory.turns)]
+    assert sorted(firsts) == sorted(said), firsts
+    assert (done.turns, done.skipped) == (6, 1)
+    assert len(have.counts) == 1  # the identity of "hi" alone
+    memory.close()

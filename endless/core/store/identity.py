@@ -113,11 +113,15 @@ class Presence:
         self._admitted = (memory.turns, list(compress(keys, new)))
         return [record for record, _, _ in compress(planned, new)]
 
-    def committed(self, infos: Sequence) -> None:
-        """Count what the last :meth:`admit` let through as logged, if it landed as admitted (no read back)."""
+    def committed(self, infos: Sequence, asked_again: set[int] | None = None) -> None:
+        """Count what the last :meth:`admit` let through as logged, if it landed as admitted (no read back).
+
+        ``asked_again``: the only identities a later admit may ask after (an import's repeated ones); the
+        others' counts would never be read.
+        """
         at, keys = self._admitted
         if infos and infos[0].turn == at == self.scanned and len(infos) == len(keys):
-            self.counts.update(keys)
+            self.counts.update(keys if asked_again is None else filter(asked_again.__contains__, keys))
             self.scanned = infos[-1].turn + 1
         self._admitted = (None, [])
 

@@ -414,6 +414,8 @@ class ViewKeeper:
             self.wview = tiling.derive(self.chat, self.writer_saw, self.lines)
             self._last_shrink.pop(WRITER, None)
         woutcome = self._run_sawtooth(WRITER, self.writer_saw, self.wview)
+        if outcome.changed or woutcome.changed:
+            self.sizes.retain_sums(self.chat.parts, self.wview.parts)
         if self._needed_stale or outcome.replanned or woutcome.replanned:
             # (Skipped while both views wait on their last plans: these lists run to tens of
             # thousands of parents after a long import, and a store would walk them each time.)

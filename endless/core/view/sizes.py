@@ -277,6 +277,12 @@ class ViewSizes:
                 del self._sums[:-SUMS_KEPT]
                 return
 
+    def retain_sums(self, *live: list[Part]) -> None:
+        """Keep the block sums of these parts lists alone: a list a merge replaced is let go with its
+        sums (each holds its list, half a million parts after a long import, and the parts the merge
+        took away)."""
+        self._sums = [sums for sums in self._sums if any(sums.parts is parts for parts in live)]
+
     def clear_sums(self) -> None:
         """Forget every view's block sums (the views are read again from their files)."""
         self._sums.clear()

@@ -240,6 +240,9 @@ class Plan:
     # How many turns began with each identity so far in this plan, and in the memory (turns it holds
     # are skipped): counted as the turns are spilled, in the order they were taken.
     counted: Counter = field(default_factory=Counter)
+    # Once planned (see planned_all), the identities more than one planned turn begins with: the commit
+    # counts only these again (no later turn of the plan asks after any other).
+    repeated: set[int] | None = None
     have: Presence = field(default_factory=Presence)
     skipped: int = 0
     messages: int = 0
@@ -346,6 +349,13 @@ class Plan:
             k = end
         self.spill.write(b"".join(entries))
         self._spilled = self.spill.tell()
+
+    def planned_all(self) -> None:
+        """Every turn is planned: keep the identities said more than once, and let the count go (a
+        counter of half a million identities is 18 MB after a long import)."""
+        self.flush()
+        self.repeated = {key for key, times in self.counted.items() if times > 1}
+        self.counted = Counter()
 
     def _kept_title(self, title: str) -> str:
         """A chat's title as the log keeps it (redacted), looked at once per title: a chat's turns share it."""
@@ -506,7 +516,7 @@ def make_plan(sources: list[Source], settings: Settings, granularity: str, have:
             for turn in group(counted, settings, granularity, path.stat().st_mtime):
                 plan.add(turn)
             plan.sources.append((str(path), used, counted.count))
-        plan.flush()
+        plan.planned_all()
     except BaseException:
         plan.close()
         raise
@@ -644,12 +654,14 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
             batch.append(planned)
             size += len(planned[0].tail)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
-                done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event), len(batch))
+                done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event, plan.repeated),
+                         len(batch))
                 batch, size = [], 0
                 if progress is not None:
                     progress.update(task, completed=done.turns + done.skipped)
         if batch:
-            done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event), len(batch))
+            done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event, plan.repeated),
+                     len(batch))
             if progress is not None:
                 progress.update(task, completed=done.turns + done.skipped)
         if done.turns and plan_views:
@@ -676,7 +688,7 @@ class Landed:
 
 def _commit_batch(memory: Memory, batch: list[tuple[EncodedTurn, int, int]],
                   landed: Callable[[int, int], None] | None, have: Presence, index: bool,
-                  by_event: bool = False) -> list:
+                  by_event: bool = False, repeated: set[int] | None = None) -> list:
     def admit(m: Memory) -> list:
         if by_event:  # under the lock: a turn whose event id is logged already (captured live) is there
             logged = m.log.held_tids(tail_tid(planned[0].tail) for planned in batch)
@@ -685,7 +697,7 @@ def _commit_batch(memory: Memory, batch: list[tuple[EncodedTurn, int, int]],
         return have.admit(m, batch)
 
     infos = memory.bulk_commit(admit, index=index)
-    have.committed(infos)
+    have.committed(infos, repeated)
     if infos and landed is not None:
         landed(infos[0].first, infos[-1].first + infos[-1].count)
     return infos

@@ -147,3 +147,29 @@ def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_pa
             assert [taking.views.size_of(p) for p in parts] == [reading_all.views.size_of(p) for p in parts]
         reading_all.close()
     taking.close()
+
+
+@hsettings(max_examples=120, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=0, max_size=30), st.data())
+def test_the_packed_cover_check_agrees_with_the_tiling_one(levels: list[int], data) -> None:
+    """``packed.covers`` (C-level passes, and a view equal to the other at once) answers as ``tiling.covers``
+    for a view against itself, a copy, a coarsening, a refinement and a shorter view."""
+    fine, at = [], 0
+    for level in levels:
+        while at % (1 << level):
+            fine.append((0, at))
+            at += 1
+        fine.append((level, at >> level))
+        at += 1 << level
+    leaves = [(0, k) for k in range(at)]
+    merged = list(fine)
+    for _ in range(data.draw(st.integers(0, 4))):  # merge a pair of siblings, if there is one
+        pairs = [k for k in range(len(merged) - 1) if merged[k][0] == merged[k + 1][0]
+                 and merged[k][1] % 2 == 0 and merged[k + 1][1] == merged[k][1] + 1]
+        if not pairs:
+            break
+        k = data.draw(st.sampled_from(pairs))
+        merged[k:k + 2] = [(merged[k][0] + 1, merged[k][1] // 2)]
+    for coarse, finer in [(fine, fine), (list(fine), fine), (merged, fine), (fine, merged), (fine, leaves),
+                          (leaves, fine), (fine[:-1], fine)]:
+        assert packed.covers(coarse, finer) == tiling.covers(coarse, finer), (coarse, finer)

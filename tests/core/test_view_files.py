@@ -173,3 +173,9 @@ def test_the_packed_cover_check_agrees_with_the_tiling_one(levels: list[int], da
     for coarse, finer in [(fine, fine), (list(fine), fine), (merged, fine), (fine, merged), (fine, leaves),
                           (leaves, fine), (fine[:-1], fine)]:
         assert packed.covers(coarse, finer) == tiling.covers(coarse, finer), (coarse, finer)
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.binary(max_size=60), st.integers(0, 255))
+def test_a_level_mask_marks_the_parts_of_that_level_alone(levels: bytes, level: int) -> None:
+    assert list(packed.level_mask(levels, level)) == [int(code == level) for code in levels]

@@ -135,10 +135,22 @@ def check_tiling(packed: Packed) -> None:
         raise PackError(f"the view says it covers {packed.total} messages but its parts cover {ends[-1]}")
 
 
+_LEVEL_TABLES: dict[int, bytes] = {}  # level -> the translation table of level_mask (made when first asked)
+
+
+def level_mask(levels: bytes, level: int) -> bytes:
+    """A byte per part, 1 where the part is of ``level``: one ``translate`` (a mask for ``compress``),
+    not a comparison called per part (a view after a long import holds half a million)."""
+    table = _LEVEL_TABLES.get(level)
+    if table is None:
+        table = _LEVEL_TABLES[level] = bytes(level) + b"\1" + bytes(255 - level)
+    return levels.translate(table)
+
+
 def first_unbuilt(packed: Packed, slots: Sequence[Sequence[int]], erased: Callable[[Part], bool]) -> Part | None:
     """A merged part of the view that is neither built (a nonzero slot) nor erased by a forget, or None."""
     for level in sorted(set(packed.levels) - {0}):
-        indices = list(map(rshift, compress(packed.firsts, map(level.__eq__, packed.levels)), repeat(level)))
+        indices = list(map(rshift, compress(packed.firsts, level_mask(packed.levels, level)), repeat(level)))
         row = slots[level] if level < len(slots) else ()
         cut = bisect.bisect_left(indices, len(row))  # (a level's indices increase with their first messages)
         stored, beyond = indices[:cut], indices[cut:]

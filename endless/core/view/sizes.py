@@ -210,7 +210,7 @@ class ViewSizes:
         flag = packed.UNWRITTEN
         whole = True  # every stored size is the one size_of gives now
         for level in sorted(set(stored.levels)):
-            mask = list(map(level.__eq__, stored.levels))
+            mask = packed.level_mask(stored.levels, level)
             indices = list(compress(stored.firsts, mask))
             if level:
                 indices = list(map(rshift, indices, repeat(level)))

@@ -186,3 +186,40 @@ def test_the_commit_reads_the_spill_back_the_same_whatever_its_window(tmp_path, 
     halves.plan_in_halves(path, two, "turn", tmp_path, Stretch(starts[30], 31))
     for plan in (one, two):
         assert [(turn.tail, turn.at, turn.sources) for turn, _, _ in plan.planned()] == expected
+
+
+def test_turns_closed_at_the_join_between_the_second_halfs_are_read_alone(tmp_path, monkeypatch) -> None:
+    """Many sessions open at the cut: their turns close at the join, spilled after the second half's, and
+    come back between its turns (all at one time, so the plan is in time order).  Each is read alone:
+    the commit reads the spill about once, not a window per turn."""
+    sessions = [f"s{k}" for k in range(150)]
+    at = 1.6e9
+    records = [{"role": "user", "content": f"first question of {s}", "session": s, "at": at} for s in sessions]
+    records += [{"role": "assistant", "content": f"first answer of {s}", "session": s, "at": at} for s in sessions]
+    cut = len(records)
+    for s in sessions:  # each session's first line here closes its turn from before the cut; its second
+        # question closes its first turn here, before the next session's first line
+        records += [{"role": "user", "content": f"second question of {s}", "session": s, "at": at},
+                    {"role": "assistant", "content": f"second answer of {s}", "session": s, "at": at},
+                    {"role": "user", "content": f"third question of {s}", "session": s, "at": at},
+                    {"role": "assistant", "content": f"third answer of {s}", "session": s, "at": at}]
+    path = tmp_path / "source.jsonl"
+    starts = _write(path, records)
+    one, _ = _one_pass(path, Presence(), tmp_path)
+    expected = [turn.tail for turn, _, _ in one.planned()]
+    two = importer.Plan(open(tmp_path / "two.spill", "w+b"), SETTINGS, have=Presence())
+    halves.plan_in_halves(path, two, "turn", tmp_path, Stretch(starts[cut], cut + 1))
+    two.flush()
+    read = []
+    real_pread = os.pread
+
+    def counted(fd: int, length: int, offset: int) -> bytes:
+        data = real_pread(fd, length, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "pread", counted)
+    monkeypatch.setattr(importer, "SPILL_READ_WINDOW", 1024)  # windows far shorter than the spill, as at scale
+    assert [turn.tail for turn, _, _ in two.planned()] == expected
+    assert len(expected) == 450 and two._spilled > 50 * 1024
+    assert sum(read) <= 1.5 * two._spilled, (sum(read), two._spilled, len(read))

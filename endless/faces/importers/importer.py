@@ -396,17 +396,21 @@ class Plan:
         in_order = all(ats[k] <= ats[k + 1] for k in range(len(ats) - 1))  # the usual source: read straight through
         loads = orjson.loads
         # In time order the spill is read a window at a time and cut into entries (a read call a turn
-        # cost a tenth of a long commit); out of it, each entry is read where it is.
+        # cost a tenth of a long commit): a window is read where a run of neighbouring entries starts.
+        # An entry apart from its neighbours (out of time order, or a turn a long source planned in
+        # halves closed at the join) is read alone, and the window stays for the run it interrupts.
         window, window_at = b"", 0
+        last = len(ats) - 1
         for k in range(len(ats)) if in_order else sorted(range(len(ats)), key=ats.__getitem__):
-            start, length = offsets[k] - window_at, lengths[k]
+            offset, length = offsets[k], lengths[k]
+            start = offset - window_at
             if 0 <= start and start + length <= len(window):
                 entry = window[start:start + length]
-            elif in_order:  # (a long source planned in halves: its second half's spill is further on)
-                window, window_at = os.pread(fd, max(SPILL_READ_WINDOW, length), offsets[k]), offsets[k]
+            elif in_order and k < last and offsets[k + 1] == offset + length:
+                window, window_at = os.pread(fd, max(SPILL_READ_WINDOW, length), offset), offset
                 entry = window[:length]
             else:
-                entry = os.pread(fd, length, offsets[k])
+                entry = os.pread(fd, length, offset)
             tail, meta, joined = entry.split(b"\n", 2)
             if tids and k in tids:
                 tail = with_tid(tail, tids[k])

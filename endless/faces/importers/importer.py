@@ -658,14 +658,12 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
             batch.append(planned)
             size += len(planned[0].tail)
             if len(batch) >= BATCH_TURNS or size >= BATCH_BYTES:
-                done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event, plan.repeated),
-                         len(batch))
+                done.add(_commit_batch(memory, plan, batch, landed, have, index), len(batch))
                 batch, size = [], 0
                 if progress is not None:
                     progress.update(task, completed=done.turns + done.skipped)
         if batch:
-            done.add(_commit_batch(memory, batch, landed, have, index, plan.by_event, plan.repeated),
-                     len(batch))
+            done.add(_commit_batch(memory, plan, batch, landed, have, index), len(batch))
             if progress is not None:
                 progress.update(task, completed=done.turns + done.skipped)
         if done.turns and plan_views:
@@ -690,18 +688,17 @@ class Landed:
         self.skipped += planned - len(infos)
 
 
-def _commit_batch(memory: Memory, batch: list[tuple[EncodedTurn, int, int]],
-                  landed: Callable[[int, int], None] | None, have: Presence, index: bool,
-                  by_event: bool = False, repeated: set[int] | None = None) -> list:
+def _commit_batch(memory: Memory, plan: Plan, batch: list[tuple[EncodedTurn, int, int]],
+                  landed: Callable[[int, int], None] | None, have: Presence, index: bool) -> list:
     def admit(m: Memory) -> list:
-        if by_event:  # under the lock: a turn whose event id is logged already (captured live) is there
+        if plan.by_event:  # under the lock: a turn whose event id is logged already (captured live) is there
             logged = m.log.held_tids(tail_tid(planned[0].tail) for planned in batch)
             if logged:
                 return have.admit(m, [planned for planned in batch if tail_tid(planned[0].tail) not in logged])
         return have.admit(m, batch)
 
     infos = memory.bulk_commit(admit, index=index)
-    have.committed(infos, repeated)
+    have.committed(infos, plan.repeated)
     if infos and landed is not None:
         landed(infos[0].first, infos[-1].first + infos[-1].count)
     return infos

@@ -310,7 +310,7 @@ def main() -> None:
         "die_in_turn": op_die_in_turn,
         "built": lambda c: {"ok": memory.is_built(int(c["level"]), int(c["index"]))},
         "refresh": lambda c: {"ok": True, "changed": memory.catch_up(), "total": memory.total,
-                              "chat_total": memory.views.chat.total, "parts": memory.views.chat.parts},
+                              "chat_total": memory.views.chat.total, "parts": list(memory.views.chat.parts)},
         "store": lambda c: {"ok": memory.store_line(int(c["level"]), int(c["index"]), c["text"])},
         "message": lambda c: {"ok": True, "text": getattr(memory.message(int(c["id"])), "text", None)},
         "ready": lambda c: {"ok": True, "jobs": [[j.level, j.index] for j in ready_work(memory)]},

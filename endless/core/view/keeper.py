@@ -21,12 +21,13 @@ from array import array
 from dataclasses import dataclass
 from operator import itemgetter, lshift
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from endless.core.store import durable
 from endless.core.view import packed, tiling
 from endless.core.store import OrderLog
 from endless.core.view.render import ViewLine, chat_block
+from endless.core.view.parts import Parts
 from endless.core.settings import Settings
 from endless.core.view.sizes import ViewSizes
 from endless.core.view.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
@@ -61,7 +62,7 @@ class _ShrinkPass:
     """
 
     merged: int  # this process's tree.merged, counted as if at the pass
-    needed: list[Part] | None  # the parents it named, in merge order (None: planned when asked)
+    needed: Sequence[Part] | None  # the parents it named, in merge order (None: planned when asked)
     count: int  # how many (until planned: the view's parts, a bound)
     parents: int  # the tree's built parents (lines above level 0) at the pass
     forgets: int  # the forgets read at the pass
@@ -94,9 +95,9 @@ class ViewKeeper:
         self._wview = ViewState()
         self._deferred = False  # both views unread until asked for (defer)
         self._peeked: tuple[tuple | None, packed.Packed | None] | None = None  # (file stamp, the chat view)
-        self._cover: tuple[list[Part], int, array] | None = None  # chat parts, their count, their first messages
+        self._cover: tuple[Sequence[Part], int, array] | None = None  # chat parts, their count, their first messages
         # Each view's parents waited for, in merge order (None: planned when asked, see ``needed``).
-        self._plans: dict[str, list[Part] | None] = {CHAT: [], WRITER: []}
+        self._plans: dict[str, Sequence[Part] | None] = {CHAT: [], WRITER: []}
         self._needed: list[Part] | None = []
         self._needed_rank: dict[Part, int] | None = None
         self.stamp: tuple | None = None  # the view files as last read or written
@@ -166,7 +167,8 @@ class ViewKeeper:
             return 0, message_id
         parts = self._chat.parts
         if self._cover is None or self._cover[0] is not parts or self._cover[1] != len(parts):
-            firsts = array("Q", map(lshift, map(itemgetter(1), parts), map(itemgetter(0), parts)))
+            firsts = parts.firsts() if isinstance(parts, Parts) else array(
+                "q", map(lshift, map(itemgetter(1), parts), map(itemgetter(0), parts)))
             self._cover = (parts, len(parts), firsts)
         firsts = self._cover[2]
         at = bisect.bisect_right(firsts, message_id) - 1
@@ -323,7 +325,7 @@ class ViewKeeper:
         try:
             data = durable.read_json(path)
             if same_as is not None and _same_parts(data, same_as.data):
-                state = ViewState(list(same_as.state.parts), same_as.state.total, bool(data.get("shrinking")))
+                state = ViewState(same_as.state.parts.copy(), same_as.state.total, bool(data.get("shrinking")))
                 self.sizes.share_sums(same_as.state.parts, state.parts)
                 return _Read(state, last_pass=data.get("pass"), data=data)
             state = ViewState.from_json(data)
@@ -391,11 +393,6 @@ class ViewKeeper:
     def append(self, total: int) -> None:
         """Pure appends are not saved: extend both views to every message read (unread views stay so)."""
         if self._deferred:
-            return
-        if self.chat.total == self.wview.total < total:
-            added = self.chat.append(total)  # both views hold the same new parts: share them
-            self.wview.parts.extend(added)
-            self.wview.total = total
             return
         for state in (self.chat, self.wview):
             if state.total < total:
@@ -492,7 +489,7 @@ class ViewKeeper:
             self._needed_rank = {part: k for k, part in enumerate(needed)}
         return self._needed_rank
 
-    def _plan(self, which: str, state: ViewState, saw: Sawtooth) -> list[Part]:
+    def _plan(self, which: str, state: ViewState, saw: Sawtooth) -> Sequence[Part]:
         plan = self._plans.get(which)
         if plan is not None:
             return plan

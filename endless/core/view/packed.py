@@ -33,9 +33,10 @@ from array import array
 from dataclasses import dataclass
 from itertools import chain, compress, repeat, takewhile
 from operator import add, and_, itemgetter, lshift, rshift, sub
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
-Part = tuple[int, int]
+from endless.core.view.parts import Part, Parts
+
 FORMAT = 2
 
 
@@ -57,8 +58,8 @@ class Packed:
     sizes: array | None = None  # each part's rendered bytes, UNWRITTEN set for an unwritten message
     budget: int | None = None  # the line budget the capped sizes were counted with
 
-    def parts(self) -> list[Part]:
-        return list(zip(self.levels, map(rshift, self.firsts, self.levels)))
+    def parts(self) -> Parts:
+        return Parts.of(bytearray(self.levels), array("q", map(rshift, self.firsts, self.levels)))
 
 
 def _typecode(total: int) -> str:
@@ -68,8 +69,12 @@ def _typecode(total: int) -> str:
 def pack(parts: Sequence[Part], total: int, shrinking: bool, sizes: array | None = None,
          budget: int | None = None) -> dict:
     """The JSON fields of a stored view (without ``format``): its arrays in base64, with their checksum."""
-    levels = bytes(map(itemgetter(0), parts))
-    firsts = array(_typecode(total), map(lshift, map(itemgetter(1), parts), levels))
+    if isinstance(parts, Parts):
+        levels = bytes(parts.levels)
+        firsts = array(_typecode(total), map(lshift, parts.indices, levels))
+    else:
+        levels = bytes(map(itemgetter(0), parts))
+        firsts = array(_typecode(total), map(lshift, map(itemgetter(1), parts), levels))
     raw_firsts = firsts.tobytes()
     crc = zlib.crc32(raw_firsts, zlib.crc32(levels))
     out = {"total": total, "shrinking": shrinking, "width": firsts.itemsize,
@@ -180,9 +185,15 @@ def covers(coarse: Sequence[Part], fine: Sequence[Part]) -> bool:
     fine_total = _end(fine)
     if _end(coarse) < fine_total:
         return False
-    coarse_firsts = map(lshift, map(itemgetter(1), coarse), map(itemgetter(0), coarse))
-    fine_firsts = set(map(lshift, map(itemgetter(1), fine), map(itemgetter(0), fine)))
+    coarse_firsts = _firsts(coarse)
+    fine_firsts = set(_firsts(fine))
     return all(map(fine_firsts.__contains__, takewhile(fine_total.__gt__, coarse_firsts)))
+
+
+def _firsts(parts: Sequence[Part]) -> Iterable[int]:
+    if isinstance(parts, Parts):
+        return map(lshift, parts.indices, parts.levels)
+    return map(lshift, map(itemgetter(1), parts), map(itemgetter(0), parts))
 
 
 def _end(parts: Sequence[Part]) -> int:

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import and_, not_, rshift
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from endless.core.settings import SUMS_KEPT, VIEW_SUM_BLOCK, Settings
 from endless.core.store import OrderLog, TreeStore, utf8_size
@@ -39,7 +39,7 @@ class _SizeSums:
     block holding that part's first message for summing again.
     """
 
-    parts: list[Part]  # the list summed (by identity)
+    parts: Sequence[Part]  # the list summed (by identity)
     sums: array = field(default_factory=lambda: array("q"))  # sums[k]: parts[k*block:(k+1)*block]
     firsts: array = field(default_factory=lambda: array("Q"))  # first message of each block's first part
     dirty: set[int] = field(default_factory=set)  # blocks to sum again
@@ -155,7 +155,7 @@ class ViewSizes:
             return size
         return len(line_head) + self.settings.line_budget + 1
 
-    def size(self, parts: list[Part]) -> int:
+    def size(self, parts: Sequence[Part]) -> int:
         """A view's bytes as rendered (an unwritten line counted at its cap): summed by blocks kept
         from one call to the next (see _SizeSums), so a commit does not walk a million parts."""
         block = VIEW_SUM_BLOCK
@@ -171,7 +171,7 @@ class ViewSizes:
             sums.sums.append(sum(map(size_of, parts[k * block:(k + 1) * block])))
         return sum(sums.sums) + sum(map(size_of, parts[full * block:]))
 
-    def _sums_of(self, parts: list[Part]) -> _SizeSums:
+    def _sums_of(self, parts: Sequence[Part]) -> _SizeSums:
         """The block sums kept for this parts list, or new ones (a list cut short in place gets new ones)."""
         for k, sums in enumerate(self._sums):
             if sums.parts is parts:
@@ -259,7 +259,7 @@ class ViewSizes:
                 if not row[index]:
                     row[index] = size
 
-    def _seed_sums(self, parts: list[Part], firsts: array, stored: array) -> None:
+    def _seed_sums(self, parts: Sequence[Part], firsts: array, stored: array) -> None:
         """The view's block sums from the sizes its file kept (each checked to hold now, see take)."""
         block = VIEW_SUM_BLOCK
         sizes = array("q", map(and_, stored, repeat(packed.UNWRITTEN - 1)))
@@ -269,7 +269,7 @@ class ViewSizes:
         self._sums = [kept for kept in self._sums if kept.parts is not parts] + [sums]
         del self._sums[:-SUMS_KEPT]
 
-    def share_sums(self, parts: list[Part], copy: list[Part]) -> None:
+    def share_sums(self, parts: Sequence[Part], copy: Sequence[Part]) -> None:
         """``copy`` (a copy of ``parts``, the other view read from the same bytes) gets their block sums."""
         for sums in self._sums:
             if sums.parts is parts:
@@ -277,7 +277,7 @@ class ViewSizes:
                 del self._sums[:-SUMS_KEPT]
                 return
 
-    def retain_sums(self, *live: list[Part]) -> None:
+    def retain_sums(self, *live: Sequence[Part]) -> None:
         """Keep the block sums of these parts lists alone: a list a merge replaced is let go with its
         sums (each holds its list, half a million parts after a long import, and the parts the merge
         took away)."""

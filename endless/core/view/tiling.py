@@ -17,8 +17,7 @@ from operator import add, itemgetter, lshift
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from endless.core.view import packed
-
-Part = tuple[int, int]
+from endless.core.view.parts import Part, Parts, as_parts
 Built = Callable[[int, int], bool]
 SizeOf = Callable[[Part], int]
 
@@ -161,8 +160,11 @@ def check_tiling(parts: Sequence[Part], total: int) -> int:
     thousands of parts); a view that fails is walked part by part to say where.
     """
     try:
-        levels = bytes(map(itemgetter(0), parts))
-        indices = list(map(itemgetter(1), parts))
+        if isinstance(parts, Parts):
+            levels, indices = bytes(parts.levels), parts.indices.tolist()
+        else:
+            levels = bytes(map(itemgetter(0), parts))
+            indices = list(map(itemgetter(1), parts))
         firsts = list(map(lshift, indices, levels))
         ends = list(map(add, firsts, map((1).__lshift__, levels)))
         covered = ends[-1] if parts else 0
@@ -190,12 +192,12 @@ def _check_tiling_slowly(parts: Iterable[Part], total: int) -> int:
 class Merged(NamedTuple):
     """A view after merging: its parts, the parents merged (in order), its size in bytes."""
 
-    parts: list[Part]
-    merged: list[Part]
+    parts: Parts
+    merged: Parts
     size: int
 
 
-def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
+def merge_down(parts: Sequence[Part], total: int, target: int, lines: Lines,
                size: int | None = None, keep: Callable[[Part], bool] | None = None) -> Merged:
     """Merge most-due pairs until the size is at most ``target`` or nothing can merge.
 
@@ -218,6 +220,7 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     levels_built = len(built_slots)
     if built is None:
         slots = None
+    parts = as_parts(parts)
     n = len(parts)
     # Each position's part as merged so far: its size once asked (-1: not yet), and the next
     # position still alive.  Arrays, not lists: a plan after a long import has a million parts.
@@ -226,7 +229,7 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
         sizes = array("q", map(size_of, parts))
         size = sum(sizes)
     if size <= target or n < 2:
-        return Merged(list(parts), [], size)
+        return Merged(parts.copy(), Parts(), size)
     # Every merge the rule could make, as one integer each: how little due it is, then the
     # position of its left half's first part (ties go to the oldest pair).  Due is
     # (T - last) / 2**level, made an exact integer by a shift that no level reaches.
@@ -237,34 +240,36 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
     scale = total.bit_length() + 1
     cap = (total + 1) << scale
     codes: list[int] = []
-    stack: list[Part] = []
-    at: list[int] = []  # each stacked part's first position
-    for k, part in enumerate(parts):
-        level, index = part
+    stack_levels, stack_indices = bytearray(), array("q")  # (arrays: the stack may hold every part)
+    at = array("q")  # each stacked part's first position
+    for k, (level, index) in enumerate(parts):
         pos = k
-        while index & 1 and stack and stack[-1] == (level, index - 1):
+        while index & 1 and stack_indices and stack_indices[-1] == index - 1 and stack_levels[-1] == level:
             if slots is not None:  # built(level + 1, index >> 1), inline
                 up = level + 1
                 if up >= len(slots) or (index >> 1) >= len(slots[up]) or not slots[up][index >> 1]:
                     break
             elif built is not None and not built(level + 1, index >> 1):
                 break
-            stack.pop()
+            stack_levels.pop()
+            stack_indices.pop()
             left = at.pop()
             last = ((index + 1) << level) - 1
             codes.append(((cap - ((total - last) << (scale - level))) << shift) | left)
             level, index, pos = level + 1, index >> 1, left
-        stack.append((level, index))
+        stack_levels.append(level)
+        stack_indices.append(index)
         at.append(pos)
-    del stack, at
+    del stack_levels, stack_indices, at
     codes.sort()
-    # Take them in order: a merge joins the part at its position with the next one alive.
-    # A size known already (``known``, or an unbuilt parent's ``estimate`` when planning) is read
-    # inline; ``keep`` is told apart when it is the planned form's "unbuilt" (a million calls).
-    cur = list(parts)
+    # Take them in order: a merge joins the part at its position with the next one alive (its
+    # sibling: merges are taken children first).  A size known already (``known``, or an unbuilt
+    # parent's ``estimate`` when planning) is read inline; ``keep`` is told apart when it is the
+    # planned form's "unbuilt" (a million calls).  The parts as merged so far are two arrays.
+    cur_levels, cur_indices = bytearray(parts.levels), array("q", parts.indices)
     nxt = array("q", range(1, n + 1))
     dead = bytearray(n)
-    merged: list[Part] = []
+    merged_levels, merged_indices = bytearray(), array("q")
     mask = (1 << shift) - 1
     keep_unbuilt = estimate is not None and getattr(keep, "__func__", None) is Lines.unbuilt
     for code in codes:
@@ -272,16 +277,16 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
             break
         k = code & mask
         j = nxt[k]
-        left, right = cur[k], cur[j]
-        level = left[0]
-        up, top_index = level + 1, left[1] >> 1
+        level, index = cur_levels[k], cur_indices[k]
+        up, top_index = level + 1, index >> 1
         top = (up, top_index)
         a = sizes[k]
         if a < 0:
-            a = _first_size(left, known, levels_known, size_of, estimate, built_slots, levels_built)
+            a = _first_size((level, index), known, levels_known, size_of, estimate, built_slots, levels_built)
         b = sizes[j]
         if b < 0:
-            b = _first_size(right, known, levels_known, size_of, estimate, built_slots, levels_built)
+            b = _first_size((level, cur_indices[j]), known, levels_known, size_of, estimate, built_slots,
+                            levels_built)
         c = 0
         if up < levels_known:  # size_of(top), inline when known
             row = known[up]
@@ -295,14 +300,19 @@ def merge_down(parts: list[Part], total: int, target: int, lines: Lines,
         if not c:
             c = size_of(top)
         size += c - a - b
-        cur[k] = top
+        cur_levels[k], cur_indices[k] = up, top_index
         sizes[k] = c
         dead[j] = 1
         nxt[k] = nxt[j]
         if keep is None or (unbuilt if keep_unbuilt else keep(top)):
-            merged.append(top)
-    result = [cur[k] for k in range(n) if not dead[k]]
-    return Merged(result, merged, size)
+            merged_levels.append(up)
+            merged_indices.append(top_index)
+    alive = dead.translate(_ALIVE)
+    return Merged(Parts.of(bytearray(compress(cur_levels, alive)), array("q", compress(cur_indices, alive))),
+                  Parts.of(merged_levels, merged_indices), size)
+
+
+_ALIVE = b"\1" + bytes(255)  # a dead flag (0 or 1) turned into an alive one, by translate
 
 
 def _first_size(part: Part, known: Sequence[array], levels_known: int, size_of: SizeOf, estimate: int | None,
@@ -324,18 +334,20 @@ def _first_size(part: Part, known: Sequence[array], levels_known: int, size_of: 
 class ViewState:
     """A view as stored: its parts, how many messages they cover, and the shrinking flag."""
 
-    parts: list[Part] = field(default_factory=list)
+    parts: Parts = field(default_factory=Parts)
     total: int = 0
     shrinking: bool = False
     # As read from a packed file: its arrays, tiling checked, and each part's rendered size when it was
     # saved (see endless.core.view.packed); checked and taken back by the keeper, then dropped.
     stored: "packed.Packed | None" = field(default=None, compare=False, repr=False)
 
-    def append(self, new_total: int) -> list[Part]:
-        added = [(0, i) for i in range(self.total, new_total)]
-        self.parts.extend(added)
+    def append(self, new_total: int) -> None:
+        """Each message from the view's end to ``new_total`` becomes a part of its own."""
+        if isinstance(self.parts, Parts):
+            self.parts.extend_leaves(self.total, new_total)
+        else:
+            self.parts.extend((0, i) for i in range(self.total, new_total))
         self.total = max(self.total, new_total)
-        return added
 
     def to_json(self) -> dict:
         """The stored form (format 2: the parts packed, see :mod:`endless.core.view.packed`)."""
@@ -354,10 +366,10 @@ class ViewState:
                 raise ViewError(str(exc)) from None
             return cls(stored.parts(), stored.total, stored.shrinking, stored)
         try:
-            parts = [(int(p[0]), int(p[1])) for p in data["parts"]]
+            parts = Parts((int(p[0]), int(p[1])) for p in data["parts"])
             total = int(data["total"])
             shrinking = bool(data.get("shrinking", False))
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
             raise ViewError(f"the stored view is malformed: {exc}") from exc
         return cls(parts, total, shrinking)
 
@@ -379,7 +391,8 @@ def validate(state: ViewState, total: int, built: Built, slots: Sequence[Sequenc
     covered = check_tiling(state.parts, total)
     if covered != state.total:
         raise ViewError(f"the view says it covers {state.total} messages but its parts cover {covered}")
-    for part in compress(state.parts, map(itemgetter(0), state.parts)):  # the merged parts alone
+    merged_mask = state.parts.levels if isinstance(state.parts, Parts) else map(itemgetter(0), state.parts)
+    for part in compress(state.parts, merged_mask):  # the merged parts alone
         if not built(*part):
             raise ViewError(f"the view holds {name(part)}, which was never built")
 
@@ -394,8 +407,8 @@ class BatchOutcome:
     """
 
     changed: bool
-    merged: list[Part]
-    needed: list[Part] | None  # in the order the batch would merge them (None: a shrink not planned)
+    merged: Sequence[Part]
+    needed: Sequence[Part] | None  # in the order the batch would merge them (None: a shrink not planned)
     replanned: bool = True
 
 
@@ -446,7 +459,7 @@ class Sawtooth:
     def _shrink(self, state: ViewState, size: int, lines: Lines, plan: bool = True) -> BatchOutcome:
         parts, merged, new_size = merge_down(state.parts, state.total, self.floor, lines, size)
         state.parts = parts
-        needed: list[Part] | None = []
+        needed: Sequence[Part] | None = []
         if new_size <= self.floor:
             state.shrinking = False
         elif plan:
@@ -472,6 +485,5 @@ def derive(chat: ViewState, sawtooth: Sawtooth, lines: Lines) -> ViewState:
 
 def refold(total: int, lines: Lines, floor: int) -> ViewState:
     """A view recomputed from scratch: every message, merged down to the floor with built parents."""
-    parts = [(0, i) for i in range(total)]
-    parts, _, _ = merge_down(parts, total, floor, lines)
+    parts, _, _ = merge_down(Parts.leaves(0, total), total, floor, lines)
     return ViewState(parts, total, False)

@@ -61,7 +61,8 @@ def _one_pass(path: Path, have: Presence, tmp: Path) -> tuple[importer.Plan, int
 
 
 def _summary(plan: importer.Plan) -> tuple:
-    return (plan.turns, plan.messages, plan.skipped, plan.long_messages, plan.long_bytes, list(plan.sizes))
+    return (plan.turns, plan.messages, plan.skipped, plan.long_messages, plan.long_bytes, list(plan.sizes),
+            list(plan.long_turns), list(plan.long_counts), list(plan.long_sizes))
 
 
 @given(lines, st.data())

@@ -20,7 +20,7 @@ from typing import Mapping
 from endless.core.search import upkeep
 from endless.core.search.index import SearchIndex
 from endless.core.search.word_index import WordIndex, open_index
-from endless.core.settings import FOLLOWER_POLL_SECONDS, Settings, is_postgres_url, store_url
+from endless.core.settings import FOLLOWER_CACHE_KIB, FOLLOWER_POLL_SECONDS, Settings, is_postgres_url, store_url
 from endless.core.store import OrderLog, TreeStore, open_store
 from endless.core.view import FreeStretch
 
@@ -43,7 +43,7 @@ def follow(folder: Path, granularity: str, free: Mapping[int, FreeStretch], ende
         index: WordIndex = open_index(folder, store_url(settings), store)
         log, tree = store.log, store.tree
     else:
-        store, index = None, SearchIndex(folder)
+        store, index = None, SearchIndex(folder, cache_kib=FOLLOWER_CACHE_KIB)
         log, tree = OrderLog(folder, granularity), TreeStore(folder, granularity)
     loaded = False
     stored_size = upkeep.node_size(tree)

@@ -73,9 +73,11 @@ class SearchIndex:
 
     local = True  # (a file of the memory's folder: a helper process may keep it from the files)
 
-    def __init__(self, folder: Path, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, folder: Path, clock: Callable[[], float] = time.monotonic,
+                 cache_kib: int = INDEX_CACHE_KIB) -> None:
         self.path = folder / "index" / f"search.v{FORMAT}.sqlite"
         self.clock = clock
+        self.cache_kib = cache_kib
         self._db: sqlite3.Connection | None = None
         self._chats: dict[tuple[str, str], int] = {}
         self._chats_renamed: object = None  # the CHATS_RENAMED state when _chats was last checked
@@ -115,7 +117,7 @@ class SearchIndex:
             db.execute("PRAGMA synchronous=NORMAL")
             # Ranking reads each matching row's length from the index: a page cache this size
             # keeps a million messages' lengths in memory (measured: a ranked query 15-30% faster).
-            db.execute(f"PRAGMA cache_size={-INDEX_CACHE_KIB}")
+            db.execute(f"PRAGMA cache_size={-int(self.cache_kib)}")
             db.executescript(_SCHEMA)
             db.execute("SELECT count(*) FROM state").fetchone()
             # Freed pages are zeroed, so a forgotten message's words never linger in free space

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 import orjson
 
-from endless.core.settings import INDEX_PARSE_GROUP
+from endless.core.settings import INDEX_PARSE_GROUP, RECORDS_READ_WINDOW
 from endless.core.store import durable
 
 READ_WINDOW = 8 << 20  # bytes read at once going forward
@@ -104,9 +104,9 @@ def first_tid(path: Path) -> str:
     return head[at + 7:end].decode("ascii", "replace") if end > 0 else ""
 
 
-def _windows(path: Path, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
-    """``(offset, bytes)`` of ``[start, stop)`` a window at a time, each ending with a whole line (a line
-    longer than the window is read whole; a torn last line ends the reading)."""
+def _windows(path: Path, start: int, stop: int, window: int = READ_WINDOW) -> Iterator[tuple[int, bytes]]:
+    """``(offset, bytes)`` of ``[start, stop)`` ``window`` bytes at a time, each ending with a whole line (a
+    line longer than the window is read whole; a torn last line ends the reading)."""
     try:
         fd = durable.open_fd(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -114,7 +114,7 @@ def _windows(path: Path, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
     try:
         pos = start
         while pos < stop:
-            data = os.pread(fd, min(stop - pos, READ_WINDOW), pos)
+            data = os.pread(fd, min(stop - pos, window), pos)
             if not data:
                 return
             cut = data.rfind(b"\n") + 1
@@ -146,7 +146,7 @@ def records(path: Path, start: int, stop: int, first_turn: int, shape: Shape
     crc32 = zlib.crc32
     expected = 0
     pos, turn = start, first_turn
-    for _, data in _windows(path, start, stop):
+    for _, data in _windows(path, start, stop, RECORDS_READ_WINDOW):
         group_lines = data.split(b"\n")
         group_lines.pop()
         for at in range(0, len(group_lines), INDEX_PARSE_GROUP):  # parsed a group at a time

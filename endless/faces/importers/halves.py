@@ -24,6 +24,7 @@ itself: nothing depends on the fork but time.
 
 from __future__ import annotations
 
+import bisect
 import os
 import pickle
 import signal
@@ -53,7 +54,9 @@ class Half:
     sizes: array = field(default_factory=lambda: array("I"))
     bases: bytes = b""  # each turn's identity, 16 bytes
     redacted: dict[int, dict[str, int]] = field(default_factory=dict)
-    longs: dict[int, tuple[int, int]] = field(default_factory=dict)
+    long_turns: array = field(default_factory=lambda: array("Q"))  # as the plan holds them (importer.Plan)
+    long_counts: array = field(default_factory=lambda: array("I"))
+    long_sizes: array = field(default_factory=lambda: array("Q"))
     closed: int = 0  # the turns closed inside the half; the rest were open at the source's end
     seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # session -> (turns closed before its
     #                                                                   first line, that line's number)
@@ -173,7 +176,8 @@ def _second_half(path: Path, split: Stretch, titles: dict[str, str], settings, g
     half.entries = counted.count
     half.ats, half.offsets, half.lengths, half.keys = plan.ats, plan.offsets, plan.lengths, plan.keys
     half.occurrences, half.sizes, half.bases = plan.occurrences, plan.sizes, bytes(plan.bases or b"")
-    half.redacted, half.longs = plan.redacted, plan.longs
+    half.redacted = plan.redacted
+    half.long_turns, half.long_counts, half.long_sizes = plan.long_turns, plan.long_counts, plan.long_sizes
     return half
 
 
@@ -242,11 +246,17 @@ def _take_half(plan: importer.Plan, half: Half, start: int, stop: int, base: int
         for n, j in enumerate(taken, k):
             if occurring[j - start] != half.occurrences[j]:
                 plan.tids[n] = importer.turn_id(half.bases[16 * j:16 * j + 16].hex(), occurring[j - start])
-    if half.redacted or half.longs:
+    if half.redacted:
         for n, j in enumerate(taken, k):
             if j in half.redacted:
                 plan.redacted[n] = half.redacted[j]
-            if j in half.longs:
-                longs, long_bytes = plan.longs[n] = half.longs[j]
-                plan.long_messages += longs
-                plan.long_bytes += long_bytes
+    # The run's turns with long messages, those taken: each where it lands in the plan.
+    for at in range(bisect.bisect_left(half.long_turns, start), bisect.bisect_left(half.long_turns, stop)):
+        j = half.long_turns[at]
+        n = bisect.bisect_left(taken, j)
+        if n < len(taken) and taken[n] == j:
+            plan.long_turns.append(k + n)
+            plan.long_counts.append(half.long_counts[at])
+            plan.long_sizes.append(half.long_sizes[at])
+            plan.long_messages += half.long_counts[at]
+            plan.long_bytes += half.long_sizes[at]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import math
 import os
 import shutil
 import sys
@@ -256,7 +255,11 @@ class Plan:
     occurrences: array = field(default_factory=lambda: array("Q"))  # and how many turns began so before it
     redacted: dict[int, dict[str, int]] = field(default_factory=dict)  # turn -> secrets replaced in it
     sizes: array = field(default_factory=lambda: array("I"))  # each turn's messages
-    longs: dict[int, tuple[int, int]] = field(default_factory=dict)  # turn -> its long messages and bytes
+    # The turns holding messages too long to be their own line, in plan order; how many each holds, and
+    # their bytes (arrays: a long import has a hundred thousand such turns; a join counts them again).
+    long_turns: array = field(default_factory=lambda: array("Q"))
+    long_counts: array = field(default_factory=lambda: array("I"))
+    long_sizes: array = field(default_factory=lambda: array("Q"))
     bases: bytearray | None = None  # each turn's identity, 16 bytes, when kept (a half's plan: see halves)
     tids: dict[int, str] = field(default_factory=dict)  # turn -> its turn id, where not the one spilled
     by_event: bool = False  # some turns carry their source's event id (their ids are checked at commit)
@@ -342,7 +345,9 @@ class Plan:
             entries.append(entry)
             longs = [size + TAG_GUESS for size in sizes[k:end] if size + TAG_GUESS > budget] if longs_here else None
             if longs:
-                self.longs[len(self.ats) - 1] = (len(longs), sum(longs))
+                self.long_turns.append(len(self.ats) - 1)
+                self.long_counts.append(len(longs))
+                self.long_sizes.append(sum(longs))
                 self.long_messages += len(longs)
                 self.long_bytes += sum(longs)
             self.messages += n

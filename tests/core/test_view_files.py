@@ -8,7 +8,9 @@ its save is never taken for a view; one of format 1 is still read.
 
 from __future__ import annotations
 
+from array import array
 import random
+from itertools import accumulate
 from pathlib import Path
 
 import orjson
@@ -179,3 +181,55 @@ def test_the_packed_cover_check_agrees_with_the_tiling_one(levels: list[int], da
 @given(st.binary(max_size=60), st.integers(0, 255))
 def test_a_level_mask_marks_the_parts_of_that_level_alone(levels: bytes, level: int) -> None:
     assert list(packed.level_mask(levels, level)) == [int(code == level) for code in levels]
+
+
+def _tiles(levels: list[int], firsts: list[int], total: int) -> bool:
+    """The plain rule a stored view's arrays must keep: in order from 0, each part aligned, up to ``total``."""
+    at = 0
+    for level, first in zip(levels, firsts):
+        if first != at or first % (1 << level):
+            return False
+        at += 1 << level
+    return at == total
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=30), st.data())
+def test_a_stored_view_is_accepted_exactly_when_its_parts_tile_its_total(levels: list[int], data) -> None:
+    """Both ways of checking (counts a byte each up to level 7, wider above) against the plain rule, for
+    tilings, tilings with one thing changed (a first message moved, a level changed, the total), and parts
+    laid end to end whatever their alignment."""
+    parts, at = [], 0
+    for level in levels:
+        while at % (1 << level):
+            parts.append((0, at))
+            at += 1
+        parts.append((level, at >> level))
+        at += 1 << level
+    stored = packed.unpack(packed.pack(parts, at, False))
+    p_levels, firsts, total = list(stored.levels), stored.firsts.tolist(), at
+    change = data.draw(st.sampled_from(["none", "first", "level", "total", "packed"]))
+    if change == "packed":  # the levels as drawn, each part right after the one before: maybe unaligned
+        p_levels, firsts = levels, list(accumulate((1 << level for level in levels[:-1]), initial=0))[:len(levels)]
+        total = sum(1 << level for level in levels)
+    elif change != "none" and parts:
+        k = data.draw(st.integers(0, len(parts) - 1))
+        if change == "first":
+            firsts[k] = max(0, firsts[k] + data.draw(st.sampled_from([-2, -1, 1, 2, 64])))
+        elif change == "level":
+            p_levels[k] = data.draw(st.integers(0, 9))
+        else:
+            total += data.draw(st.sampled_from([-1, 1]))
+    changed = packed.Packed(bytes(p_levels), array(stored.firsts.typecode, firsts), max(total, 0), False)
+    if _tiles(p_levels, firsts, max(total, 0)):
+        packed.check_tiling(changed)
+    else:
+        with pytest.raises(packed.PackError):
+            packed.check_tiling(changed)
+
+
+@given(st.lists(st.sampled_from([0, 0, 0, 1, 1, 2, 5]), max_size=200), st.integers(0, 6))
+def test_a_levels_values_are_picked_alike_whether_it_is_rare_or_common(levels: list[int], level: int) -> None:
+    values = list(range(1000, 1000 + len(levels)))
+    picked = packed.of_level(bytes(levels), values, level)
+    assert picked == [v for v, lv in zip(values, levels) if lv == level]

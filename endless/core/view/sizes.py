@@ -210,11 +210,10 @@ class ViewSizes:
         flag = packed.UNWRITTEN
         whole = True  # every stored size is the one size_of gives now
         for level in sorted(set(stored.levels)):
-            mask = packed.level_mask(stored.levels, level)
-            indices = list(compress(stored.firsts, mask))
+            indices = packed.of_level(stored.levels, stored.firsts, level)
             if level:
                 indices = list(map(rshift, indices, repeat(level)))
-            sizes = list(compress(stored.sizes, mask))
+            sizes = packed.of_level(stored.levels, stored.sizes, level)
             flags = list(map(and_, sizes, repeat(flag)))
             written = list(map(not_, flags))
             row = slots[level] if level < len(slots) else array("I")

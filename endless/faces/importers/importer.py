@@ -266,10 +266,20 @@ class Plan:
     _spilled: int = 0  # the spill's bytes (asking the file costs a system call a turn)
     _waiting: list[PlannedTurn] = field(default_factory=list)  # added, not encoded yet (see add)
     _titles: dict[str, str] = field(default_factory=dict)  # each title as kept (see _kept_title)
+    _committed: int | None = None  # the turns planned, once their places were let go (see let_go)
 
     @property
     def turns(self) -> int:
-        return len(self.ats)
+        return len(self.ats) if self._committed is None else self._committed
+
+    def let_go(self) -> None:
+        """The turns are committed: their times, places and identities are not asked again (44 bytes a
+        turn, 14.5 MB after planning 1M records, held while the views are planned); the counts stay."""
+        self._committed = self.turns
+        self.ats, self.offsets, self.lengths = array("d"), array("Q"), array("Q")
+        self.keys, self.occurrences, self.sizes = array("Q"), array("Q"), array("I")
+        self.long_turns, self.long_counts, self.long_sizes = array("Q"), array("I"), array("Q")
+        self.tids, self.redacted = {}, {}
 
     def add(self, turn: PlannedTurn) -> None:
         """Keep the turn encoded as the log will hold it (redacted), but for its place, unless the
@@ -671,6 +681,8 @@ def commit(memory: Memory, plan: Plan, show_progress: bool,
             done.add(_commit_batch(memory, plan, batch, landed, have, index), len(batch))
             if progress is not None:
                 progress.update(task, completed=done.turns + done.skipped)
+        del batch
+        plan.let_go()
         if done.turns and plan_views:
             memory.plan_views()
     finally:

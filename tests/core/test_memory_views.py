@@ -9,6 +9,7 @@ from typing import Callable
 from hypothesis import example, given, settings, strategies as st
 
 from endless.core.view import tiling as views
+from endless.core.view.parts import Parts
 from endless.core.store.keys import workspace_key
 from endless.core.memory import Memory
 from endless.core.store.turns import TurnRecord
@@ -35,6 +36,8 @@ def _check(memory: Memory) -> None:
     views.validate(memory.views.chat, memory.total, memory.tree.built)
     views.validate(memory.views.wview, memory.total, memory.tree.built)
     assert views.covers(memory.views.wview.parts, memory.views.chat.parts), "the writer view must coarsen the chat view"
+    for state in (memory.views.chat, memory.views.wview):  # (the memory held is the point: never a list again)
+        assert isinstance(state.parts, Parts), f"a view holds its parts as {type(state.parts).__name__}"
 
 
 ops = st.lists(st.one_of(
@@ -78,6 +81,7 @@ def test_views_stay_valid_and_reopen_identically(program):
         assert again.views.chat.parts == chat and again.views.wview.parts == wview
         assert again.views.chat.shrinking == shrinking
         assert again.reports == []
+        _check(again)
         again.close()
 
 

@@ -35,6 +35,7 @@ from itertools import accumulate, chain, compress, repeat, takewhile
 from operator import and_, itemgetter, lshift, rshift
 from typing import Callable, Iterable, Sequence
 
+from endless.core.settings import VIEW_RARE_LEVEL_SHARE
 from endless.core.view.parts import Part, Parts
 
 FORMAT = 2
@@ -169,7 +170,7 @@ def of_level(levels: bytes, values: Sequence[int], level: int) -> list[int]:
     level that holds 39).
     """
     count = levels.count(level)
-    if count * RARE_LEVEL_SHARE >= len(levels):
+    if count * VIEW_RARE_LEVEL_SHARE >= len(levels):
         return list(compress(values, level_mask(levels, level)))
     out: list[int] = []
     at = levels.find(level)
@@ -177,9 +178,6 @@ def of_level(levels: bytes, values: Sequence[int], level: int) -> list[int]:
         out.append(values[at])
         at = levels.find(level, at + 1)
     return out
-
-
-RARE_LEVEL_SHARE = 16  # a level held by fewer than one part in this many is picked by position
 
 
 def first_unbuilt(packed: Packed, slots: Sequence[Sequence[int]], erased: Callable[[Part], bool]) -> Part | None:

@@ -8,10 +8,11 @@ must make the same turn, message for message, for any texts and times.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from endless.core.settings import load_settings
-from endless.faces.importers.formats import Entry
+from endless.faces.importers.formats import Entry, FormatError
 from endless.faces.importers.importer import _plan_any, _question_and_answer, plan_turn
 
 SETTINGS = load_settings()
@@ -57,6 +58,20 @@ def test_a_marked_line_is_found_in_blocks_as_walking_the_lines_finds_it(tmp_path
         assert list(formats._marked_lines(path, b'"title"')) == walked
     finally:
         formats.IMPORT_SCAN_BLOCK = saved
+
+
+@pytest.mark.parametrize("block", [4, 7, 64])
+def test_the_title_scan_names_the_line_too_long_by_its_number(tmp_path, monkeypatch, block: int) -> None:
+    """A line longer than the limit is named by its number, wherever the blocks cut the lines before it."""
+    import endless.core.settings as limits
+    import endless.faces.importers.formats as formats
+
+    monkeypatch.setattr(formats, "IMPORT_SCAN_BLOCK", block)
+    monkeypatch.setattr(limits, "IMPORT_LINE_BYTES_MAX", 40)
+    path = tmp_path / "source.jsonl"
+    path.write_bytes(b'{"title": "a"}\nshort\n\n' + b"x" * 200 + b"\nafter\n")
+    with pytest.raises(FormatError, match=r"source.jsonl:4: a line longer than"):
+        list(formats._marked_lines(path, b'"title"'))
 
 
 def test_a_commit_counts_again_only_the_identities_said_more_than_once(tmp_path, monkeypatch):

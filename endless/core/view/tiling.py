@@ -18,6 +18,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 from endless.core.view import packed
 from endless.core.view.parts import Part, Parts, as_parts
+
 Built = Callable[[int, int], bool]
 SizeOf = Callable[[Part], int]
 

@@ -82,8 +82,12 @@ def _open_folders(root: str, folders: list[str], path: Path | str) -> int:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and os.path.islink(here):
                     raise LinkRefused(here, folder=True) from None
                 raise type(exc)(exc.errno, exc.strerror, str(path)) from None
-            os.close(fd)
-            fd = inner
+            # ``fd`` names the open folder before the old one is closed: a Ctrl-C raised at the close
+            # closed it twice (EBADF, which a caller's ``except OSError`` took for a failed write, and the
+            # Ctrl-C was lost: an import ran on to the end); in a process with threads the second close
+            # could shut another thread's new file.  (Ctrl-C here may leak ``previous``: the process ends.)
+            previous, fd = fd, inner
+            os.close(previous)
     except BaseException:
         os.close(fd)
         raise

@@ -99,16 +99,23 @@ def test_a_view_of_format_1_is_read_and_saved_as_format_2(tmp_path: Path) -> Non
     memory.close()
 
 
-@hsettings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 5), min_size=0, max_size=40))
-def test_packed_parts_round_trip_and_check_as_the_tiling_does(levels: list[int]) -> None:
+def _aligned(levels: list[int]) -> tuple[list[tuple[int, int]], int]:
+    """A tiling with a part of each of ``levels`` in turn, each aligned to its size (parts of one message fill
+    up to it), and the messages it covers."""
     parts, at = [], 0
-    for level in levels:  # a tiling: each part aligned to its size (smaller parts fill up to it)
+    for level in levels:
         while at % (1 << level):
             parts.append((0, at))
             at += 1
         parts.append((level, at >> level))
         at += 1 << level
+    return parts, at
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=0, max_size=40))
+def test_packed_parts_round_trip_and_check_as_the_tiling_does(levels: list[int]) -> None:
+    parts, at = _aligned(levels)
     stored = packed.unpack(packed.pack(parts, at, False))
     assert stored.parts() == parts
     packed.check_tiling(stored)
@@ -156,13 +163,7 @@ def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_pa
 def test_the_packed_cover_check_agrees_with_the_tiling_one(levels: list[int], data) -> None:
     """``packed.covers`` (C-level passes, and a view equal to the other at once) answers as ``tiling.covers``
     for a view against itself, a copy, a coarsening, a refinement and a shorter view."""
-    fine, at = [], 0
-    for level in levels:
-        while at % (1 << level):
-            fine.append((0, at))
-            at += 1
-        fine.append((level, at >> level))
-        at += 1 << level
+    fine, at = _aligned(levels)
     leaves = [(0, k) for k in range(at)]
     merged = list(fine)
     for _ in range(data.draw(st.integers(0, 4))):  # merge a pair of siblings, if there is one
@@ -199,13 +200,7 @@ def test_a_stored_view_is_accepted_exactly_when_its_parts_tile_its_total(levels:
     """Both ways of checking (counts a byte each up to level 7, wider above) against the plain rule, for
     tilings, tilings with one thing changed (a first message moved, a level changed, the total), and parts
     laid end to end whatever their alignment."""
-    parts, at = [], 0
-    for level in levels:
-        while at % (1 << level):
-            parts.append((0, at))
-            at += 1
-        parts.append((level, at >> level))
-        at += 1 << level
+    parts, at = _aligned(levels)
     stored = packed.unpack(packed.pack(parts, at, False))
     p_levels, firsts, total = list(stored.levels), stored.firsts.tolist(), at
     change = data.draw(st.sampled_from(["none", "first", "level", "total", "packed"]))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass
-from operator import itemgetter, lshift
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
@@ -95,7 +94,7 @@ class ViewKeeper:
         self._wview = ViewState()
         self._deferred = False  # both views unread until asked for (defer)
         self._peeked: tuple[tuple | None, packed.Packed | None] | None = None  # (file stamp, the chat view)
-        self._cover: tuple[Sequence[Part], int, array] | None = None  # chat parts, their count, their first messages
+        self._cover: tuple[Parts, int, array] | None = None  # chat parts, their count, their first messages
         # Each view's parents waited for, in merge order (None: planned when asked, see ``needed``).
         self._plans: dict[str, Sequence[Part] | None] = {CHAT: [], WRITER: []}
         self._needed: list[Part] | None = []
@@ -167,8 +166,7 @@ class ViewKeeper:
             return 0, message_id
         parts = self._chat.parts
         if self._cover is None or self._cover[0] is not parts or self._cover[1] != len(parts):
-            firsts = parts.firsts() if isinstance(parts, Parts) else array(
-                "q", map(lshift, map(itemgetter(1), parts), map(itemgetter(0), parts)))
+            firsts = parts.firsts()
             self._cover = (parts, len(parts), firsts)
         firsts = self._cover[2]
         at = bisect.bisect_right(firsts, message_id) - 1

@@ -342,12 +342,12 @@ class ViewState:
     # saved (see endless.core.view.packed); checked and taken back by the keeper, then dropped.
     stored: "packed.Packed | None" = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        self.parts = as_parts(self.parts)  # (given as pairs, by a test or a format 1 file: held packed)
+
     def append(self, new_total: int) -> None:
         """Each message from the view's end to ``new_total`` becomes a part of its own."""
-        if isinstance(self.parts, Parts):
-            self.parts.extend_leaves(self.total, new_total)
-        else:
-            self.parts.extend((0, i) for i in range(self.total, new_total))
+        self.parts.extend_leaves(self.total, new_total)
         self.total = max(self.total, new_total)
 
     def to_json(self) -> dict:
@@ -392,8 +392,7 @@ def validate(state: ViewState, total: int, built: Built, slots: Sequence[Sequenc
     covered = check_tiling(state.parts, total)
     if covered != state.total:
         raise ViewError(f"the view says it covers {state.total} messages but its parts cover {covered}")
-    merged_mask = state.parts.levels if isinstance(state.parts, Parts) else map(itemgetter(0), state.parts)
-    for part in compress(state.parts, merged_mask):  # the merged parts alone
+    for part in compress(state.parts, state.parts.levels):  # the merged parts alone
         if not built(*part):
             raise ViewError(f"the view holds {name(part)}, which was never built")
 

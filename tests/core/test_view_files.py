@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from endless.core.memory import Memory
-from endless.core.settings import Settings
+from endless.core.settings import STORED_LOOKUPS_BEFORE_TAKING, VIEW_SUM_BLOCK, Settings
 from endless.core.store import Message, TurnRecord, workspace_key
 from endless.core.view import packed, tiling
 
@@ -148,7 +148,7 @@ def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_pa
     taking = _memory(tmp_path)
     assert taking.views.sizes.unwritten_known() and any(row.count(0) < len(row) for row in taking.views.sizes.known)
     with monkeypatch.context() as reading:
-        reading.setattr(ViewSizes, "take", lambda self, state: None)
+        reading.setattr(ViewSizes, "take", lambda self, state, trusted=False: None)
         reading_all = _memory(tmp_path)
         for state in ("chat", "wview"):
             parts = getattr(reading_all.views, state).parts
@@ -156,6 +156,57 @@ def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_pa
             assert [taking.views.size_of(p) for p in parts] == [reading_all.views.size_of(p) for p in parts]
         reading_all.close()
     taking.close()
+
+
+@pytest.mark.parametrize("lookups", [STORED_LOOKUPS_BEFORE_TAKING, 5])
+def test_a_view_file_saved_against_the_tree_read_now_is_trusted_and_sizes_as_reading_does(
+        tmp_path: Path, monkeypatch, lookups: int) -> None:
+    """An open whose view file was saved against the tree and forgets it reads copies no size and checks
+    no part: sizes are read from the file when asked (or all taken at once after ``lookups`` of them).
+    Each is the size reading the lines gives, for a line written and messages forgotten after the open,
+    and the view's whole size is the sum of its parts'.  Another process's line makes the next open check
+    the file again."""
+    from endless.core.privacy import forget
+    from endless.core.view import sizes as sizes_module
+    from endless.core.view.sizes import ViewSizes
+
+    monkeypatch.setattr(sizes_module, "STORED_LOOKUPS_BEFORE_TAKING", lookups)
+    memory = _memory(tmp_path)
+    _fill(memory, 300)
+    memory.views.save()
+    memory.close()
+    trusting = _memory(tmp_path)
+    tail = len(trusting.views.chat.parts) % VIEW_SUM_BLOCK  # (summed part by part; the blocks are the file's)
+    known = sum(len(row) - row.count(0) for row in trusting.views.sizes.known)
+    if lookups > tail:
+        assert trusting.views.sizes._pending and trusting.views.sizes.unwritten_known() + known <= tail
+    else:  # more asked at the open than the lookups allowed: all taken
+        assert not trusting.views.sizes._pending and trusting.views.sizes.unwritten_known() > tail
+    unwritten = [i for i in range(trusting.total) if not trusting.is_built(0, i)]
+    assert len(unwritten) > 20
+    other = _memory(tmp_path)  # (changes the trusting open reads as another process's, without a save of its own)
+    other.store_line(0, unwritten[0], "written after the open")
+    forget.forget(other, forget.select(other, ids=[unwritten[1], 3]))
+    other.close()
+    pending = list(trusting.views.sizes._pending)
+    trusting.catch_up()
+    assert trusting.views.sizes._pending == pending  # (no view saved since: sizes still read from the file)
+    with monkeypatch.context() as reading:
+        reading.setattr(ViewSizes, "take", lambda self, state, trusted=False: None)
+        reading_all = _memory(tmp_path)
+        for state in ("chat", "wview"):  # (the reading open may merge what the forget made free)
+            own = getattr(trusting.views, state).parts
+            parts = sorted(set(own) | set(getattr(reading_all.views, state).parts))
+            assert [trusting.views.size_of(p) for p in parts] == [reading_all.views.size_of(p) for p in parts]
+            assert trusting.views.size(getattr(trusting.views, state)) == sum(map(trusting.views.size_of, own))
+        reading_all.close()
+    trusting.close()
+    other = _memory(tmp_path)
+    other.store_line(0, unwritten[2], "written by another process")
+    other.close()
+    checking = _memory(tmp_path)
+    assert not checking.views.sizes._pending and checking.views.sizes.unwritten_known()
+    checking.close()
 
 
 @hsettings(max_examples=120, deadline=None)

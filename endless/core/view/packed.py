@@ -21,7 +21,12 @@ writing plans its views at once, and a plan sums every part's size; after a
 long import a fresh process had to read each of half a million lines (and,
 for a free line, its messages) to learn them: 20 to 30 s at 1M.  A written
 line's size never changes, so the keeper takes these back
-(``ViewKeeper._take_sizes``) for the lines still written as they were.
+(``ViewSizes.take``) for the lines still written as they were.
+
+A saved file also says what it was measured against (``measured``: the tree
+file, its end and line count, the forgets read).  When an open reads the
+same, nothing was written, erased or forgotten since: its tiling and merged
+parts are not checked again and its sizes are read where they lie.
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ SUMS_KEPT = 3
 # Sizes read one by one from view files trusted at an open before they are all taken into arrays at
 # once (a search of the file's arrays each, about a microsecond; all of them at 1M messages, 0.3 s).
 STORED_LOOKUPS_BEFORE_TAKING = 16_384
+# Tree lines written since a view file was saved that an open reads to go on trusting the file (each
+# line's head, about a microsecond; past this the file is checked part by part, 0.4 s at 1M messages).
+TRUSTED_TREE_GROWTH_BYTES = 64 << 20
 VIEW_RARE_LEVEL_SHARE = 16  # a stored view's level held by fewer than one part in this many is picked by position
 # Lines the offline writer writes and stores at once (one fsync): after an import tens of thousands are ready,
 # and written all at once they held the memory's lock for seconds and starved the lease's renewal.

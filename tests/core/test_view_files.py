@@ -148,7 +148,7 @@ def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_pa
     taking = _memory(tmp_path)
     assert taking.views.sizes.unwritten_known() and any(row.count(0) < len(row) for row in taking.views.sizes.known)
     with monkeypatch.context() as reading:
-        reading.setattr(ViewSizes, "take", lambda self, state, trusted=False: None)
+        reading.setattr(ViewSizes, "take", lambda self, state, trusted=False, written_since=(): None)
         reading_all = _memory(tmp_path)
         for state in ("chat", "wview"):
             parts = getattr(reading_all.views, state).parts
@@ -158,54 +158,80 @@ def test_sizes_a_view_file_kept_are_taken_back_only_where_they_still_hold(tmp_pa
     taking.close()
 
 
+def _sizes_as_reading_gives(memory: Memory, root: Path, monkeypatch) -> None:
+    """Each part's size in ``memory`` is the one an open that reads every line gives, and each view's whole
+    size is the sum of its parts'."""
+    from endless.core.view.sizes import ViewSizes
+
+    with monkeypatch.context() as reading:
+        reading.setattr(ViewSizes, "take", lambda self, state, trusted=False, written_since=(): None)
+        reading_all = _memory(root)
+        for state in ("chat", "wview"):  # (the reading open may merge what a forget made free)
+            own = getattr(memory.views, state).parts
+            parts = sorted(set(own) | set(getattr(reading_all.views, state).parts))
+            assert [memory.views.size_of(p) for p in parts] == [reading_all.views.size_of(p) for p in parts]
+            assert memory.views.size(getattr(memory.views, state)) == sum(map(memory.views.size_of, own))
+        reading_all.close()
+
+
 @pytest.mark.parametrize("lookups", [STORED_LOOKUPS_BEFORE_TAKING, 5])
 def test_a_view_file_saved_against_the_tree_read_now_is_trusted_and_sizes_as_reading_does(
         tmp_path: Path, monkeypatch, lookups: int) -> None:
-    """An open whose view file was saved against the tree and forgets it reads copies no size and checks
-    no part: sizes are read from the file when asked (or all taken at once after ``lookups`` of them).
-    Each is the size reading the lines gives, for a line written and messages forgotten after the open,
-    and the view's whole size is the sum of its parts'.  Another process's line makes the next open check
-    the file again."""
+    """An open whose view file was saved against the tree it reads (or that tree and lines appended since)
+    and the forgets it reads copies no size and checks no part: sizes are read from the file when asked
+    (or all taken at once after ``lookups`` of them).  Each is the size reading the lines gives, for
+    lines written and messages forgotten by another process after the open or before it.  A forget
+    since the save makes the next open check the file."""
     from endless.core.privacy import forget
     from endless.core.view import sizes as sizes_module
-    from endless.core.view.sizes import ViewSizes
 
     monkeypatch.setattr(sizes_module, "STORED_LOOKUPS_BEFORE_TAKING", lookups)
     memory = _memory(tmp_path)
-    _fill(memory, 300)
+    _fill(memory, 1000)
     memory.views.save()
     memory.close()
+
+    def trusted(memory: Memory, blocks: int = 0) -> bool:
+        """Sizes asked at the open for the view's tail and ``blocks`` blocks summed again alone (the other
+        blocks' sums are the file's), read from the file, or all taken once more than ``lookups`` were."""
+        asked_at_most = len(memory.views.chat.parts) % VIEW_SUM_BLOCK + blocks * VIEW_SUM_BLOCK
+        asked = memory.views.sizes.unwritten_known() + sum(len(row) - row.count(0) for row in memory.views.sizes.known)
+        if lookups > asked_at_most:
+            return bool(memory.views.sizes._pending) and asked <= asked_at_most
+        return not memory.views.sizes._pending and asked > asked_at_most
+
     trusting = _memory(tmp_path)
-    tail = len(trusting.views.chat.parts) % VIEW_SUM_BLOCK  # (summed part by part; the blocks are the file's)
-    known = sum(len(row) - row.count(0) for row in trusting.views.sizes.known)
-    if lookups > tail:
-        assert trusting.views.sizes._pending and trusting.views.sizes.unwritten_known() + known <= tail
-    else:  # more asked at the open than the lookups allowed: all taken
-        assert not trusting.views.sizes._pending and trusting.views.sizes.unwritten_known() > tail
+    assert trusted(trusting)
     unwritten = [i for i in range(trusting.total) if not trusting.is_built(0, i)]
     assert len(unwritten) > 20
-    other = _memory(tmp_path)  # (changes the trusting open reads as another process's, without a save of its own)
+    other = _memory(tmp_path)  # (another process's changes, read by the trusting open without a save of its own)
     other.store_line(0, unwritten[0], "written after the open")
-    forget.forget(other, forget.select(other, ids=[unwritten[1], 3]))
     other.close()
     pending = list(trusting.views.sizes._pending)
     trusting.catch_up()
     assert trusting.views.sizes._pending == pending  # (no view saved since: sizes still read from the file)
-    with monkeypatch.context() as reading:
-        reading.setattr(ViewSizes, "take", lambda self, state, trusted=False: None)
-        reading_all = _memory(tmp_path)
-        for state in ("chat", "wview"):  # (the reading open may merge what the forget made free)
-            own = getattr(trusting.views, state).parts
-            parts = sorted(set(own) | set(getattr(reading_all.views, state).parts))
-            assert [trusting.views.size_of(p) for p in parts] == [reading_all.views.size_of(p) for p in parts]
-            assert trusting.views.size(getattr(trusting.views, state)) == sum(map(trusting.views.size_of, own))
-        reading_all.close()
+    _sizes_as_reading_gives(trusting, tmp_path, monkeypatch)
     trusting.close()
     other = _memory(tmp_path)
-    other.store_line(0, unwritten[2], "written by another process")
+    other.store_line(0, unwritten[2], "written after the save")
     other.close()
-    checking = _memory(tmp_path)
-    assert not checking.views.sizes._pending and checking.views.sizes.unwritten_known()
+    grown = _memory(tmp_path)  # the tree grew by a line (and a free parent above it) since the save
+    assert orjson.loads((tmp_path / "memories" / grown.memory_id / "view.json").read_bytes())["measured"][1] < grown.tree.end
+    assert trusted(grown, blocks=2)
+    _sizes_as_reading_gives(grown, tmp_path, monkeypatch)
+    other = _memory(tmp_path)
+    forget.forget(other, forget.select(other, ids=[unwritten[1], 3]))
+    other.close()
+    grown.catch_up()
+    _sizes_as_reading_gives(grown, tmp_path, monkeypatch)
+    grown.close()
+    other = _memory(tmp_path)
+    other.views.save()
+    forget.forget(other, forget.select(other, ids=[unwritten[4]]))
+    other.close()
+    checking = _memory(tmp_path)  # a forget since the save: checked part by part
+    assert not checking.views.sizes._pending and checking.views.sizes.unwritten_known() > len(unwritten) // 2
+    _sizes_as_reading_gives(checking, tmp_path, monkeypatch)
     checking.close()
 
 

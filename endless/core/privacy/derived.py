@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Iterator, Protocol
 
 import orjson
 
-from endless.core.search import upkeep as index_upkeep
+from endless.core.store import node_part
 from endless.core.search import CHATS_RENAMED
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def matching(memory: Memory, query: str | None) -> Matched:
             titles.setdefault(title)
     tree, lines = memory.tree, []
     for offset, line in tree.lines():
-        part = index_upkeep.node_part(line)
+        part = node_part(line)
         if part is None or not tree.built(*part) or tree.slots[part[0]][part[1]] != offset + 1:
             continue  # erased, or an older version of a line written again
         try:

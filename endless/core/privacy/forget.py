@@ -75,7 +75,7 @@ import orjson
 from endless import prompts
 from endless.core.store import durable
 from endless.core.privacy import copies as copies, derived as derived
-from endless.core.search import upkeep as index_upkeep
+from endless.core.store import node_part
 from endless.core.view import tiling
 from endless.core.errors import MemoryUseError
 from endless.core.store import Stored
@@ -169,7 +169,7 @@ def _relearn(memory: Forgettable, start: int, parts: set) -> None:
     if start >= tree.end:
         return
     for offset, line in tree.lines(start):
-        part = index_upkeep.node_part(line)
+        part = node_part(line)
         if part in parts and tree.set_slot(part[0], part[1], offset):
             memory.tell_built(part)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 import orjson
 
 from endless.core.store import durable
+from endless.core.store import node_part
 from endless.core.search import upkeep as index_upkeep
 from endless.core.search import query as ql
 from endless.core.search import ranking as rank
@@ -451,7 +452,7 @@ def _pattern_lines(corpus: Corpus, q: ql.Query, filters: si.Filters, want: int, 
         for line in reversed(data.split(b"\n")):
             if clock() >= deadline:
                 return found, True
-            part = index_upkeep.node_part(line) if line else None
+            part = node_part(line) if line else None
             if part is None or si.line_key(*part) not in written:
                 continue
             try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 import orjson
 
 from endless.core.store import durable
+from endless.core.store import NODE_HEAD
 from endless.core.search.index import IndexBusy, SearchIndex, Watermark, is_damage
 from endless.core.settings import INDEX_BATCH_MESSAGES, RECORDS_READ_WINDOW
 
@@ -201,7 +202,6 @@ def _index_turns(index: SearchIndex, sources: Sources, mark: Watermark, ahead: "
     return following
 
 
-_NODE_HEAD = re.compile(rb'\{"l":(\d+),"i":(\d+),')
 _NODE_TAIL = re.compile(rb',"size":(\d+)(?:,"src":(\d+))?\}\s*$')
 _FREE_KEYS = (b'"ref":', b'"join"')  # what follows a free line's head (TreeStore.encode_ref, encode_join)
 
@@ -224,7 +224,7 @@ def _index_lines(index: SearchIndex, sources: Sources, mark: Watermark) -> None:
             continue
         for offset, line in sources.tree.lines(pos, sources.tree_end):
             pos = offset + len(line) + 1
-            head = _NODE_HEAD.match(line)
+            head = NODE_HEAD.match(line)
             tail = None
             if head is not None and line[head.end():head.end() + 6] not in _FREE_KEYS:  # (a free line of
                 tail = _NODE_TAIL.search(line, max(0, len(line) - 64))  # format 2 holds no words of its own)
@@ -258,12 +258,6 @@ def node_size(tree: "TreeStore") -> Callable[[int, int], int | None]:
         return size if isinstance(size, int) else None
 
     return size_of
-
-
-def node_part(line: bytes) -> tuple[int, int] | None:
-    """``(level, index)`` of a tree record as the tree writes them, read from its first bytes."""
-    head = _NODE_HEAD.match(line)
-    return None if head is None else (int(head[1]), int(head[2]))
 
 
 def _remember(sizes: list[array], level: int, ix: int, size: int) -> None:

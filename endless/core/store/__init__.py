@@ -94,6 +94,8 @@ _WHERE = {
     "sessions": "sessions",
     "TreeStore": "tree",
     "is_erased_line": "tree",
+    "NODE_HEAD": "tree_lines",
+    "node_part": "tree_lines",
     "parse_node": "tree",
     "COMPLETED": "turns",
     "EncodedTurn": "turns",
@@ -143,6 +145,7 @@ if TYPE_CHECKING:
     from endless.core.store import sessions
     from endless.core.store.sessions import key_for_session
     from endless.core.store.tree import TreeStore, is_erased_line, parse_node
+    from endless.core.store.tree_lines import NODE_HEAD, node_part
     from endless.core.store.turns import COMPLETED, EncodedTurn, KEPT, STATUSES, TurnInProgress, TurnRecord, close_orphans, decoded, place_encoded
     from endless.core.store.waiters import Waiters
     from endless.core.store import pg_db

@@ -20,12 +20,12 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Callable, Iterator
 
-import orjson
 
 from endless.core.store import byte_ranges, durable, tree_lines
 from endless.core.store.log import Damage
 from endless.core.store.messages import utf8_size
-from endless.core.store.tree_lines import FORMAT, encode_join, encode_ref, is_erased_line, migrate, parse_node
+from endless.core.store.tree_lines import (FORMAT, encode_join, encode_ref, is_erased_line, migrate, node_part,
+                                           parse_node)
 
 __all__ = ["FORMAT", "TreeStore", "is_erased_line", "parse_node"]
 
@@ -497,6 +497,11 @@ class TreeStore:
         """``(offset, line)`` of each stored line in ``[start, stop)`` (default: all this process has read),
         erased and superseded ones included: a line is current when its node's slot points at it."""
         return byte_ranges.lines(self.path, start, self.end if stop is None else stop)
+
+    def parts_between(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The node of each line stored in ``[start, stop)`` (erased lines left out), read from its head
+        alone: what was written between two moments this process knows the tree's end at."""
+        return [part for _, line in self.lines(start, stop) if (part := node_part(line)) is not None]
 
     def backward(self, end: int) -> Iterator[tuple[int, bytes]]:
         """``(offset, bytes)`` of whole lines, from ``end`` back to the first (a pattern search of lines)."""

@@ -23,6 +23,7 @@ its index) to format 2 (:meth:`TreeStore.migrate`).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -60,6 +61,15 @@ def encode_join(level: int, index: int, size: int) -> bytes:
 def is_erased_line(line: bytes) -> bool:
     """A node line a forget overwrote (``{"gone":[l,i]}`` and spaces): not damage, an unwritten node."""
     return line.startswith(b'{"gone":')
+
+
+NODE_HEAD = re.compile(rb'\{"l":(\d+),"i":(\d+),')  # how every node line begins, as the tree writes it
+
+
+def node_part(line: bytes) -> tuple[int, int] | None:
+    """``(level, index)`` of a tree record as the tree writes them, read from its first bytes."""
+    head = NODE_HEAD.match(line)
+    return None if head is None else (int(head[1]), int(head[2]))
 
 
 def parse_node(line: bytes) -> dict | None:

@@ -27,7 +27,7 @@ from endless.core.view import packed, tiling
 from endless.core.store import OrderLog
 from endless.core.view.render import ViewLine, chat_block
 from endless.core.view.parts import Parts
-from endless.core.settings import Settings
+from endless.core.settings import TRUSTED_TREE_GROWTH_BYTES, Settings
 from endless.core.view.sizes import ViewSizes
 from endless.core.view.tiling import BatchOutcome, Lines, Part, Sawtooth, ViewError, ViewState
 from endless.core.store import TreeStore
@@ -326,10 +326,11 @@ class ViewKeeper:
                 state = ViewState(same_as.state.parts.copy(), same_as.state.total, bool(data.get("shrinking")))
                 self.sizes.share_sums(same_as.state.parts, state.parts)
                 return _Read(state, last_pass=data.get("pass"), data=data)
-            trusted = isinstance(data, dict) and data.get("measured") == self._measured()
+            written_since = self._written_since(data)
+            trusted = written_since is not None
             state = ViewState.from_json(data, saved_here=trusted)
             tiling.validate(state, total, self.tree.built_or_erased, self.tree.slots, checked_merges=trusted)
-            self.sizes.take(state, trusted=trusted)
+            self.sizes.take(state, trusted=trusted, written_since=written_since or ())
             return _Read(state, last_pass=data.get("pass"), data=data)
         except FileNotFoundError:
             return _Read(None if writer else ViewState())
@@ -368,6 +369,27 @@ class ViewKeeper:
                                   "it is stored at the next change, or recomputed from the log when the memory "
                                   "is next opened; `endless doctor` says what is wrong with the file")
         self.stamp = self._file_stamp()
+
+    def _written_since(self, data: object) -> list[Part] | None:
+        """The nodes written since a view file was saved, if it can be trusted (None: check it).
+
+        Trusted when saved against this tree file with the forgets read now (nothing erased since, so
+        every merged part it holds is still built) and the tree grew by appends alone; the lines written
+        since are read by their heads, so their parts' sizes are asked again, when there are not too
+        many of them to read (see TRUSTED_TREE_GROWTH_BYTES).
+        """
+        measured = data.get("measured") if isinstance(data, dict) else None
+        if not isinstance(measured, list) or len(measured) != 4:
+            return None
+        inode, end, count, forgets = measured
+        if inode != self.tree.inode or forgets != self.log.forgets or type(end) is not int or type(count) is not int:
+            return None
+        if end == self.tree.end and count == self.tree.count:
+            return []
+        if not (0 <= end < self.tree.end and count <= self.tree.count
+                and self.tree.end - end <= TRUSTED_TREE_GROWTH_BYTES):
+            return None
+        return self.tree.parts_between(end, self.tree.end)
 
     def _measured(self) -> list:
         """What a saved view's sizes and merged parts were checked against: the tree file read, how far,

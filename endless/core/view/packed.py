@@ -25,8 +25,10 @@ line's size never changes, so the keeper takes these back
 
 A saved file also says what it was measured against (``measured``: the tree
 file, its end and line count, the forgets read).  When an open reads the
-same, nothing was written, erased or forgotten since: its tiling and merged
-parts are not checked again and its sizes are read where they lie.
+same tree file, perhaps with lines appended since, and the same forgets,
+nothing was erased or forgotten since: its tiling and merged parts are not
+checked again, its sizes are read where they lie, and only the parts of the
+lines appended since are measured again (``ViewKeeper._written_since``).
 """
 
 from __future__ import annotations

@@ -202,7 +202,7 @@ class ViewSizes:
             if k >= 0:
                 sums.dirty.add(k)
 
-    def take(self, state: ViewState, trusted: bool = False) -> None:
+    def take(self, state: ViewState, trusted: bool = False, written_since: Iterable[Part] = ()) -> None:
         """Keep the sizes a stored view kept, where they still hold: a line written then and not erased
         since (its text never changes), and an unwritten message still without its line, counted with the
         same line budget and not forgotten since.  Then the state lets them go.
@@ -215,7 +215,8 @@ class ViewSizes:
         line budget (the keeper compares what it was measured against), so every size holds as stored.
         Then nothing is checked or copied: the sums are made from the file's sizes, and the file's
         arrays are kept for size_of to read from (see _pending_size), so an open after a long import
-        does not pass over each part in Python.
+        does not pass over each part in Python.  ``written_since``: nodes the tree got after the save,
+        whose blocks are summed again.
         """
         stored, state.stored = state.stored, None
         if stored is None or stored.sizes is None or len(stored.sizes) != len(state.parts):
@@ -223,6 +224,8 @@ class ViewSizes:
         if trusted and stored.budget == self.settings.line_budget:
             self._pending.append(stored)
             self._seed_sums(state.parts, stored.firsts, stored.sizes)
+            for part in written_since:
+                self._changed(tiling.first(part))
             return
         if self._scatter(stored):
             self._seed_sums(state.parts, stored.firsts, stored.sizes)

@@ -191,10 +191,10 @@ def test_a_view_file_saved_against_the_tree_read_now_is_trusted_and_sizes_as_rea
     memory.views.save()
     memory.close()
 
-    def trusted(memory: Memory, blocks: int = 0) -> bool:
-        """Sizes asked at the open for the view's tail and ``blocks`` blocks summed again alone (the other
+    def trusted(memory: Memory, lines: int = 0) -> bool:
+        """Sizes asked at the open for the view's tail and the ``lines`` written since the save alone (the
         blocks' sums are the file's), read from the file, or all taken once more than ``lookups`` were."""
-        asked_at_most = len(memory.views.chat.parts) % VIEW_SUM_BLOCK + blocks * VIEW_SUM_BLOCK
+        asked_at_most = len(memory.views.chat.parts) % VIEW_SUM_BLOCK + lines
         asked = memory.views.sizes.unwritten_known() + sum(len(row) - row.count(0) for row in memory.views.sizes.known)
         if lookups > asked_at_most:
             return bool(memory.views.sizes._pending) and asked <= asked_at_most
@@ -217,7 +217,7 @@ def test_a_view_file_saved_against_the_tree_read_now_is_trusted_and_sizes_as_rea
     other.close()
     grown = _memory(tmp_path)  # the tree grew by a line (and a free parent above it) since the save
     assert orjson.loads((tmp_path / "memories" / grown.memory_id / "view.json").read_bytes())["measured"][1] < grown.tree.end
-    assert trusted(grown, blocks=2)
+    assert trusted(grown, lines=2)
     _sizes_as_reading_gives(grown, tmp_path, monkeypatch)
     other = _memory(tmp_path)
     forget.forget(other, forget.select(other, ids=[unwritten[1], 3]))

@@ -16,13 +16,13 @@ import hashlib
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import orjson
 
 from endless.core.store import durable
 from endless.core.privacy import forget
-from endless.core.view import tiling
+from endless.core.view import Part, tiling
 from endless.core.errors import MemoryUseError
 from endless.core.privacy import redact
 from endless.llm.request import Msg, Request
@@ -213,8 +213,8 @@ class WriterPool:
 
     # -- choosing work ---------------------------------------------------------------
 
-    def _plan(self, job: Job) -> _Plan:
-        if not self.model_chosen and self.stretches.covers(job.part):
+    def _plan(self, job: Job, offline_chosen: bool) -> _Plan:
+        if offline_chosen:
             return _Plan(None, None, [])  # the person chose the offline writer for this stretch
         recorded = self.routes.get(job_session(self.memory, job))
         if self.override is not None:
@@ -249,15 +249,26 @@ class WriterPool:
         """Start calls for ready work while slots are free; True if anything started."""
         if self.paused() or now + _EPSILON < self._backoff_until:
             return False
-        ready = [job for job in self.queue.ready()
-                 if job.part not in self._in_flight and self._state(job).retry_at <= now + _EPSILON]
-        ready.sort(key=lambda job: not self._state(job).first_in_line)
-        plans = {job.part: self._plan(job) for job in ready}  # one routes read per job, not per pairing
-        offline_jobs = [job for job in ready if plans[job.part].route is None]
+        # Planned in build order until a store's worth of offline lines is found (one routes read per
+        # job): after a long import every ready line is offline, a hundred thousand of them, and a
+        # launch stores the first few hundred.
+        offline_chosen = not self.model_chosen
+        if offline_chosen:
+            self.stretches.refresh()
+        plans: dict[Part, _Plan] = {}
+        ready: list[Job] = []
+        offline_jobs: list[Job] = []
+        for job in self._eligible(now):
+            ready.append(job)
+            plan = plans[job.part] = self._plan(job, offline_chosen and self.stretches.holds(job.part))
+            if plan.route is None:
+                offline_jobs.append(job)
+                if len(offline_jobs) >= OFFLINE_STORE_LINES:
+                    break
         if offline_jobs:
             # A few hundred at a time: each store holds the memory's lock (a chat waits for it) and
             # the loop, where the lease is renewed, runs again only after it.
-            self._write_offline(offline_jobs[:OFFLINE_STORE_LINES], default=True)
+            self._write_offline(offline_jobs, default=True)
             self._wrote_offline = True
             return True
         started = False
@@ -300,8 +311,21 @@ class WriterPool:
         blob = plan_key.encode() + orjson.dumps(merged)
         return hashlib.sha256(blob).hexdigest()[:16]
 
+    def _eligible(self, now: float) -> Iterator[Job]:
+        """Ready jobs not in flight nor waiting to be tried again, in build order, those first in line
+        (a call that failed for them) before the rest."""
+        states = self._states
+        jobs = (job for job in self.queue.ready_in_order() if job.part not in self._in_flight
+                and (job.part not in states or states[job.part].retry_at <= now + _EPSILON))
+        if not any(state.first_in_line for state in states.values()):
+            return jobs
+        return iter(sorted(jobs, key=lambda job: not self._state(job).first_in_line))
+
     def _state(self, job: Job) -> _LineState:
-        return self._states.setdefault(job.part, _LineState())
+        state = self._states.get(job.part)
+        if state is None:
+            state = self._states[job.part] = _LineState()
+        return state
 
     # -- one call --------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ scans the tree after the first look.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
 from endless.core.view import tiling
 from endless.core.view import Part
@@ -23,10 +24,12 @@ class Job:
     level: int
     index: int
     needed: bool = False  # a view waits for it
+    # (level, index), made once: a catch-up after a long import reads it of a hundred thousand ready
+    # jobs several times at each launch
+    part: Part = field(init=False, repr=False, compare=False)
 
-    @property
-    def part(self) -> Part:
-        return self.level, self.index
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "part", (self.level, self.index))
 
     @property
     def name(self) -> str:
@@ -47,29 +50,34 @@ class WorkQueue:
 
     def ready(self) -> list[Job]:
         """Lines the writer may write now, in build order."""
+        return list(self.ready_in_order())
+
+    def ready_in_order(self) -> Iterator[Job]:
+        """:meth:`ready`, one job at a time: a launch takes the first few hundred of a hundred thousand
+        ready merges after a long import (making every job took half a second a launch)."""
         memory = self.memory
         if self._ready_merges is None or memory.lines_built < self._heard:
             self._heard = memory.lines_built
             self._ready_merges = self._scan_ready_merges()
             self._next_leaf = 0  # (an erased message line is written again)
         self._advance_leaf()
-        jobs: list[Job] = []
+        ready = self._ready_merges
         needed, rank = memory.views.needed, memory.views.needed_rank
-        if len(self._ready_merges) < len(rank):  # walk the shorter side, in the plan's order
-            ready_needed = sorted((p for p in self._ready_merges if p in rank), key=rank.__getitem__)
+        if len(ready) < len(rank):  # walk the shorter side, in the plan's order
+            ready_needed: Iterable[Part] = sorted((p for p in ready if p in rank), key=rank.__getitem__)
         else:
-            ready_needed = [p for p in needed if p in self._ready_merges]
-        jobs += [Job(part[0], part[1], True) for part in ready_needed]
+            ready_needed = (p for p in needed if p in ready)
+        for part in ready_needed:
+            yield Job(part[0], part[1], True)
         unwritten = 0
         message_id = self._next_leaf
         while unwritten < memory.settings.unwritten_ahead and message_id < memory.total:
             if not memory.is_built(0, message_id):
-                jobs.append(Job(0, message_id))
+                yield Job(0, message_id)
                 unwritten += 1
             message_id += 1
-        for part in sorted(p for p in self._ready_merges if p not in rank):
-            jobs.append(Job(part[0], part[1]))
-        return jobs
+        for part in sorted(p for p in ready if p not in rank):
+            yield Job(part[0], part[1])
 
     def _scan_ready_merges(self) -> set[Part]:
         ready: set[Part] = set()

@@ -52,9 +52,18 @@ class OfflineStretches:
 
     def covers(self, part: Part) -> bool:
         """Whether every message under ``part`` lies in one offline stretch."""
-        self._read()
+        self.refresh()
+        return self.holds(part)
+
+    def holds(self, part: Part) -> bool:
+        """:meth:`covers` by the stretches read last (:meth:`refresh`): a catch-up after a long import asks
+        it of hundreds of lines at each launch, and reading the file for each took half its time."""
         k = bisect_right(self._firsts, tiling.first(part)) - 1
         return k >= 0 and tiling.end(part) <= self._stretches[k].end
+
+    def refresh(self) -> None:
+        """Read the stretches added to the file since the last read."""
+        self._read()
 
     def all(self) -> list[Stretch]:
         self._read()

@@ -227,7 +227,21 @@ def _plain_word(part: str) -> bool:
 
 
 def _token_facts(token: str, start: int, out: list[Fact]) -> None:
-    """The facts one stripped token holds (none for an ordinary word)."""
+    """The facts one stripped token holds (none for an ordinary word).
+
+    A token of ASCII letters alone (most of a text) is answered at once, as the rules below answer
+    it: an identifier if a capital follows a small letter inside it (``iPhone``), else nothing.
+    Why: the offline writer looks for facts in every source and line it writes, and after a long
+    import these rules, run for every word, were 40% of a catch-up.
+    """
+    if token.isascii() and token.isalpha():
+        if _has_inner_capital(token):
+            out.append(Fact("identifier", token, _unsep(token), start, start + len(token)))
+        return
+    _token_facts_by_rules(token, start, out)
+
+
+def _token_facts_by_rules(token: str, start: int, out: list[Fact]) -> None:
     token, start = _strip_token(token, start)
     if not token or not any(c.isalnum() for c in token):
         return

@@ -578,3 +578,17 @@ def test_instruction_runs_stop_at_placeholders():
     grams = instruction_grams()
     assert ("write", "the", "line", "itself", "one") in grams
     assert not any("budget" in g for g in grams), "a placeholder's name is not instruction text"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcxyzABCXYZ", min_size=1, max_size=12), st.integers(0, 500))
+def test_a_word_of_letters_holds_the_facts_the_rules_find(token: str, start: int) -> None:
+    """The quick answer for a token of ASCII letters (most words) is the one the full rules give:
+    an identifier when a capital follows a small letter, else nothing."""
+    from endless.writer.facts import _token_facts, _token_facts_by_rules
+
+    quick, ruled = [], []
+    _token_facts(token, start, quick)
+    _token_facts_by_rules(token, start, ruled)
+    assert quick == ruled
+    assert bool(quick) == any(a.islower() and b.isupper() for a, b in zip(token, token[1:]))

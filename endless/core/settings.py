@@ -200,9 +200,10 @@ QUESTION_WORDS = frozenset("""
 likely kind kinds type types sort sorts way ways think thinks thought much many often long ago
 happen happened happening get got go went going make made give gave take took come came specific
 """.split())
-# Seconds the offline writer takes for a line on this project's 2-core reference machine (measured:
-# 1.6 ms a message line, 2.1 ms a merge, plus the store), for the import's estimate.
-OFFLINE_LINE_SECONDS = 0.003
+# Seconds the offline writer takes for a line on this project's 2-core reference machine, store and
+# view passes included, for the import's estimate (measured: `endless catch-up` after importing 1M
+# realistic records wrote 555,835 lines in 928 s, 1.67 ms a line).
+OFFLINE_LINE_SECONDS = 0.0017
 # What Endless wraps around the memory's text (DESIGN §4): the names of its tags (the view's
 # <chat>, the writer task's <input>, <job> and <line>), the per-turn state's opening, and the
 # writer task's marker.  Memory text is neutralised against all of them where it is rendered

@@ -223,3 +223,40 @@ def test_a_background_catch_up_steps_aside_for_a_chat_that_wants_the_writer(plac
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_a_check_while_a_catch_up_writes_finds_no_damage(place, tmp_path: Path) -> None:
+    """A full check (``endless doctor``'s) made while ``endless catch-up`` stores lines reads every line a
+    slot names: the lines and slots a store wrote after the check read the tree file are not damage (it
+    said so of a store's 512 slots, and offered a repair)."""
+    from endless.core import integrity
+    from endless.core.memory import Memory
+
+    workspace, env, _ = place
+    source = tmp_path / "long.jsonl"
+    with open(source, "w") as handle:
+        for k in range(3000):
+            handle.write(json.dumps({"role": "user", "content": f"question {k} about the ledger of region "
+                                     f"{k % 7} " + "and its refunds " * (k % 40)}) + "\n")
+            handle.write(json.dumps({"role": "assistant", "content": f"answer {k}: " + "a negative row " * (k % 30)})
+                         + "\n")
+    assert run(place, "import", str(source), "--no-catch-up").returncode == 0
+    home = Path(env["ENDLESS_HOME"])
+    memory_id = next((home / "memories").iterdir()).name
+    writer = subprocess.Popen(endless_command() + ["catch-up", "--no-progress"], cwd=workspace, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    problems, counts = [], []
+    try:
+        while writer.poll() is None:
+            memory = Memory.open(memory_id=memory_id, root=home, readonly=True)
+            try:
+                found = integrity.scan(memory)
+                counts.append(memory.tree.count)
+            finally:
+                memory.close()
+            problems += [f"slot {part}" for part in found.bad_slots] + [f"line at {at}" for at, _ in found.damaged_lines]
+    finally:
+        writer.wait(timeout=300)
+    assert writer.returncode == 0, writer.stderr.read()
+    assert problems == []
+    assert len(set(counts)) >= 3, counts  # (checks made while lines were being stored)

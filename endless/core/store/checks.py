@@ -70,7 +70,28 @@ def scan(log: OrderLog, tree: TreeStore, past_end: list[tuple[int, int]]) -> Sca
                 found.bad_rows.append(turn)
         turn += 1
     lines: dict[int, tuple[int, int]] = {}
-    for offset, line in byte_lines(tree.path):
+    data, tail = durable.read_complete(tree.path, 0)
+    _note_nodes(data, 0, lines, found)
+    tables = []
+    while tree.slot_path(len(tables)).exists():
+        tables.append(_table(tree.slot_path(len(tables))))
+    # A writer at work (a catch-up) may have stored lines, then their slots, since the tree was read: a
+    # slot is written once its line is durable, so the lines after are read now, not taken for damage.
+    more, _ = durable.read_complete(tree.path, tail.complete_end)
+    _note_nodes(more, tail.complete_end, lines, found)
+    damaged_at = {offset for offset, _ in found.damaged_lines}
+    for level, slots in enumerate(tables, start=1):
+        for index, slot in enumerate(slots):
+            if slot and (level - 1, index) in found.past_end_parts:
+                continue
+            if slot and lines.get(slot - 1) != (level - 1, index) and slot - 1 not in damaged_at:
+                found.bad_slots.append((level - 1, index))
+    return found
+
+
+def _note_nodes(data: bytes, start: int, lines: dict[int, tuple[int, int]], found: Scan) -> None:
+    """Each node line of ``data`` (read from ``start`` in the tree file) by its offset; damage noted."""
+    for offset, line in durable.iter_lines(data, start):
         record = parse_node(line)
         if record is None and is_erased_line(line):
             continue  # erased by a forget: an unwritten node, not damage
@@ -79,17 +100,6 @@ def scan(log: OrderLog, tree: TreeStore, past_end: list[tuple[int, int]]) -> Sca
             found.damaged_lines.append((offset, _guess_part(line) or head))
             continue
         lines[offset] = (record["l"], record["i"])
-    damaged_at = {offset for offset, _ in found.damaged_lines}
-    level = 0
-    while tree.slot_path(level).exists():
-        slots = _table(tree.slot_path(level))
-        level += 1
-        for index, slot in enumerate(slots):
-            if slot and (level - 1, index) in found.past_end_parts:
-                continue
-            if slot and lines.get(slot - 1) != (level - 1, index) and slot - 1 not in damaged_at:
-                found.bad_slots.append((level - 1, index))
-    return found
 
 
 def repair(log: OrderLog, tree: TreeStore, found: Scan) -> list[str]:

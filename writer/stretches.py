@@ -48,7 +48,7 @@ class OfflineStretches:
         with self.memory.lock:
             durable.append_lines(self.memory.folder / STRETCHES_FILE, [durable.dumps_line(
                 {"first": first, "end": end, "at": self.memory.clock()})])
-        self._read()
+        self.refresh()
 
     def covers(self, part: Part) -> bool:
         """Whether every message under ``part`` lies in one offline stretch."""
@@ -61,15 +61,12 @@ class OfflineStretches:
         k = bisect_right(self._firsts, tiling.first(part)) - 1
         return k >= 0 and tiling.end(part) <= self._stretches[k].end
 
-    def refresh(self) -> None:
-        """Read the stretches added to the file since the last read."""
-        self._read()
-
     def all(self) -> list[Stretch]:
-        self._read()
+        self.refresh()
         return list(self._stretches)
 
-    def _read(self) -> None:
+    def refresh(self) -> None:
+        """Read the stretches added to the file since the last read."""
         data, tail = durable.read_complete(self.memory.folder / STRETCHES_FILE, self._end)
         if tail.complete_end == self._end:
             return

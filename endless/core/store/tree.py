@@ -20,7 +20,6 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Callable, Iterator
 
-
 from endless.core.store import byte_ranges, durable, tree_lines
 from endless.core.store.log import Damage
 from endless.core.store.messages import utf8_size

@@ -371,10 +371,8 @@ _CLEAR_TOP_BIT = bytes(range(128)) * 2
 
 
 def _without_flag(sizes: array) -> array:
-    """The sizes without the UNWRITTEN flag (bit 31, the top bit of 4-byte values): the byte holding
-    it translated in one C pass, not each value masked as a Python int."""
-    if sizes.itemsize != 4:
-        return array("q", map(and_, sizes, repeat(packed.UNWRITTEN - 1)))
+    """The sizes (4-byte values, as a view file packs them) without the UNWRITTEN flag, their top bit:
+    the byte holding it translated in one C pass, not each value masked as a Python int."""
     raw = sizes.tobytes()
     top = 3 if sys.byteorder == "little" else 0
     out = bytearray(raw)

@@ -10,10 +10,11 @@ scans the tree after the first look.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from endless.core.view import tiling
 from endless.core.view import Part
+from endless.core.settings import STALE_ORDER_ENTRIES
 from endless.writer.interface import PerMemory, WriterMemory
 
 
@@ -46,6 +47,12 @@ class WorkQueue:
         # (a ready merge may have lost a half), and the ready merges are looked for again.
         self._heard = 0
         self._next_leaf = 0
+        # The ready merges the views wait for, by their place in the plan, as last given, and the plan's
+        # places they were ordered by (see _needed_in_order); merges made ready since, not yet placed.
+        self._order: list[tuple[int, Part]] = []
+        self._order_parts: set[Part] = set()
+        self._order_rank: dict[Part, int] | None = None
+        self._made_ready: list[Part] = []
         memory.on_built(self._built)
 
     def ready(self) -> list[Job]:
@@ -59,16 +66,25 @@ class WorkQueue:
         if self._ready_merges is None or memory.lines_built < self._heard:
             self._heard = memory.lines_built
             self._ready_merges = self._scan_ready_merges()
+            self._order_rank = None
             self._next_leaf = 0  # (an erased message line is written again)
         self._advance_leaf()
         ready = self._ready_merges
         needed, rank = memory.views.needed, memory.views.needed_rank
         if len(ready) < len(rank):  # walk the shorter side, in the plan's order
-            ready_needed: Iterable[Part] = sorted((p for p in ready if p in rank), key=rank.__getitem__)
+            order = self._needed_in_order(ready, rank)
+            passed = 0  # merges stored since they were placed, further in than the front
+            for _, part in order:
+                if part in ready:
+                    yield Job(part[0], part[1], True)
+                else:
+                    passed += 1
+            if passed > STALE_ORDER_ENTRIES and order is self._order:
+                self._order_rank = None  # placed again at the next look
         else:
-            ready_needed = (p for p in needed if p in ready)
-        for part in ready_needed:
-            yield Job(part[0], part[1], True)
+            for part in needed:
+                if part in ready:
+                    yield Job(part[0], part[1], True)
         unwritten = 0
         message_id = self._next_leaf
         while unwritten < memory.settings.unwritten_ahead and message_id < memory.total:
@@ -78,6 +94,36 @@ class WorkQueue:
             message_id += 1
         for part in sorted(p for p in ready if p not in rank):
             yield Job(part[0], part[1])
+
+    def _needed_in_order(self, ready: set[Part], rank: dict[Part, int]) -> list[tuple[int, Part]]:
+        """The ready merges the views wait for, by their place in the plan (some may be stored since).
+
+        After a long import a hundred thousand merges are ready and a launch takes the first few
+        hundred: sorting them all at every launch was a quarter of a catch-up's time.  While the plan
+        stays, the order is kept: the stored merges at its front are dropped, and the few made ready
+        since are placed (a sort of a sorted run and a short one).  Each look gets a list of its own,
+        so one still being read never changes under its reader.
+        """
+        made, self._made_ready = self._made_ready, []
+        if self._order_rank is not rank:
+            order = [(rank[p], p) for p in ready if p in rank]
+            order.sort()
+            self._order_parts = {p for _, p in order}
+        else:
+            order, kept = self._order, self._order_parts
+            front = 0
+            while front < len(order) and order[front][1] not in ready:
+                kept.discard(order[front][1])
+                front += 1
+            added = [(rank[p], p) for p in dict.fromkeys(made) if p in ready and p in rank and p not in kept]
+            if added:
+                kept.update(p for _, p in added)
+                order = order[front:] + added
+                order.sort()
+            elif front:
+                order = order[front:]
+        self._order, self._order_rank = order, rank
+        return order
 
     def _scan_ready_merges(self) -> set[Part]:
         ready: set[Part] = set()
@@ -114,6 +160,10 @@ class WorkQueue:
         if (memory.is_built(part[0], part[1] ^ 1) and not memory.is_built(*top)
                 and tiling.end(top) <= memory.total):
             self._ready_merges.add(top)
+            if len(self._made_ready) < STALE_ORDER_ENTRIES:
+                self._made_ready.append(top)
+            else:  # (no writer asked for a long while) ordered anew at the next look
+                self._order_rank = None
 
 
 work_queue = PerMemory(WorkQueue)  # work_queue(memory): the one work queue of an open memory

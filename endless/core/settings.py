@@ -40,6 +40,9 @@ VIEW_RARE_LEVEL_SHARE = 16  # a stored view's level held by fewer than one part 
 # Lines the offline writer writes and stores at once (one fsync): after an import tens of thousands are ready,
 # and written all at once they held the memory's lock for seconds and starved the lease's renewal.
 OFFLINE_STORE_LINES = 512
+# Merges stored since the writer's queue ordered its ready merges, passed inside that order at one look,
+# before it is made again (those at its front are dropped at once).
+STALE_ORDER_ENTRIES = 4096
 LINE_BUDGET = 512  # bytes of one summary line (DESIGN §2.3); the default of the line_budget setting
 WRITER_REPLY_TOKENS = 1024  # the reply tokens a writer call allows each line it asks for
 # A search pattern is refused before compiling past these (endless.core.search.pattern_guard): the regex engine

@@ -21,7 +21,13 @@ column side by side (``$HOME`` a fresh folder): ``{source}`` is the JSONL
 file; ``{dated}`` the same messages as ``YYYY-MM-DD text`` lines, one a line,
 each cut to 280 bytes (OptMem's ``memo import`` format and limit), e.g.
 ``--optmem "sh -c 'python3 memo init >/dev/null && python3 memo import {dated}'"``
-with ``memo`` from a checkout of VictorTaelin/OptMem (not part of this project).  With ``--compare PYTHON`` the same imports run a second time with
+with ``memo`` from a checkout of VictorTaelin/OptMem (not part of this project).
+``--optmem-search "COMMAND"`` then times that tool's search of its memory
+(the median of three processes; ``$HOME`` as its import left it), e.g.
+``"python3 memo recall 'database.*billing.*export.*queue'"``, and the table
+adds, for each tool, its import plus three searches: what a person waits
+for in all when a tool that defers its work to each search is set against
+one that does it once at import.  With ``--compare PYTHON`` the same imports run a second time with
 another Python that has another version of Endless installed (e.g. a venv
 with the last release), side by side in the same run.  Each Python first
 compiles its Endless to bytecode, so every run loads compiled modules as an
@@ -29,7 +35,7 @@ installed package does (an editable checkout under ``PYTHONDONTWRITEBYTECODE``
 would otherwise compile its changed modules in every timed run).
 
 Usage: python scripts/bench_import.py [--sizes 10000,100000,1000000] [--mix real|short] [--compare PYTHON]
-       [--optmem "COMMAND {source}|{dated}"]
+       [--optmem "COMMAND {source}|{dated}" [--optmem-search "COMMAND"]]
 """
 
 from __future__ import annotations
@@ -136,6 +142,20 @@ def run_other(template: str, path: Path, root: Path) -> dict:
     return {"seconds": seconds, "rss": usage.ru_maxrss / 1024, "disk": disk_bytes(home)}
 
 
+def other_search(template: str, root: Path) -> float:
+    """Another tool's search of the memory its import left under ``root``: the median of three processes."""
+    command = shlex.split(template)
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        proc = subprocess.run(command, env={**os.environ, "HOME": str(root / "home")}, cwd=root,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        times.append(time.perf_counter() - started)
+        if proc.returncode != 0:
+            raise SystemExit(f"{command[0]} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    return sorted(times)[1]
+
+
 COMPILE = ("import compileall, sys, endless, endless.writer, endless.prompts\n"
            "sys.exit(not all(compileall.compile_dir(d, quiet=1) for m in (endless, endless.writer, endless.prompts)"
            " for d in m.__path__))")
@@ -214,7 +234,11 @@ def main() -> None:
     parser.add_argument("--mix", choices=("real", "short"), default="real")
     parser.add_argument("--optmem", metavar="COMMAND", default=None,
                         help='another tool\'s import, e.g. "memo import {source}", run side by side')
+    parser.add_argument("--optmem-search", metavar="COMMAND", default=None,
+                        help="that tool's search of what it imported, e.g. \"memo recall 'billing.*queue'\"")
     args = parser.parse_args()
+    if args.optmem_search and not args.optmem:
+        parser.error("--optmem-search searches what --optmem imported: give --optmem too")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     runs = [("this", None)] + ([("compare", args.compare)] if args.compare else [])
     results: dict[tuple[str, int], dict] = {}
@@ -228,6 +252,8 @@ def main() -> None:
             if args.optmem:
                 say(f"{size:,} messages (optmem)")
                 results[("optmem", size)] = run_other(args.optmem, path, Path(tmp) / f"optmem-{size}")
+                if args.optmem_search:
+                    results[("optmem", size)]["search"] = other_search(args.optmem_search, Path(tmp) / f"optmem-{size}")
             for name, checkout in runs:
                 root = Path(tmp) / f"{name}-{size}"
                 root.mkdir()
@@ -263,6 +289,26 @@ def main() -> None:
                         + (f" {_cold(b)} | {b['open']:.1f} s | {b['commit'] * 1000:.1f} ms |" if "open" in b else "")
                         + f" {a['seconds'] / b['seconds']:.2f} |")
         print(row)
+    if args.optmem_search:
+        _print_with_searches(sizes, results)
+
+
+SEARCHES = 3  # searches after the import, in the table that adds them
+
+
+def _print_with_searches(sizes: list[int], results: dict[tuple[str, int], dict]) -> None:
+    """Each tool's import plus three cold searches (each the median search of its three processes)."""
+    print(f"\nimport, then {SEARCHES} searches (each a whole process, cold)\n")
+    head = ("| messages | import | a search | import + 3 searches | import (optmem) | a search (optmem) "
+            "| import + 3 searches (optmem) | this ÷ optmem |")
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for size in sizes:
+        a, b = results[("this", size)], results[("optmem", size)]
+        ours = a["seconds"] + SEARCHES * a["search"]
+        theirs = b["seconds"] + SEARCHES * b["search"]
+        print(f"| {size:,} | {a['seconds']:.1f} s | {a['search']:.2f} s | {ours:.1f} s | {b['seconds']:.1f} s | "
+              f"{b['search']:.2f} s | {theirs:.1f} s | {ours / theirs:.2f} |")
 
 
 def _cold(result: dict) -> str:

